@@ -1,0 +1,47 @@
+"""The vocabulary of derived quantities: stable dotted ids, their units and what they mean.
+
+derived.csv rows use these ids and nothing else; a probe issue that adds a quantity adds it here first.
+"""
+from __future__ import annotations
+
+QUANTITIES: dict[str, tuple[str, str]] = {
+    "clock.sm_hz": ("Hz", "effective SM clock with every SM busy (clock64 cycles per globaltimer second)"),
+    "launch.overhead_s": ("s", "GPU time per launch of an empty kernel, back-to-back plain launches"),
+    "launch.graph_overhead_s": ("s", "GPU time per empty kernel replayed from a CUDA graph"),
+    "smem.latency_cycles": ("cycles", "shared-memory load-to-use latency"),
+    "l1.latency_cycles": ("cycles", "L1 hit load-to-use latency (dependent 64-bit loads)"),
+    "l1.capacity_bytes": ("B", "L1 capacity seen by global loads"),
+    "l1.line_bytes": ("B", "L1 line size"),
+    "l2.latency_cycles": ("cycles", "L2 hit latency, near partition"),
+    "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition"),
+    "l2.capacity_bytes": ("B", "L2 capacity"),
+    "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
+    "dram.latency_cycles": ("cycles", "device-memory (HBM) load-to-use latency"),
+    "dram.latency_ns": ("s", "device-memory load-to-use latency in seconds (globaltimer)"),
+    "mem.sector_bytes": ("B", "granularity of memory transactions"),
+    "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
+    "smem.banks": ("1", "number of shared-memory banks"),
+    "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
+    "smem.conflict_cycles_per_way": ("cycles", "extra cycles per extra way of bank conflict"),
+    "smem.bandwidth_bytes_per_clk_sm": ("B/cycle", "shared-memory bandwidth per SM"),
+    "l1.bandwidth_bytes_per_clk_sm": ("B/cycle", "L1 bandwidth per SM"),
+    "l2.bandwidth_bytes_per_s": ("B/s", "L2 bandwidth"),
+    "dram.read_bandwidth_bytes_per_s": ("B/s", "device-memory read bandwidth"),
+    "dram.write_bandwidth_bytes_per_s": ("B/s", "device-memory write bandwidth"),
+    "dram.copy_bandwidth_bytes_per_s": ("B/s", "device-memory copy bandwidth, bytes read plus written"),
+    "littles.bytes_in_flight": ("B", "bytes in flight needed to saturate device memory"),
+    "occupancy.warps_to_saturate_dram_ilp1": ("1", "resident warps per SM to saturate HBM, one load each"),
+    "fp32.peak_flops": ("FLOP/s", "FP32 FMA peak"),
+    "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
+    "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),
+    "fp32.latency_cycles": ("cycles", "dependent FP32 FMA latency"),
+    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma)"),
+    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma)"),
+    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma)"),
+    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma)"),
+    "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
+}
+
+
+def unit_of(quantity: str) -> str:
+    return QUANTITIES[quantity][0]

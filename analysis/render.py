@@ -1,0 +1,188 @@
+"""The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
+
+Order: the reconstructed hierarchy table, the derived quantities, the lecture's claims judged, the figures
+(latency staircase, launch overhead), CuPy vs Numba agreement, then device, clocks, software, probe status
+and warnings.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import claims, figures
+from analysis.latency import chase_levels, frontend_agreement
+from analysis.results import atomic_write_bytes, atomic_write_text
+from analysis.units import fmt_bytes, fmt_value
+
+#: Probe families still to come, named in the report where their columns are empty.
+PENDING = {"bandwidth": "issue #4", "capacity": "issue #3"}
+
+
+def hierarchy_table(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
+    device = meta["device"]
+    levels = chase_levels(measurements, device) if "footprint_bytes" in measurements else pd.DataFrame()
+
+    def latency(level: str, metric: str) -> str:
+        if levels.empty:
+            return "not measured"
+        hit = levels[(levels["level"] == level) & (levels["metric"] == metric)]
+        if hit.empty:
+            return "not measured"
+        r = hit.iloc[0]
+        unit = "cycles" if metric == "latency" else "s"
+        return f"{fmt_value(r['median'], unit)} [{fmt_value(r['ci_low'], unit)}, {fmt_value(r['ci_high'], unit)}]"
+
+    rows = [
+        ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)", "not measured (#3)", "-",
+         f"not measured ({PENDING['bandwidth']})", "one block"),
+        ("L1", f"not measured ({PENDING['capacity']})", latency("l1", "latency"), latency("l1", "latency_time"),
+         f"not measured ({PENDING['bandwidth']})", "one SM"),
+        ("L2", f"{fmt_bytes(device['l2_bytes'])} (driver)", latency("l2", "latency"),
+         latency("l2", "latency_time"), f"not measured ({PENDING['bandwidth']})", "whole GPU"),
+        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", latency("dram", "latency"),
+         latency("dram", "latency_time"), f"not measured ({PENDING['bandwidth']})", "whole GPU"),
+    ]
+    return pd.DataFrame(rows, columns=["level", "capacity", "latency (cycles, 95% CI)", "latency (time)",
+                                       "bandwidth", "shared by"])
+
+
+def derived_table(derived: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "quantity": derived["quantity"],
+        "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
+        "95% CI": [f"[{fmt_value(lo, u)}, {fmt_value(hi, u)}]"
+                   for lo, hi, u in zip(derived["ci_low"], derived["ci_high"], derived["unit"])],
+        "method": derived["method"], "note": derived["note"].fillna(""),
+    })
+
+
+def agreement_table(measurements: pd.DataFrame) -> pd.DataFrame:
+    table = frontend_agreement(measurements)
+    return pd.DataFrame({
+        "footprint": table["footprint_bytes"].map(fmt_bytes), "flavour": table["flavour"],
+        "CuPy (cycles)": table["cupy"].map(lambda v: f"{v:.1f}"),
+        "Numba (cycles)": table["numba"].map(lambda v: f"{v:.1f}"),
+        "Numba / CuPy": table["ratio"].map(lambda v: f"{v:.3f}"),
+    })
+
+
+def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
+    out = []
+    for pid, state in meta["probes"].items():
+        if state["status"] != "ok":
+            out.append(f"{pid}: {state['status']}" + (f" ({state['error']})" if state.get("error") else ""))
+    flagged = measurements[measurements["flag"].fillna("") != ""]
+    for (probe, flag), group in flagged.groupby(["probe", "flag"]):
+        out.append(f"{probe}: {len(group)} of {int((measurements['probe'] == probe).sum())} samples flagged "
+                   f"{flag} and left out of fits")
+    return out
+
+
+def _figures(meta, measurements, derived) -> dict[str, bytes]:
+    import matplotlib.pyplot as plt
+
+    made = {}
+    if {"chase.latency", "chase.latency_numba"} & set(measurements["probe"]):
+        ax = figures.latency_staircase(measurements, meta["device"], derived)
+        made["latency-staircase.png"] = _png(ax.figure)
+        plt.close(ax.figure)
+    if "launch.overhead" in set(measurements["probe"]):
+        ax = figures.launch_overhead(measurements)
+        made["launch-overhead.png"] = _png(ax.figure)
+        plt.close(ax.figure)
+    return made
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=110)
+    return buf.getvalue()
+
+
+def _sections(meta, measurements, derived):
+    """(title, DataFrame | list[str] | figure name) in report order."""
+    device = meta["device"]
+    soft = meta.get("software", {})
+    facts = pd.DataFrame([
+        ("GPU", f"{device['name']} (compute capability {device['compute_capability']}, {device['sm_count']} SMs)"),
+        ("SM clock measured", fmt_value(_value(derived, "clock.sm_hz"), "Hz")),
+        ("SM clock max (driver)", fmt_value(device.get("sm_clock_max_hz"), "Hz")),
+        ("memory", f"{fmt_bytes(device['total_memory_bytes'])}, {device['memory_bus_bits']}-bit bus, "
+                   f"clock {fmt_value(device.get('memory_clock_hz'), 'Hz')}"),
+        ("L2 / shared per SM / registers per SM", f"{fmt_bytes(device['l2_bytes'])} / "
+         f"{fmt_bytes(device['smem_per_sm_bytes'])} / {device['regs_per_sm']}"),
+        ("driver / CUDA runtime", f"{device.get('driver', '-')} / {soft.get('cuda_runtime', '-')}"),
+        ("software", ", ".join(f"{k} {v}" for k, v in soft.items() if k not in ("cuda_runtime", "cuda_driver"))),
+        ("run", f"{meta['run_id']}, profile {meta['profile']}, {meta['started']} to {meta.get('ended') or '-'}"),
+        ("command", " ".join(meta.get("argv", []))),
+        ("git", f"{(meta.get('git') or {}).get('sha') or '-'}" + (" (dirty)" if (meta.get('git') or {}).get('dirty') else "")),
+    ], columns=["", "value"])
+    status = pd.DataFrame([(pid, s["status"], f"{s['configs_done']}/{s['configs_total']}", f"{s['seconds']:.1f} s",
+                            s.get("error") or "") for pid, s in meta["probes"].items()],
+                          columns=["probe", "status", "configs", "time", "error"])
+    figs = _figures(meta, measurements, derived)
+    sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, measurements, derived)),
+                ("Derived quantities", derived_table(derived)),
+                ("The lecture's claims, judged", claims.judge(derived))]
+    sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
+                 for name, png in figs.items()]
+    agreement = agreement_table(measurements)
+    if not agreement.empty:
+        sections.append(("Pointer chase: CuPy against Numba", agreement))
+    sections += [("Device, clocks and software", facts), ("Probes", status),
+                 ("Warnings", warnings(meta, measurements) or ["none"])]
+    return sections
+
+
+def _value(derived: pd.DataFrame, quantity: str):
+    hit = derived.loc[derived["quantity"] == quantity, "value"]
+    return float(hit.iat[0]) if len(hit) else None
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    cells = [[str(c) for c in frame.columns]] + [["" if pd.isna(v) else str(v) for v in row]
+                                                  for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+    lines.insert(1, "|" + "---|" * len(frame.columns))
+    return "\n".join(lines)
+
+
+def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path) -> Path:
+    """Write ``index.html`` (self-contained), ``index.md`` and the figures' PNGs; return the HTML path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    title = f"gpuatlas: {meta['gpu']} ({meta['run_id']})"
+    md, body = [f"# {title}", ""], [f"<h1>{html.escape(title)}</h1>"]
+    for heading, content in _sections(meta, measurements, derived):
+        md += [f"## {heading}", ""]
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        if isinstance(content, pd.DataFrame):
+            md += [_md_table(content), ""]
+            table = content.to_html(index=False, na_rep="", classes="data", border=0)
+            if "verdict" in content:
+                table = table.replace("<td>deviates</td>", '<td class="deviates">deviates</td>')
+            body.append(table)
+        elif isinstance(content, tuple):
+            _, name, png = content
+            atomic_write_bytes(out_dir / name, png)
+            md += [f"![{heading}]({name})", ""]
+            body.append(f'<img alt="{html.escape(heading)}" src="data:image/png;base64,'
+                        f'{base64.b64encode(png).decode()}">')
+        else:
+            md += [f"- {line}" for line in content] + [""]
+            body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>")
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    atomic_write_text(out_dir / "index.md", "\n".join(md))
+    atomic_write_text(out_dir / "index.html", page)
+    return out_dir / "index.html"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table.data{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}
+table.data th,table.data td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}"""

@@ -1,0 +1,213 @@
+"""The results contract: a run directory and how it is written and read.
+
+A run directory holds
+
+* ``run.json`` -- schema version, device properties, software versions, argv, git sha, times and the
+  status of every probe;
+* ``measurements.parquet`` -- tidy long format, one row per sample per metric (``MEASUREMENT_COLUMNS`` plus
+  one column per probe parameter);
+* ``derived.csv`` -- one row per reconstructed hardware parameter (``DERIVED_COLUMNS``);
+* ``parts/<probe>/<config>.parquet`` -- the same rows, one file per finished config.  Parts are the durable
+  record while a run is in flight: each is written by atomic rename, so a crash or ``kill -9`` loses at most
+  the config being measured, and ``gpuatlas run --resume`` skips every config that has a part.
+  ``measurements.parquet`` is the merge of the parts, rewritten (atomically) after every probe.
+
+Every file is replaced by ``os.replace`` of a finished temporary file: a reader never sees half a file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.errors import UsageError
+
+SCHEMA = "gpuatlas.run"
+SCHEMA_VERSION = 1
+
+#: Columns every measurements row has; probe parameters add one column each (``footprint_bytes``, ...).
+MEASUREMENT_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat",
+                       "sm_clock_hz", "timer", "flag")
+DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note")
+
+#: Flags a sample can carry; fits use only unflagged samples.
+FLAGS = ("", "throttled", "invalid", "warmup")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that ``path`` is either the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def config_key(params: dict) -> str:
+    """Canonical ``k=v,k=v`` string of one config's parameters, sorted by name."""
+    return ",".join(f"{k}={params[k]}" for k in sorted(params))
+
+
+def config_filename(params: dict) -> str:
+    """A file name for one config's part: readable, and unique for distinct configs."""
+    key = config_key(params) or "default"
+    return re.sub(r"[^A-Za-z0-9_.=,-]", "_", key) + ".parquet"
+
+
+@dataclass
+class RunDir:
+    """A run directory on disk; reading methods validate and raise ``UsageError`` with a fix."""
+
+    path: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def measurements_path(self) -> Path:
+        return self.path / "measurements.parquet"
+
+    @property
+    def derived_path(self) -> Path:
+        return self.path / "derived.csv"
+
+    @property
+    def parts(self) -> Path:
+        return self.path / "parts"
+
+    def part_path(self, probe: str, params: dict) -> Path:
+        return self.parts / probe / config_filename(params)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def read_meta(self) -> dict:
+        if not self.path.is_dir():
+            raise UsageError(f"{self.path} is not a directory: give a run directory made by `gpuatlas run`")
+        if not self.run_json.is_file():
+            raise UsageError(f"{self.path} is not a gpuatlas run (no run.json): give a directory made by "
+                             "`gpuatlas run`")
+        try:
+            meta = json.loads(self.run_json.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{self.run_json} is not valid JSON ({exc.__class__.__name__}): the run is "
+                             "damaged; re-run it or restore the file") from None
+        if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+            raise UsageError(f"{self.run_json} was not written by gpuatlas (no \"schema\": \"{SCHEMA}\")")
+        version = meta.get("schema_version")
+        if not isinstance(version, int):
+            raise UsageError(f"{self.run_json} has no integer schema_version: the run is damaged")
+        if version > SCHEMA_VERSION:
+            raise UsageError(f"{self.path} was written with results schema {version}, newer than this "
+                             f"gpuatlas reads ({SCHEMA_VERSION}): upgrade gpuatlas")
+        return meta
+
+    def read_measurements(self) -> pd.DataFrame:
+        """All measured rows: the merged file plus any parts not yet merged (an interrupted run)."""
+        frames = []
+        if self.measurements_path.exists():
+            frames.append(_read_parquet(self.measurements_path))
+        merged = set()
+        if frames:
+            merged = set(zip(frames[0]["probe"], frames[0]["config"]))
+        for part in sorted(self.parts.glob("*/*.parquet")) if self.parts.is_dir() else ():
+            frame = _read_parquet(part)
+            if not frame.empty and (frame["probe"].iat[0], frame["config"].iat[0]) in merged:
+                continue
+            frames.append(frame)
+        if not frames:
+            raise UsageError(f"{self.path} holds no measurements yet: finish it with "
+                             f"`gpuatlas run --resume {self.path}`")
+        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+    def read_derived(self) -> pd.DataFrame:
+        if not self.derived_path.is_file():
+            raise UsageError(f"{self.path} has no derived.csv: finish the run with "
+                             f"`gpuatlas run --resume {self.path}`")
+        try:
+            frame = pd.read_csv(self.derived_path)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{self.derived_path} is not a derived-quantities CSV "
+                             f"({exc.__class__.__name__})") from None
+        missing = set(DERIVED_COLUMNS) - set(frame.columns)
+        if missing:
+            raise UsageError(f"{self.derived_path} lacks columns {sorted(missing)}: not a gpuatlas "
+                             "derived.csv")
+        return frame
+
+    def done_configs(self, probe: str) -> set[str]:
+        """Config keys of ``probe`` whose part is on disk (or already merged)."""
+        done = set()
+        if self.measurements_path.exists():
+            frame = _read_parquet(self.measurements_path, columns=["probe", "config"])
+            done |= set(frame.loc[frame["probe"] == probe, "config"])
+        folder = self.parts / probe
+        if folder.is_dir():
+            for part in folder.glob("*.parquet"):
+                done |= set(_read_parquet(part, columns=["config"])["config"])
+        return done
+
+    # -- writing ---------------------------------------------------------------------------------
+    def write_meta(self, meta: dict) -> None:
+        atomic_write_text(self.run_json, json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n")
+
+    def write_part(self, probe: str, params: dict, rows: pd.DataFrame) -> None:
+        atomic_write_parquet(self.part_path(probe, params), rows)
+
+    def merge_parts(self) -> pd.DataFrame:
+        """Rewrite measurements.parquet as the union of everything measured so far."""
+        frame = self.read_measurements()
+        frame = frame.drop_duplicates(subset=["probe", "config", "metric", "repeat"], keep="last")
+        atomic_write_parquet(self.measurements_path, frame)
+        return frame
+
+    def write_derived(self, derived: pd.DataFrame) -> None:
+        atomic_write_text(self.derived_path, derived.loc[:, list(DERIVED_COLUMNS)].to_csv(index=False))
+
+
+def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    try:
+        frame = pd.read_parquet(path, columns=columns)
+    except Exception as exc:  # pyarrow raises several types for truncated or foreign files
+        raise UsageError(f"{path} is not a readable parquet file ({exc.__class__.__name__}): it is "
+                         "truncated or foreign; delete it and finish the run with `gpuatlas run --resume`"
+                         ) from None
+    needed = set(columns or MEASUREMENT_COLUMNS)
+    if not needed <= set(frame.columns):
+        raise UsageError(f"{path} lacks columns {sorted(needed - set(frame.columns))}: not a gpuatlas "
+                         "measurements file")
+    return frame
+
+
+def load_run(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:
+    """Read and validate a run directory: ``(run.json as a dict, measurements)``."""
+    run = RunDir(Path(path))
+    return run.read_meta(), run.read_measurements()

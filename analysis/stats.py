@@ -1,0 +1,32 @@
+"""Robust summaries of repeated samples: the median is the headline, the spread and CI come with it."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def usable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Samples a fit may use: flagged ones (throttled, invalid, warm-up) are kept on disk but left out."""
+    return frame[frame["flag"].fillna("") == ""]
+
+
+def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Median and its percentile-bootstrap confidence interval."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (np.nan, np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    medians = np.median(values[rng.integers(0, values.size, (resamples, values.size))], axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(medians, [tail, 100 - tail])
+    return float(np.median(values)), float(lo), float(hi)
+
+
+def summarize(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group: n, median, quartiles and relative IQR of ``value``."""
+    grouped = frame.groupby(by, dropna=False)["value"]
+    out = grouped.agg(n="size", median="median", q25=lambda v: v.quantile(0.25),
+                      q75=lambda v: v.quantile(0.75), min="min", max="max").reset_index()
+    out["rel_iqr"] = (out["q75"] - out["q25"]) / out["median"].abs()
+    return out

@@ -1,0 +1,32 @@
+"""Formatting of SI values for reports (values are stored in base units; only reports format them)."""
+from __future__ import annotations
+
+import math
+
+
+def fmt_bytes(n: float) -> str:
+    if n is None or not math.isfinite(n):
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            value = n / scale
+            return f"{value:.0f} {unit}" if value == int(value) or value >= 100 else f"{value:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_value(value: float, unit: str) -> str:
+    """A value with its unit, scaled for reading (s -> us/ns, Hz -> GHz, B -> KiB/MiB)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if unit == "B":
+        return fmt_bytes(value)
+    if unit == "s":
+        for suffix, scale in (("s", 1), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+            if abs(value) >= scale:
+                return f"{value / scale:.4g} {suffix}"
+        return f"{value / 1e-9:.3g} ns"
+    if unit in ("Hz", "B/s", "FLOP/s"):
+        for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+            if abs(value) >= scale:
+                return f"{value / scale:.4g} {prefix}{unit}"
+    return f"{value:.4g} {unit}".rstrip()

@@ -1,0 +1,5 @@
+import sys
+
+from gpuatlas.cli import main
+
+sys.exit(main())

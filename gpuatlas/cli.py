@@ -1,0 +1,205 @@
+"""The ``gpuatlas`` command: list, run, report, compare, doctor.
+
+Bad input ends in one line on stderr and exit code 2; nothing already measured is touched.  ``list``,
+``report`` and ``compare`` never import CuPy and work on a machine without a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from analysis.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+#: The committed H200 run: the default for ``gpuatlas report`` and the reference device for ``list``.
+DEFAULT_RUN = REPO / "reports" / "h200"
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def cmd_list(args) -> int:
+    from rich.table import Table
+
+    from analysis.results import RunDir
+    from probes.registry import PROFILES, select
+
+    device = RunDir(DEFAULT_RUN).read_meta()["device"] if (DEFAULT_RUN / "run.json").exists() else None
+    table = Table(title="gpuatlas probes" + (f" (config counts as sized for the committed {device['name']})"
+                                             if device else ""))
+    for column in ("probe", "backend", *(f"{p} configs" for p in PROFILES), "axes", "what it measures"):
+        table.add_column(column, overflow="fold")
+    for p in select(args.probe):
+        counts = [str(len(p.configs(device, prof))) if device else "sized at run time" for prof in PROFILES]
+        axes = "\n".join(f"{name}: {doc}" for name, doc in p.axes.items())
+        table.add_row(p.id, p.backend, *counts, axes, p.summary)
+    _console().print(table)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from probes import runner
+    from probes.registry import parse_override, select
+
+    console = _console()
+    overrides = {}
+    if args.axis:
+        if args.resume:
+            raise UsageError("--axis cannot change a run being resumed: it keeps the sweep it started with")
+        probes = select(args.probe)
+        overrides = dict(parse_override(text, probes) for text in args.axis)
+    if args.resume and args.probe:
+        raise UsageError("--probe cannot change a run being resumed: it measures the probes it started with")
+    progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), console=console, transient=True)
+    tasks = {}
+
+    def on_config(probe, params, samples):
+        if probe.id not in tasks:
+            tasks[probe.id] = progress.add_task(probe.id, total=None)
+        progress.advance(tasks[probe.id])
+
+    def on_probe(probe, state):
+        task = tasks.pop(probe.id, None)
+        if task is not None:
+            progress.remove_task(task)
+        mark = {"ok": "[green]ok[/]", "skipped": "[yellow]skipped[/]"}.get(state["status"], "[red]FAILED[/]")
+        line = f"{mark} {probe.id}: {state['configs_done']}/{state['configs_total']} configs in {state['seconds']:.1f} s"
+        if state.get("error"):
+            line += f" -- {state['error']}"
+        console.print(line)
+
+    run, meta, probes = runner.prepare(args.probe, args.profile, Path(args.out),
+                                       Path(args.resume) if args.resume else None, overrides, args.seed)
+    console.print(f"measuring {meta['gpu']} into {run.path} (profile {meta['profile']})")
+    with progress:
+        meta = runner.execute(run, meta, probes, on_config=on_config, on_probe=on_probe)
+    failed = [pid for pid, s in meta["probes"].items() if s["status"] == "failed"]
+    console.print(f"run written to {run.path}" + (f"; failed probes: {', '.join(failed)}" if failed else ""))
+    console.print(f"next: gpuatlas report {run.path}")
+    return 1 if failed else 0
+
+
+def cmd_report(args) -> int:
+    from analysis.derive import derive
+    from analysis.render import render
+    from analysis.results import RunDir
+
+    paths = [Path(p) for p in args.runs] or [DEFAULT_RUN]
+    loaded = []
+    for path in paths:  # validate every run before writing anything
+        run = RunDir(path)
+        meta = run.read_meta()
+        loaded.append((meta, run.read_measurements()))
+    out_root = Path(args.out)
+    for meta, measurements in loaded:
+        page = render(meta, measurements, derive(meta, measurements), out_root / meta["run_id"])
+        _console().print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    import pandas as pd
+
+    from analysis.compare import compare
+    from analysis.units import fmt_value
+
+    table = compare(args.runs)
+    if args.csv:
+        sys.stdout.write(table.to_csv())
+        return 0
+    from rich.table import Table
+
+    out = Table(title="derived quantities")
+    out.add_column("quantity")
+    for column in table.columns[1:]:
+        out.add_column(column, justify="right", overflow="fold")
+    for quantity, row in table.iterrows():
+        cells = [fmt_value(row[c], row["unit"]) if not c.startswith("ratio") else
+                 ("-" if pd.isna(row[c]) else f"{row[c]:.3f}") for c in table.columns[1:]]
+        out.add_row(quantity, *cells)
+    _console().print(out)
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    from rich.table import Table
+
+    from probes.doctor import run_checks
+
+    checks = run_checks()
+    table = Table(title="gpuatlas doctor")
+    for column in ("check", "result", "detail", "fix"):
+        table.add_column(column, overflow="fold")
+    for c in checks:
+        result = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]skip[/]"}[c.ok]
+        table.add_row(c.name, result, c.detail, c.fix)
+    _console().print(table)
+    bad = [c.name for c in checks if c.required and not c.ok]
+    _console().print("everything gpuatlas needs works here" if not bad else
+                     f"not ready to run probes: {', '.join(bad)} (see the fix column)")
+    return 1 if bad else 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuatlas", description="Reconstruct a GPU's hardware from measurements.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("list", help="the probes, their sweeps and config counts (no GPU needed)")
+    s.add_argument("-p", "--probe", action="append", help="only this probe (or prefix); repeatable")
+    s.set_defaults(func=cmd_list)
+
+    s = sub.add_parser("run", help="measure probes into a new run directory (or finish one)")
+    s.add_argument("--profile", default="quick", help="quick (default; seconds) or full (dense sweeps)")
+    s.add_argument("-p", "--probe", action="append", help="only this probe (or prefix); repeatable")
+    s.add_argument("-a", "--axis", action="append", metavar="AXIS=V1,V2",
+                   help="override one axis of the sweep, e.g. footprint_bytes=4KiB,64MiB")
+    s.add_argument("--out", default="results", help="folder that receives the run directory (default results/)")
+    s.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: only missing configs are measured")
+    s.add_argument("--seed", type=int, default=0, help="seed of the chase permutations and sweep jitter")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("report", help="render HTML + Markdown reports (default: the committed H200 run)")
+    s.add_argument("runs", nargs="*", metavar="RUN_DIR")
+    s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
+    s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("compare", help="derived quantities of several runs side by side, with ratios")
+    s.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    s.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("doctor", help="can this machine run gpuatlas? each backend checked, with fixes")
+    s.set_defaults(func=cmd_doctor)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"gpuatlas: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt as exc:
+        print(f"gpuatlas: interrupted; finished configs are saved: continue with `gpuatlas run --resume "
+              f"{getattr(exc, 'path', 'RUN_DIR')}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("GPUATLAS_DEBUG"):
+            raise
+        print(f"gpuatlas: internal error: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+              "(set GPUATLAS_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

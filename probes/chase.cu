@@ -1,0 +1,61 @@
+// Global-memory pointer chase: one thread follows a single-cycle random chain of 64-bit absolute
+// addresses, each load's address being the previous load's value, so loads cannot overlap and the time
+// per step is the load-to-use latency of the level that holds the chain.
+//
+// Loads are inline PTX marked volatile, so the compiler keeps them between the two timer reads and in
+// order.  FLAVOUR 0: ld.global (default caching, through L1: LDG.E.64); 1: ld.global.cg (L2 only:
+// LDG.E.64.STRONG.GPU).  out = {clock64 cycles, %globaltimer ns, final address (the sink)}.
+template <int FLAVOUR>
+__device__ __forceinline__ unsigned long long step(unsigned long long p) {
+    unsigned long long next;
+    if (FLAVOUR == 0) {
+        asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
+    } else {
+        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
+    }
+    return next;
+}
+
+constexpr int UNROLL = 32;
+
+template <int FLAVOUR>
+__device__ void chase(unsigned long long start, long long warm_steps, long long steps,
+                      unsigned long long* out) {
+    unsigned long long p = start;
+    for (long long i = 0; i < warm_steps; ++i) p = step<FLAVOUR>(p);  // bring the chain into the cache
+    unsigned long long c0, c1, t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) p = step<FLAVOUR>(p);
+    }
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = p;
+}
+
+extern "C" __global__ void chase_default(unsigned long long start, long long warm_steps, long long steps,
+                                         unsigned long long* out) {
+    chase<0>(start, warm_steps, steps, out);
+}
+
+extern "C" __global__ void chase_cg(unsigned long long start, long long warm_steps, long long steps,
+                                    unsigned long long* out) {
+    chase<1>(start, warm_steps, steps, out);
+}
+
+// Touch every line of a buffer from the whole grid, so an L2-sized chain starts resident in L2 and its
+// pages are mapped, without one thread walking the chain to get there.
+extern "C" __global__ void touch(const unsigned long long* buf, long long words, long long stride_words,
+                                 unsigned long long* sink) {
+    unsigned long long acc = 0;
+    for (long long i = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * stride_words; i < words;
+         i += (long long)gridDim.x * blockDim.x * stride_words) {
+        acc ^= buf[i];
+    }
+    if (acc == 0x5a5a5a5a5a5a5a5aull) *sink = acc;  // never true for a chain of addresses; keeps the loads
+}

@@ -1,0 +1,148 @@
+"""Load-to-use latency of each memory level, by pointer chase (CuPy RawModule, chase.cu).
+
+One thread follows a random single-cycle chain of absolute addresses laid one per ``stride_bytes`` through
+a buffer of ``footprint_bytes``.  Each load's address is the previous load's value, so no two loads
+overlap: cycles per step is the latency of whichever level holds the footprint.  The random order defeats
+prefetching and spreads the chain over every line, page and L2 slice of the footprint.
+
+The probe proves its own result: the chain is one cycle through every line by construction
+(``chain_order``/``fill_chain``), and after ``k`` steps the kernel's final address (the sink) must be the
+``k``-th element of that cycle -- the host checks it on every launch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from probes.harness import Sample, repeat_until_stable
+from probes.registry import geom, probe
+
+#: A sample of the chase should last about this long (globaltimer ticks are far shorter).
+SAMPLE_S = 1e-3
+#: Steps of the first launch, used to size the later ones; and the bounds on steps per launch.
+CALIBRATION_STEPS, MIN_STEPS, MAX_STEPS = 1024, 1024, 1 << 21
+#: Steps of the in-kernel warm walk that loads the chain into L1 before the first timed launch.
+MAX_WARM_STEPS = 1 << 14
+UNROLL = 32  # chase.cu's inner unroll: timed steps are a multiple of this
+FLAVOURS = {"default": "chase_default", "cg": "chase_cg"}
+
+
+def three_footprints(device: dict) -> list[int]:
+    """One footprint in L1, one in L2 and one in device memory, sized from the device's own properties."""
+    in_l1 = device["smem_per_sm_bytes"] // 16 // 128 * 128  # far below any L1/shared carve-out
+    in_l2 = device["l2_bytes"] // 8
+    in_dram = 4 * device["l2_bytes"]
+    return [in_l1, in_l2, in_dram]
+
+
+def footprint_sweep(device: dict) -> list[int]:
+    """1 KiB to 4x L2, 8 jittered points per octave (about 220 points on a 60 MiB L2)."""
+    return geom(1 << 10, 4 * device["l2_bytes"], per_octave=8, jitter_seed=device["l2_bytes"], align=128)
+
+
+@probe("chase.latency",
+       sweeps={"quick": lambda d: {"footprint_bytes": three_footprints(d), "stride_bytes": [128],
+                                   "flavour": ["default"]},
+               "full": lambda d: {"footprint_bytes": footprint_sweep(d), "stride_bytes": [128],
+                                  "flavour": ["default", "cg"]}},
+       axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 8/octave",
+             "stride_bytes": "bytes between chain elements (one per 128-B line)",
+             "flavour": "default (ld.global, through L1) or cg (ld.global.cg, L2 only)"},
+       quantities=("l1.latency_cycles", "l2.latency_cycles", "dram.latency_cycles", "dram.latency_ns"),
+       kernels=("chase.cu",))
+def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
+    """Cycles per dependent 64-bit load over a random single-cycle chain of the given footprint."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    step_kernel = kernel("chase.cu", FLAVOURS[flavour])
+    out = cupy.zeros(3, dtype=cupy.uint64)
+
+    def launch(start: int, warm: int, steps: int):
+        step_kernel((1,), (1,), (np.uint64(start), np.int64(warm), np.int64(steps), out))
+        return out.get()
+
+    return measure_chase(ctx, footprint_bytes, stride_bytes, launch, timer="clock64")
+
+
+def chain_order(rng: np.random.Generator, elements: int) -> np.ndarray:
+    """The order in which the chase visits the elements: a random permutation, walked as one cycle."""
+    return rng.permutation(elements).astype(np.int64)
+
+
+def fill_chain(words, order, stride_bytes: int, base: int) -> None:
+    """Write the chain into ``words`` (uint64, numpy or cupy): element ``order[i]`` holds the address of
+    element ``order[i+1]``, and the last holds the first's, so the chain is one cycle through all of them.
+    Addresses are ``base`` plus byte offsets; other words are left alone."""
+    xp = _array_module(words)
+    stride_words = stride_bytes // 8
+    nxt = xp.roll(order, -1).astype(xp.uint64)
+    words[order * stride_words] = xp.uint64(base) + nxt * xp.uint64(stride_bytes)
+
+
+def _array_module(array):
+    if isinstance(array, np.ndarray):
+        return np
+    import cupy
+
+    return cupy.get_array_module(array)
+
+
+def expected_address(order: np.ndarray, steps: int, stride_bytes: int, base: int) -> int:
+    """Where a chase that started at ``order[0]`` must be after ``steps`` steps: the sink it must report."""
+    return base + int(order[steps % len(order)]) * stride_bytes
+
+
+def steps_for(seconds_per_step: float) -> int:
+    """Timed steps per launch for a sample of about SAMPLE_S, a multiple of the kernel's unroll."""
+    steps = SAMPLE_S / max(seconds_per_step, 1e-12)
+    steps = min(MAX_STEPS, max(MIN_STEPS, steps))
+    return int(math.ceil(steps / UNROLL) * UNROLL)
+
+
+def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str) -> list[Sample]:
+    """Build the chain on the GPU, warm it, then time launches of ``launch(start, warm, steps) -> out``
+    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    if footprint_bytes < 2 * stride_bytes or footprint_bytes % stride_bytes:
+        raise ValueError(f"footprint_bytes={footprint_bytes} must be a multiple of stride_bytes="
+                         f"{stride_bytes}, at least two elements")
+    elements = footprint_bytes // stride_bytes
+    words = cupy.zeros(footprint_bytes // 8, dtype=cupy.uint64)
+    base = words.data.ptr
+    order_host = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
+    fill_chain(words, cupy.asarray(order_host), stride_bytes, base)
+
+    sink = cupy.zeros(1, dtype=cupy.uint64)
+    sms = ctx.device["sm_count"]
+    kernel("chase.cu", "touch")((sms * 4,), (256,), (words, np.int64(words.size),
+                                                     np.int64(stride_bytes // 8), sink))
+    position = 0
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        nonlocal position
+        start = base + int(order_host[position % elements]) * stride_bytes
+        out = launch(start, warm, steps)
+        position += warm + steps
+        expected = expected_address(order_host, position, stride_bytes, base)
+        if int(out[2]) != expected:
+            raise RuntimeError(f"chase sink mismatch at footprint {footprint_bytes} B: the kernel ended at "
+                               f"{int(out[2]):#x}, the chain says {expected:#x} after {position} steps")
+        return out
+
+    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
+    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+
+    def sample(repeat: int) -> list[Sample]:
+        cycles, ns, _ = (float(v) for v in run(0, steps))
+        hz = cycles / ns * 1e9
+        flag = ctx.throttle_flag(hz)
+        return [Sample("latency", cycles / steps, "cycles", repeat, hz, timer, flag),
+                Sample("latency_time", ns * 1e-9 / steps, "s", repeat, hz, "globaltimer", flag)]
+
+    return repeat_until_stable(sample, "latency", ctx.budget)

@@ -1,0 +1,107 @@
+"""CUDA C++ kernels: load a ``.cu`` file beside the probes as a CuPy RawModule, or compile it without a GPU.
+
+``compile_cubin`` drives NVRTC directly (no device needed) with the options CuPy uses, so the register and
+shared-memory counts CPU tests assert are the ones the GPU runs.  ``sass`` disassembles with cuobjdump.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+KERNEL_DIR = Path(__file__).parent
+#: Options shared by the GPU path (RawModule) and the compile-only path, so both build the same code.
+NVRTC_OPTIONS = ("-std=c++17",)
+#: What CuPy adds to every RawModule compile; the compile-only path adds them to match its resource use.
+CUPY_IMPLICIT_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
+
+
+def source(filename: str) -> str:
+    return (KERNEL_DIR / filename).read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def module(filename: str, arch: str | None = None):
+    """The compiled RawModule for ``filename`` (cached per process)."""
+    import cupy
+
+    options = NVRTC_OPTIONS + ((f"--gpu-architecture={arch}",) if arch else ())
+    return cupy.RawModule(code=source(filename), options=options)
+
+
+def kernel(filename: str, name: str, arch: str | None = None):
+    return module(filename, arch).get_function(name)
+
+
+def compile_cubin(filename: str, arch: str = "sm_90") -> tuple[bytes, str]:
+    """Compile ``filename`` for ``arch`` with NVRTC and return ``(cubin, ptxas log)``; needs no GPU."""
+    from cupy.cuda import nvrtc
+
+    prog = nvrtc.createProgram(source(filename), filename, [], [])
+    options = [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}", "--ptxas-options=-v"]
+    try:
+        nvrtc.compileProgram(prog, options)
+    except nvrtc.NVRTCError:
+        raise RuntimeError(f"NVRTC failed on {filename}:\n{nvrtc.getProgramLog(prog)}") from None
+    # CuPy's getCUBIN drops the cubin's last byte (a NUL); put it back so the ELF is whole.
+    return nvrtc.getCUBIN(prog) + b"\0", nvrtc.getProgramLog(prog)
+
+
+def resource_usage(log: str) -> dict[str, dict]:
+    """Per-kernel registers, stack, spills and shared memory from a ptxas ``-v`` log."""
+    usage: dict[str, dict] = {}
+    current = None
+    for line in log.splitlines():
+        m = re.search(r"(?:Compiling entry function|Function properties for) '?(\w+)'?", line)
+        if m:
+            current = usage.setdefault(m.group(1), {})
+            continue
+        if current is None:
+            continue
+        for key, pattern in (("registers", r"Used (\d+) registers"), ("stack_bytes", r"(\d+) bytes stack"),
+                             ("spill_stores", r"(\d+) bytes spill stores"),
+                             ("spill_loads", r"(\d+) bytes spill loads"), ("smem_bytes", r"(\d+) bytes smem")):
+            m = re.search(pattern, line)
+            if m:
+                current[key] = int(m.group(1))
+    return usage
+
+
+def cuobjdump_path() -> str | None:
+    """cuobjdump on PATH or from the nvidia-cuda-cuobjdump wheel (it needs nvdisasm beside it)."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import nvidia.cu13
+
+        candidate = Path(nvidia.cu13.__path__[0]) / "bin" / "cuobjdump"
+        return str(candidate) if candidate.exists() else None
+    except ImportError:
+        return None
+
+
+def sass(cubin: bytes) -> dict[str, str]:
+    """SASS per kernel (mangled names as the ELF has them) of a cubin."""
+    tool = cuobjdump_path()
+    if tool is None:
+        raise RuntimeError("cuobjdump not found: install the test extra (nvidia-cuda-cuobjdump)")
+    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True, check=True,
+                              env=env).stdout
+    kernels, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            current = m.group(1)
+            kernels[current] = ""
+        elif current:
+            kernels[current] += line + "\n"
+    return kernels

@@ -1,0 +1,138 @@
+"""How probes time things.
+
+* ``repeat_until_stable`` -- warm up by time, then repeat a sample until the primary metric's relative IQR
+  is below a target or the config's time budget is spent (between ``min_repeats`` and ``max_repeats``).
+  Every sample is kept; the median is the headline.
+* ``EventTimer`` -- CUDA-event timing of a launch, batched so one sample lasts at least ``min_sample_s``
+  (event resolution is ~0.5 us; a short kernel timed alone would measure the timer).
+* ``sm_clock`` -- the clock guard: cycles / ns from a kernel that spins on ``%globaltimer``.  Probes timed
+  in-kernel report their own cycles and ns per sample, so each sample carries the clock it ran at;
+  event-timed probes read the clock right after each sample.  Cycles and ns are converted with these
+  measured clocks, never a datasheet figure.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+#: A sample whose SM clock is below this fraction of the device's maximum is flagged ``throttled``.
+THROTTLE_FRACTION = 0.85
+
+
+@dataclass
+class Sample:
+    metric: str
+    value: float
+    unit: str
+    repeat: int
+    sm_clock_hz: float | None
+    timer: str
+    flag: str = ""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to work on one config."""
+
+    warmup_s: float = 0.02
+    min_repeats: int = 5
+    max_repeats: int = 21
+    time_s: float = 0.25
+    rel_iqr: float = 0.005
+    min_sample_s: float = 5e-4
+
+    @classmethod
+    def for_profile(cls, profile: str) -> "Budget":
+        if profile == "quick":
+            return cls()
+        return cls(min_repeats=7, max_repeats=31, time_s=0.5)
+
+
+def rel_iqr(values) -> float:
+    values = np.asarray(values, dtype=float)
+    if values.size < 2:
+        return math.inf
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return (q3 - q1) / abs(med) if med else math.inf
+
+
+def repeat_until_stable(sample: Callable[[int], list[Sample]], primary: str, budget: Budget,
+                        clock: Callable[[], float] = time.perf_counter) -> list[Sample]:
+    """Run ``sample(repeat)`` after a timed warm-up until ``primary`` is stable or the budget is spent.
+
+    ``sample(-1)`` is a warm-up call whose samples are dropped.
+    """
+    start = clock()
+    sample(-1)
+    while clock() - start < budget.warmup_s:
+        sample(-1)
+    samples: list[Sample] = []
+    start = clock()
+    for repeat in range(budget.max_repeats):
+        samples += sample(repeat)
+        if repeat + 1 < budget.min_repeats:
+            continue
+        values = [s.value for s in samples if s.metric == primary and not s.flag]
+        if rel_iqr(values) < budget.rel_iqr or clock() - start > budget.time_s:
+            break
+    return samples
+
+
+@dataclass
+class Context:
+    """What a probe gets: the device's properties, the budget and the seed of this run."""
+
+    device: dict
+    budget: Budget
+    seed: int = 0
+    _clock_kernel: object = field(default=None, repr=False)
+
+    def throttle_flag(self, sm_clock_hz: float | None) -> str:
+        top = self.device.get("sm_clock_max_hz")
+        if sm_clock_hz is None or not top:
+            return ""
+        return "throttled" if sm_clock_hz < THROTTLE_FRACTION * top else ""
+
+    def rng(self, *salt: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, *salt])
+
+    def sm_clock(self, blocks: int = 1, spin_s: float = 2e-4) -> float:
+        """Median effective SM clock (Hz) over ``blocks`` SMs spinning for ``spin_s``."""
+        import cupy
+
+        from probes.cuda import kernel
+
+        if self._clock_kernel is None:
+            self._clock_kernel = kernel("clock.cu", "clock_witness")
+        out = cupy.zeros(2 * blocks, dtype=cupy.uint64)
+        self._clock_kernel((blocks,), (32,), (np.int64(spin_s * 1e9), out))
+        pairs = out.get().reshape(-1, 2).astype(float)
+        return float(np.median(pairs[:, 0] / pairs[:, 1] * 1e9))
+
+
+class EventTimer:
+    """Times ``launch()`` with CUDA events, ``batch`` launches per sample so a sample lasts long enough."""
+
+    def __init__(self, launch: Callable[[], None], min_sample_s: float, stream=None):
+        import cupy
+
+        self.launch = launch
+        self.stream = stream or cupy.cuda.get_current_stream()
+        self.start, self.stop = cupy.cuda.Event(), cupy.cuda.Event()
+        self.batch = 1
+        first = self.seconds_per_launch()
+        self.batch = max(1, math.ceil(min_sample_s / max(first, 1e-9)))
+
+    def seconds_per_launch(self) -> float:
+        import cupy
+
+        self.start.record(self.stream)
+        for _ in range(self.batch):
+            self.launch()
+        self.stop.record(self.stream)
+        self.stop.synchronize()
+        return cupy.cuda.get_elapsed_time(self.start, self.stop) * 1e-3 / self.batch

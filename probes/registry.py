@@ -1,0 +1,165 @@
+"""The probe registry: each probe declares its parameter sweeps as data, so ``gpuatlas list`` needs no GPU.
+
+A sweep is a function of the device's own properties (the ``device`` block of run.json) that returns the
+axes of one profile, ``{"footprint_bytes": [...], "flavour": [...]}``; configs are their cartesian product.
+No GPU model's numbers appear in a sweep: sizes come from ``l2_bytes``, ``smem_per_sm_bytes``, ``sm_count``.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from analysis.errors import UsageError
+from analysis.results import MEASUREMENT_COLUMNS
+
+PROFILES = ("quick", "full")
+#: Modules that register probes, in the order a run measures them.
+PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba")
+KERNEL_DIR = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    func: Callable
+    sweeps: dict  # profile -> (device dict -> {axis: values})
+    axes: dict  # axis -> plain-language description of its values
+    quantities: tuple = ()
+    backend: str = "cupy"
+    kernels: tuple = ()  # .cu files beside the module, hashed into the probe version
+    min_cc: tuple = (7, 0)
+
+    @property
+    def summary(self) -> str:
+        return (inspect.getdoc(self.func) or "").split("\n\n")[0].replace("\n", " ")
+
+    @property
+    def version(self) -> str:
+        """Hash of the probe's module source and kernels: results of different versions never mix."""
+        module_file = getattr(inspect.getmodule(self.func), "__file__", None)
+        h = hashlib.sha256(Path(module_file).read_bytes() if module_file else self.func.__code__.co_code)
+        for name in self.kernels:
+            h.update((KERNEL_DIR / name).read_bytes())
+        return h.hexdigest()[:12]
+
+    def configs(self, device: dict, profile: str, overrides: dict | None = None) -> list[dict]:
+        if profile not in self.sweeps:
+            raise UsageError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)}")
+        axes = dict(self.sweeps[profile](device))
+        for name, values in (overrides or {}).items():
+            if name in axes:
+                axes[name] = values
+        names = list(axes)
+        return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+_REGISTRY: dict[str, Probe] = {}
+
+
+def probe(probe_id: str, *, sweeps: dict, axes: dict, **kw) -> Callable:
+    """Register ``func(ctx, **params) -> list[Sample]`` as a probe with declared sweeps."""
+    missing = set(PROFILES) - set(sweeps)
+    if missing:
+        raise ValueError(f"probe {probe_id} lacks profiles {sorted(missing)}")
+    clash = set(axes) & set(MEASUREMENT_COLUMNS)
+    if clash:
+        raise ValueError(f"probe {probe_id}: axis names {sorted(clash)} collide with result columns")
+
+    def register(func: Callable) -> Callable:
+        _REGISTRY[probe_id] = Probe(probe_id, func, sweeps, axes, **kw)
+        return func
+
+    return register
+
+
+def all_probes() -> dict[str, Probe]:
+    for module in PROBE_MODULES:
+        importlib.import_module(module)
+    return {pid: _REGISTRY[pid] for pid in sorted(_REGISTRY, key=_order)}
+
+
+def _order(probe_id: str) -> tuple:
+    module = _REGISTRY[probe_id].func.__module__
+    return (PROBE_MODULES.index(module) if module in PROBE_MODULES else len(PROBE_MODULES), probe_id)
+
+
+def select(names: list[str] | None) -> list[Probe]:
+    """Probes named exactly or by prefix (``chase`` selects ``chase.latency`` and ``chase.latency_numba``)."""
+    probes = all_probes()
+    if not names:
+        return list(probes.values())
+    chosen = []
+    for name in names:
+        hits = [p for pid, p in probes.items() if pid == name or pid.startswith(name + ".")
+                or pid.startswith(name + "_")]
+        if not hits:
+            raise UsageError(f"unknown probe {name!r}: `gpuatlas list` shows the probes "
+                             f"({', '.join(probes)})")
+        chosen += [p for p in hits if p not in chosen]
+    return chosen
+
+
+def parse_override(text: str, probes: list[Probe]) -> tuple[str, list]:
+    """Parse ``-a axis=v1,v2,...`` against the selected probes' axes."""
+    name, sep, values = text.partition("=")
+    name = name.strip()
+    known = sorted({a for p in probes for a in p.axes})
+    if not sep or not name or not values.strip():
+        raise UsageError(f"malformed sweep override {text!r}: write AXIS=V1,V2,... (axes: {', '.join(known)})")
+    if name not in known:
+        raise UsageError(f"unknown axis {name!r} in {text!r}: the selected probes sweep {', '.join(known)}")
+    parsed = []
+    for raw in values.split(","):
+        raw = raw.strip()
+        if not raw:
+            raise UsageError(f"malformed sweep override {text!r}: empty value")
+        parsed.append(_parse_value(raw, text))
+    return name, parsed
+
+
+_SUFFIX = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _parse_value(raw: str, text: str):
+    for suffix, scale in _SUFFIX.items():
+        if raw.endswith(suffix) and raw[: -len(suffix)].replace(".", "", 1).isdigit():
+            return int(float(raw[: -len(suffix)]) * scale)
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    if not math.isfinite(value):
+        raise UsageError(f"malformed sweep override {text!r}: {raw} is not a finite number")
+    return value
+
+
+# -- axis helpers used by sweeps ------------------------------------------------------------------
+
+def geom(lo: int, hi: int, per_octave: int, jitter_seed: int | None = None, align: int = 1) -> list[int]:
+    """Log-spaced integers from ``lo`` to ``hi`` inclusive, ``per_octave`` per doubling, multiples of ``align``.
+
+    With ``jitter_seed`` each interior point moves by up to a third of a step (seeded, so reproducible), so
+    that a swept curve does not alias with power-of-two structure in the hardware.
+    """
+    import numpy as np
+
+    n = max(2, int(round(math.log2(hi / lo) * per_octave)) + 1)
+    exps = np.linspace(math.log2(lo), math.log2(hi), n)
+    if jitter_seed is not None:
+        step = exps[1] - exps[0]
+        jitter = np.random.default_rng(jitter_seed).uniform(-step / 3, step / 3, n)
+        jitter[[0, -1]] = 0
+        exps = exps + jitter
+    values = sorted({max(align, int(round(2**e / align)) * align) for e in exps})
+    return values
+

@@ -1,0 +1,169 @@
+"""``gpuatlas run``: measure the selected probes' configs into a run directory, resumably.
+
+Each finished config is written at once as its own part (atomic rename), run.json is rewritten after every
+probe, and a failing probe is recorded with its error while the run goes on.  ``--resume`` re-reads the
+run's own settings and measures only the configs that have no part yet.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from analysis.errors import UsageError
+from analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from probes.harness import Budget, Context
+from probes.registry import PROFILES, Probe, all_probes, select
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: everything finished is on disk and ``path`` can be resumed."""
+
+    def __init__(self, path: Path):
+        super().__init__(str(path))
+        self.path = path
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-").replace("--", "-")
+
+
+def git_state() -> dict:
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+
+    try:
+        return {"sha": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain"))}
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None, "dirty": None}
+
+
+def samples_frame(meta: dict, probe: Probe, params: dict, samples) -> pd.DataFrame:
+    rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe.id, "config": config_key(params),
+             **params, "metric": s.metric, "value": float(s.value), "unit": s.unit, "repeat": s.repeat,
+             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag} for s in samples]
+    return pd.DataFrame(rows)
+
+
+def new_run(out_root: Path, device: dict, software: dict, probes: list[Probe], profile: str,
+            overrides: dict, seed: int, argv: list[str]) -> tuple[RunDir, dict]:
+    started = dt.datetime.now(dt.timezone.utc)
+    run_id = f"{started:%Y%m%dT%H%M%S}-{_slug(device['name'])}-{secrets.token_hex(2)}"
+    run = RunDir(out_root / run_id)
+    run.path.mkdir(parents=True, exist_ok=False)
+    meta = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "run_id": run_id, "gpu": device["name"],
+        "profile": profile, "seed": seed, "overrides": overrides, "argv": argv, "git": git_state(),
+        "started": started.isoformat(timespec="seconds"), "ended": None,
+        "device": device, "software": software,
+        "probes": {p.id: {"status": "pending", "version": p.version, "configs_total": None,
+                          "configs_done": 0, "seconds": 0.0, "error": None} for p in probes},
+    }
+    run.write_meta(meta)
+    return run, meta
+
+
+def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
+    run = RunDir(path)
+    meta = run.read_meta()
+    if meta["device"].get("uuid") != device.get("uuid") or meta["gpu"] != device["name"]:
+        raise UsageError(f"{path} was measured on {meta['gpu']} ({meta['device'].get('uuid')}), not this "
+                         f"{device['name']} ({device.get('uuid')}): start a new run here instead")
+    registry = all_probes()
+    unknown = [pid for pid in meta["probes"] if pid not in registry]
+    if unknown:
+        raise UsageError(f"{path} has probes this gpuatlas does not know ({', '.join(unknown)}): resume it "
+                         "with the gpuatlas that started it")
+    probes = [registry[pid] for pid in meta["probes"]]
+    changed = [p.id for p in probes if p.version != meta["probes"][p.id]["version"]
+               and meta["probes"][p.id]["status"] != "ok"]
+    if changed:
+        raise UsageError(f"probes {', '.join(changed)} changed since {path} started, so old and new samples "
+                         "would mix: start a new run")
+    return run, meta, probes
+
+
+def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
+            on_probe: Callable = None, budget: Budget | None = None) -> dict:
+    """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json."""
+    from analysis.derive import derive
+
+    device = meta["device"]
+    ctx = Context(device=device, budget=budget or Budget.for_profile(meta["profile"]), seed=meta["seed"])
+    cc = tuple(int(x) for x in device["compute_capability"].split("."))
+    try:
+        for probe in probes:
+            state = meta["probes"][probe.id]
+            configs = probe.configs(device, meta["profile"], meta.get("overrides"))
+            state["configs_total"] = len(configs)
+            if cc < probe.min_cc:
+                state.update(status="skipped", error=f"needs compute capability {probe.min_cc}, GPU has {cc}")
+                run.write_meta(meta)
+                if on_probe:
+                    on_probe(probe, state)
+                continue
+            done = run.done_configs(probe.id)
+            todo = [c for c in configs if config_key(c) not in done]
+            state.update(status="running", configs_done=len(configs) - len(todo))
+            run.write_meta(meta)
+            started = time.perf_counter()
+            for params in todo:
+                try:
+                    samples = probe.func(ctx, **params)
+                except Exception as exc:  # recorded in run.json; the run goes on with the next probe
+                    state.update(status="failed", error=f"{config_key(params)}: {exc.__class__.__name__}: {exc}")
+                    break
+                run.write_part(probe.id, params, samples_frame(meta, probe, params, samples))
+                state["configs_done"] += 1
+                if on_config:
+                    on_config(probe, params, samples)
+            else:
+                state["status"] = "ok"
+            state["seconds"] = round(state["seconds"] + time.perf_counter() - started, 3)
+            if any(run.parts.glob("*/*.parquet")):
+                run.merge_parts()
+            run.write_meta(meta)
+            if on_probe:
+                on_probe(probe, state)
+    except KeyboardInterrupt:
+        for state in meta["probes"].values():
+            if state["status"] == "running":
+                state["status"] = "interrupted"
+        run.write_meta(meta)
+        raise RunInterrupted(run.path) from None
+    meta["ended"] = _now()
+    run.write_meta(meta)
+    if any(s["configs_done"] for s in meta["probes"].values()):
+        run.write_derived(derive(meta, run.merge_parts()))
+    return meta
+
+
+def prepare(probe_names: list[str] | None, profile: str, out_root: Path, resume: Path | None,
+            overrides: dict, seed: int) -> tuple[RunDir, dict, list[Probe]]:
+    """Check the request and the GPU, then create the run directory (or open the one to resume)."""
+    from probes.device import device_properties, require_gpu, software_versions
+
+    if profile not in PROFILES:
+        raise UsageError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)}")
+    probes = select(probe_names) if resume is None else None  # check names before touching the GPU
+    require_gpu()
+    device = device_properties()
+    if resume is not None:
+        run, meta, probes = resume_run(resume, device)
+    else:
+        run, meta = new_run(out_root, device, software_versions(), probes, profile, overrides, seed,
+                            list(sys.argv))
+    return run, meta, probes
