@@ -25,21 +25,20 @@ def _console():
 
 
 def cmd_list(args) -> int:
-    from rich.table import Table
-
     from analysis.results import RunDir
     from probes.registry import PROFILES, select
 
+    console = _console()
     device = RunDir(DEFAULT_RUN).read_meta()["device"] if (DEFAULT_RUN / "run.json").exists() else None
-    table = Table(title="gpuatlas probes" + (f" (config counts as sized for the committed {device['name']})"
-                                             if device else ""))
-    for column in ("probe", "backend", *(f"{p} configs" for p in PROFILES), "axes", "what it measures"):
-        table.add_column(column, overflow="fold")
+    if device:
+        console.print(f"config counts as sized for the committed {device['name']}; a run sizes sweeps from its GPU\n")
     for p in select(args.probe):
-        counts = [str(len(p.configs(device, prof))) if device else "sized at run time" for prof in PROFILES]
-        axes = "\n".join(f"{name}: {doc}" for name, doc in p.axes.items())
-        table.add_row(p.id, p.backend, *counts, axes, p.summary)
-    _console().print(table)
+        counts = ", ".join(f"{prof} {len(p.configs(device, prof))}" if device else f"{prof}: sized at run time"
+                           for prof in PROFILES)
+        console.print(f"[bold]{p.id}[/]  ({p.backend}; configs: {counts})")
+        console.print(f"    {p.summary}")
+        for name, doc in p.axes.items():
+            console.print(f"    [dim]{name}[/]: {doc}")
     return 0
 
 

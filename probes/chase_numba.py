@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from probes.chase import FLAVOURS, measure_chase, three_footprints
+from probes.chase import FLAVOURS, UNROLL, measure_chase, three_footprints
 from probes.harness import Sample
 from probes.registry import probe
 
@@ -20,6 +20,8 @@ def make_chase_kernel(cuda, load, clock64, globaltimer):
     """A kernel ``chase(chain, start, warm_steps, steps, out)`` over the given primitives.
 
     ``load(chain, p)`` returns the chain word at address ``p``; out = {cycles, ns, final address}.
+    ``steps`` is a multiple of UNROLL: the timed loop does UNROLL loads per trip, as chase.cu does, so the
+    loop's counter and branch cost the same share of each step in both front ends.
     """
 
     @cuda.jit
@@ -29,8 +31,9 @@ def make_chase_kernel(cuda, load, clock64, globaltimer):
             p = load(chain, p)
         t0 = globaltimer()
         c0 = clock64()
-        for _ in range(steps):
-            p = load(chain, p)
+        for _ in range(steps // UNROLL):
+            for _ in range(UNROLL):  # constant trip count: LLVM unrolls it fully
+                p = load(chain, p)
         c1 = clock64()
         t1 = globaltimer()
         out[0] = c1 - c0

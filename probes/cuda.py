@@ -71,31 +71,46 @@ def resource_usage(log: str) -> dict[str, dict]:
     return usage
 
 
-def cuobjdump_path() -> str | None:
-    """cuobjdump on PATH or from the nvidia-cuda-cuobjdump wheel (it needs nvdisasm beside it)."""
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
+def tool_path(name: str) -> str | None:
+    """A CUDA tool (cuobjdump, nvdisasm, ptxas) from the NVIDIA wheels of the test extra, else from PATH."""
     try:
         import nvidia.cu13
 
-        candidate = Path(nvidia.cu13.__path__[0]) / "bin" / "cuobjdump"
-        return str(candidate) if candidate.exists() else None
+        candidate = Path(nvidia.cu13.__path__[0]) / "bin" / name
+        if candidate.exists():
+            return str(candidate)
     except ImportError:
-        return None
+        pass
+    return shutil.which(name)
+
+
+def _run_tool(name: str, *args: str) -> str:
+    tool = tool_path(name)
+    if tool is None:
+        raise RuntimeError(f"{name} not found: install the test extra (pip install -e '.[test]')")
+    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run([tool, *args], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def ptx_to_cubin(ptx: str, arch: str = "sm_90") -> tuple[bytes, str]:
+    """Assemble PTX (e.g. Numba's) with ptxas; returns ``(cubin, ptxas -v log)``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        tool = tool_path("ptxas")
+        if tool is None:
+            raise RuntimeError("ptxas not found: install the test extra (pip install -e '.[test]')")
+        done = subprocess.run([tool, f"-arch={arch}", "-v", str(src), "-o", str(dst)], capture_output=True,
+                              text=True, check=True)
+        return dst.read_bytes(), done.stdout + done.stderr
 
 
 def sass(cubin: bytes) -> dict[str, str]:
     """SASS per kernel (mangled names as the ELF has them) of a cubin."""
-    tool = cuobjdump_path()
-    if tool is None:
-        raise RuntimeError("cuobjdump not found: install the test extra (nvidia-cuda-cuobjdump)")
-    env = dict(os.environ, PATH=f"{Path(tool).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        text = subprocess.run([tool, "--dump-sass", f.name], capture_output=True, text=True, check=True,
-                              env=env).stdout
+        text = _run_tool("cuobjdump", "--dump-sass", f.name)
     kernels, current = {}, None
     for line in text.splitlines():
         m = re.match(r"\s*Function : (\S+)", line)

@@ -1,0 +1,51 @@
+"""A simulated GPU backend: the registered probes with their kernels replaced by known physics.
+
+Lets the runner, resume, derive and report be tested on a CPU with answers known in advance.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from probes.harness import Sample
+from probes.registry import all_probes
+
+CLOCK_HZ = 1.98e9
+LEVELS = {"l1": 33.0, "l2": 270.0, "dram": 650.0}
+DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
+          "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
+          "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ}
+
+
+def latency_of(footprint_bytes: float) -> float:
+    if footprint_bytes <= 200 << 10:
+        return LEVELS["l1"]
+    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
+
+
+def _chase(ctx, footprint_bytes, stride_bytes, flavour):
+    rng = np.random.default_rng(footprint_bytes)
+    out = []
+    for r in range(5):
+        cycles = latency_of(footprint_bytes) * (1 + 0.002 * rng.standard_normal())
+        out += [Sample("latency", cycles, "cycles", r, CLOCK_HZ, "clock64"),
+                Sample("latency_time", cycles / CLOCK_HZ, "s", r, CLOCK_HZ, "globaltimer")]
+    return out
+
+
+def _clock(ctx, busy_sms):
+    return [Sample("sm_clock", CLOCK_HZ, "Hz", r, CLOCK_HZ, "globaltimer") for r in range(5)]
+
+
+def _launch(ctx, mode):
+    per = 2e-6 if mode == "plain" else 7e-7
+    return [s for r in range(5) for s in (Sample("launch_interval", per, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("host_call", per, "s", r, CLOCK_HZ, "perf_counter"))]
+
+
+FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase}
+
+
+def simulated_probes():
+    return [dataclasses.replace(p, func=FAKES[p.id]) for p in all_probes().values()]

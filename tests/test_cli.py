@@ -1,0 +1,100 @@
+"""The command line: bad input ends in one line on stderr and exit 2, and never touches existing files."""
+import shutil
+
+import pytest
+
+from gpuatlas.cli import main
+from tests_support import tree_digest
+
+from conftest import COMMITTED_RUN
+
+
+@pytest.fixture
+def run_copy(tmp_path):
+    dest = tmp_path / "run"
+    shutil.copytree(COMMITTED_RUN, dest, ignore=shutil.ignore_patterns("report"))
+    return dest
+
+
+def one_line_error(capsys, argv, code=2) -> str:
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpuatlas: error: ") and "\n" not in err, err
+    assert "Traceback" not in err
+    return err
+
+
+def test_list_needs_no_gpu(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for probe in ("clock.sm", "launch.overhead", "chase.latency", "chase.latency_numba"):
+        assert probe in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "-p", "nope"], "unknown probe 'nope'"),
+    (["run", "--profile", "huge"], "unknown profile 'huge'"),
+    (["run", "-p", "chase.latency", "-a", "footprint_bytes"], "malformed sweep override"),
+    (["run", "-p", "chase.latency", "-a", "bogus=1"], "unknown axis 'bogus'"),
+    (["list", "-p", "nope"], "unknown probe 'nope'"),
+])
+def test_bad_run_requests_fail_before_touching_anything(tmp_path, capsys, argv, message):
+    out = tmp_path / "results"
+    assert message in one_line_error(capsys, argv + (["--out", str(out)] if argv[0] == "run" else []))
+    assert not out.exists()
+
+
+def test_run_without_a_gpu_says_so(tmp_path, capsys):
+    pytest.importorskip("cupy")
+    from conftest import _gpu_available
+
+    if _gpu_available():
+        pytest.skip("this machine has a GPU")
+    err = one_line_error(capsys, ["run", "--out", str(tmp_path / "r")])
+    assert "no CUDA GPU is reachable" in err and "gpuatlas doctor" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_of_a_directory_that_is_not_a_run(tmp_path, capsys):
+    assert "no run.json" in one_line_error(capsys, ["report", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert "not a directory" in one_line_error(capsys, ["compare", str(tmp_path / "missing")])
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda run: (run / "measurements.parquet").write_bytes((run / "measurements.parquet").read_bytes()[:500]),
+     "not a readable parquet"),
+    (lambda run: (run / "run.json").write_text((run / "run.json").read_text()[:100]), "not valid JSON"),
+    (lambda run: (run / "run.json").write_text('{"schema": "gpuatlas.run", "schema_version": 99}'),
+     "upgrade gpuatlas"),
+])
+def test_damaged_runs_are_refused_and_left_as_they_are(run_copy, tmp_path, capsys, damage, message):
+    damage(run_copy)
+    before = tree_digest(run_copy)
+    assert message in one_line_error(capsys, ["report", str(run_copy), "--out", str(tmp_path / "o")])
+    assert tree_digest(run_copy) == before
+    assert not (tmp_path / "o").exists()
+
+
+def test_resume_of_something_that_is_not_a_run(tmp_path, capsys):
+    pytest.importorskip("cupy")
+    err = one_line_error(capsys, ["run", "--resume", str(tmp_path)])
+    assert "no run.json" in err or "no CUDA GPU" in err
+
+
+def test_report_defaults_to_the_committed_h200_run(tmp_path, capsys):
+    before = tree_digest(COMMITTED_RUN)
+    assert main(["report", "--out", str(tmp_path)]) == 0
+    (page,) = tmp_path.glob("*/index.html")
+    assert "NVIDIA H200" in page.read_text()
+    assert tree_digest(COMMITTED_RUN) == before, "rendering never writes into the run"
+
+
+def test_compare_prints_ratios_and_csv(capsys, run_copy):
+    assert main(["compare", str(COMMITTED_RUN), str(run_copy)]) == 2  # the same run twice is refused
+    capsys.readouterr()
+    meta = run_copy / "run.json"
+    meta.write_text(meta.read_text().replace('"run_id": "', '"run_id": "copy-'))
+    assert main(["compare", str(COMMITTED_RUN), str(run_copy), "--csv"]) == 0
+    out = capsys.readouterr().out
+    assert "dram.latency_cycles" in out and "ratio:" in out

@@ -1,0 +1,38 @@
+"""On a GPU: the quick profile end to end, and the probes' own checks.  Skipped without a GPU."""
+import pytest
+
+from gpuatlas.cli import main
+
+pytestmark = pytest.mark.gpu
+
+
+def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_path):
+    from analysis.latency import frontend_agreement
+    from analysis.results import RunDir
+
+    assert main(["run", "--profile", "quick", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.iterdir()
+    run = RunDir(path)
+    meta = run.read_meta()
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    d = run.read_derived().set_index("quantity")["value"]
+    assert d["l1.latency_cycles"] < d["l2.latency_cycles"] < d["dram.latency_cycles"]
+    assert 0.5 * meta["device"]["sm_clock_max_hz"] < d["clock.sm_hz"] <= 1.02 * meta["device"]["sm_clock_max_hz"]
+    agreement = frontend_agreement(run.read_measurements())
+    assert len(agreement) == 3 and ((agreement["ratio"] - 1).abs() < 0.05).all(), agreement
+
+
+def test_chase_refuses_a_kernel_that_does_not_follow_the_chain():
+    from probes.chase import measure_chase
+    from probes.harness import Budget, Context
+    from probes.device import device_properties
+
+    ctx = Context(device=device_properties(), budget=Budget())
+
+    def lazy_kernel(start, warm, steps):  # reports the start as where it ended: no hops taken
+        import numpy as np
+
+        return np.array([steps * 30, steps * 15, start], dtype=np.uint64)
+
+    with pytest.raises(RuntimeError, match="sink mismatch"):
+        measure_chase(ctx, 1 << 16, 128, lazy_kernel, timer="clock64")

@@ -1,0 +1,127 @@
+"""Host-side logic of the probes and harness, with known answers."""
+import math
+
+import numpy as np
+import pytest
+
+from analysis.errors import UsageError
+from analysis.results import config_filename, config_key
+from analysis.units import fmt_bytes, fmt_value
+from probes import chase
+from probes.harness import Budget, Sample, rel_iqr, repeat_until_stable
+from probes.registry import all_probes, geom, parse_override, select
+
+
+@pytest.mark.parametrize("elements", [2, 3, 17, 1000])
+def test_chain_is_one_cycle_through_every_element(elements):
+    stride = 128
+    order = chase.chain_order(np.random.default_rng(elements), elements)
+    words = np.zeros(elements * stride // 8, dtype=np.uint64)
+    base = 0x7F0000000000
+    chase.fill_chain(words, order, stride, base)
+    p, seen = base + int(order[0]) * stride, []
+    for _ in range(elements):
+        seen.append(p)
+        p = int(words[(p - base) // 8])
+    assert p == seen[0], "back at the start after exactly `elements` steps"
+    assert sorted(seen) == [base + i * stride for i in range(elements)], "every element once"
+    assert np.count_nonzero(words) == elements, "only the chain's words are written"
+
+
+def test_expected_address_is_where_the_walk_ends():
+    order = np.array([3, 0, 2, 1])
+    assert chase.expected_address(order, 0, 128, 1000) == 1000 + 3 * 128
+    assert chase.expected_address(order, 6, 128, 1000) == 1000 + 2 * 128
+
+
+def test_steps_are_a_multiple_of_the_unroll_and_bounded():
+    assert chase.steps_for(1e-9) % chase.UNROLL == 0
+    assert chase.steps_for(1e-12) == chase.MAX_STEPS
+    assert chase.steps_for(1.0) == chase.MIN_STEPS
+    assert abs(chase.steps_for(1e-7) * 1e-7 - chase.SAMPLE_S) < 1e-7 * chase.UNROLL
+
+
+def test_footprints_are_sized_from_the_device():
+    device = {"smem_per_sm_bytes": 100 << 10, "l2_bytes": 4 << 20}
+    l1, l2, dram = chase.three_footprints(device)
+    assert l1 < device["smem_per_sm_bytes"] / 4 and l1 % 128 == 0
+    assert device["smem_per_sm_bytes"] < l2 < device["l2_bytes"] / 2
+    assert dram >= 2 * device["l2_bytes"]
+    sweep = chase.footprint_sweep(device)
+    assert sweep[0] == 1024 and sweep[-1] == 4 * device["l2_bytes"]
+    octaves = math.log2(sweep[-1] / sweep[0])
+    assert len(sweep) >= 7 * octaves, "about 8 points per octave"
+    assert all(f % 128 == 0 for f in sweep)
+
+
+def test_geom_is_log_spaced_and_jitter_is_seeded():
+    plain = geom(1024, 1 << 20, per_octave=4)
+    assert plain[0] == 1024 and plain[-1] == 1 << 20 and len(plain) == 41
+    assert geom(1024, 1 << 20, 4, jitter_seed=1) == geom(1024, 1 << 20, 4, jitter_seed=1)
+    assert geom(1024, 1 << 20, 4, jitter_seed=1) != plain
+
+
+def test_every_probe_declares_quick_and_full_and_counts_configs():
+    device = {"sm_count": 132, "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10}
+    for probe in all_probes().values():
+        quick, full = probe.configs(device, "quick"), probe.configs(device, "full")
+        assert 0 < len(quick) <= len(full)
+        assert probe.summary and probe.version
+
+
+def test_select_by_exact_id_or_prefix_and_reject_unknown():
+    assert [p.id for p in select(["chase"])] == ["chase.latency", "chase.latency_numba"]
+    assert [p.id for p in select(["clock.sm"])] == ["clock.sm"]
+    with pytest.raises(UsageError, match="unknown probe 'nope'"):
+        select(["nope"])
+
+
+def test_axis_overrides_parse_units_and_reject_nonsense():
+    probes = select(["chase.latency"])
+    assert parse_override("footprint_bytes=4KiB,64MiB,1000", probes) == ("footprint_bytes", [4096, 64 << 20, 1000])
+    assert parse_override("flavour=cg", probes) == ("flavour", ["cg"])
+    for bad in ("footprint_bytes", "=3", "footprint_bytes=", "footprint_bytes=1,,2", "nope=1", "footprint_bytes=nan"):
+        with pytest.raises(UsageError):
+            parse_override(bad, probes)
+
+
+def test_config_keys_are_canonical_and_file_names_distinct():
+    assert config_key({"b": 2, "a": "x"}) == "a=x,b=2"
+    assert "/" not in config_filename({"a": "../x/y"}) and config_filename({}) == "default.parquet"
+    names = {config_filename({"footprint_bytes": f, "flavour": fl}) for f in (1, 10, 100) for fl in ("cg", "default")}
+    assert len(names) == 6
+
+
+def test_repeat_until_stable_stops_when_stable_and_keeps_every_sample():
+    calls = []
+
+    def sample(repeat):
+        calls.append(repeat)
+        return [Sample("latency", 100.0, "cycles", repeat, 1e9, "clock64")]
+
+    fake_time = iter(np.arange(0, 100, 0.001))
+    samples = repeat_until_stable(sample, "latency", Budget(warmup_s=0.0025, min_repeats=5, max_repeats=50),
+                                  clock=lambda: next(fake_time))
+    assert calls[:3] == [-1, -1, -1] and -1 not in calls[3:], "timed warm-up first, its samples dropped"
+    assert len(samples) == 5, "a constant metric is stable after min_repeats"
+
+
+def test_repeat_until_stable_runs_to_the_cap_when_noisy_and_unbudgeted():
+    rng = np.random.default_rng(0)
+    samples = repeat_until_stable(lambda r: [Sample("x", rng.uniform(1, 2), "s", r, None, "t")], "x",
+                                  Budget(warmup_s=0, min_repeats=3, max_repeats=9, time_s=1e9))
+    assert len(samples) == 9
+
+
+def test_rel_iqr():
+    assert rel_iqr([1, 1, 1, 1]) == 0
+    assert rel_iqr([1]) == math.inf
+    assert rel_iqr([90, 100, 110]) == pytest.approx(0.1)
+
+
+def test_unit_formatting():
+    assert fmt_bytes(60 << 20) == "60 MiB"
+    assert fmt_bytes(14592) == "14.2 KiB"
+    assert fmt_value(7.2224e-6, "s") == "7.222 us"
+    assert fmt_value(1.98e9, "Hz") == "1.98 GHz"
+    assert fmt_value(float("nan"), "s") == "-"

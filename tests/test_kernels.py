@@ -1,0 +1,78 @@
+"""Every kernel compiled for sm_90 without a GPU: resources, and the instructions that make it the probe it
+claims to be."""
+import re
+
+import pytest
+
+from probes.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
+
+LDG = re.compile(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]")
+
+
+def timed_region(sass_text: str) -> list[str]:
+    """Instructions between the first and last clock64 read (CS2R ... SR_CLOCKLO)."""
+    lines = [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in sass_text.splitlines()
+             if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    clocks = [i for i, l in enumerate(lines) if "SR_CLOCKLO" in l]
+    assert len(clocks) >= 2, "a clock64-timed kernel reads the clock before and after"
+    return lines[clocks[0]:clocks[-1] + 1]
+
+
+def assert_dependent_chain(region: list[str], opcode: str, at_least: int) -> None:
+    """Each load's address register is the previous load's destination: one load in flight at a time."""
+    loads = [LDG.search(l).groups() for l in region if LDG.search(l)]
+    assert len(loads) >= at_least, f"expected an unrolled chain of >= {at_least} loads, got {len(loads)}"
+    assert {op for op, _, _ in loads} == {opcode}
+    for (_, dest, _), (_, _, addr) in zip(loads, loads[1:]):
+        assert addr == dest, f"load from {addr} does not depend on the previous load into {dest}"
+
+
+@pytest.fixture(scope="module")
+def chase_cubin():
+    return compile_cubin("chase.cu")
+
+
+def test_chase_kernels_use_few_registers_and_no_local_memory(chase_cubin):
+    usage = resource_usage(chase_cubin[1])
+    for name in ("chase_default", "chase_cg", "touch"):
+        assert usage[name]["spill_stores"] == usage[name]["stack_bytes"] == 0
+        assert usage[name]["registers"] <= 40
+
+
+@pytest.mark.parametrize("kernel, opcode", [("chase_default", "LDG.E.64"), ("chase_cg", "LDG.E.64.STRONG.GPU")])
+def test_chase_is_a_dependent_load_chain_of_the_named_flavour(chase_cubin, kernel, opcode):
+    code = sass(chase_cubin[0])[kernel]
+    region = timed_region(code)
+    assert_dependent_chain(region, opcode, at_least=32)
+    timers = [i for i, l in enumerate(code.splitlines()) if "SR_GLOBALTIMERLO" in l]
+    clocks = [i for i, l in enumerate(code.splitlines()) if "SR_CLOCKLO" in l]
+    assert timers[0] < clocks[0] and clocks[-1] < timers[-1], "%globaltimer brackets the clock64 region"
+
+
+def test_clock_witness_reads_both_clocks():
+    cubin, log = compile_cubin("clock.cu")
+    code = sass(cubin)["clock_witness"]
+    assert "SR_CLOCKLO" in code and "SR_GLOBALTIMERLO" in code
+    assert resource_usage(log)["clock_witness"]["stack_bytes"] == 0
+
+
+def test_launch_probe_kernel_is_empty():
+    cubin, _ = compile_cubin("launch.cu")
+    ops = {re.sub(r"\s+", " ", l.split(";")[0]).split()[1] for l in sass(cubin)["empty_kernel"].splitlines()
+           if re.search(r"/\*[0-9a-f]{4}\*/", l)}
+    assert ops <= {"LDC", "EXIT", "BRA", "NOP"}, ops  # LDC: the stack-pointer prologue every kernel has
+
+
+@pytest.mark.parametrize("flavour, opcode", [("default", "LDG.E.64"), ("cg", "LDG.E.64.STRONG.GPU")])
+def test_numba_chase_compiles_to_the_same_chain(flavour, opcode):
+    from numba import cuda, types
+
+    from probes.chase_numba import gpu_primitives, make_chase_kernel
+
+    kernel = make_chase_kernel(cuda, *gpu_primitives(flavour))
+    ptx, _ = cuda.compile_ptx(kernel.py_func, (types.uint64[:], types.uint64, types.int64, types.int64,
+                                               types.uint64[:]), cc=(9, 0))
+    cubin, log = ptx_to_cubin(ptx)
+    (code,) = sass(cubin).values()
+    assert_dependent_chain(timed_region(code), opcode, at_least=32)
+    assert "0 bytes stack frame" in log

@@ -1,0 +1,120 @@
+"""The results contract, the runner and resume, on the simulated backend (tests/fakes.py)."""
+import json
+
+import pandas as pd
+import pytest
+
+from analysis.derive import derive
+from analysis.errors import UsageError
+from analysis.render import render
+from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
+from fakes import DEVICE, LEVELS, simulated_probes
+from probes import runner
+
+
+def make_run(tmp_path, probes=None):
+    probes = probes or simulated_probes()
+    run, meta = runner.new_run(tmp_path, DEVICE, {"python": "3"}, probes, "quick", {}, 0, ["gpuatlas", "run"])
+    return run, meta, probes
+
+
+def test_a_run_writes_the_contract(tmp_path):
+    run, meta, probes = make_run(tmp_path)
+    meta = runner.execute(run, meta, probes)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    meta2, measurements = load_run(run.path)
+    assert meta2["schema_version"] == SCHEMA_VERSION and meta2["ended"]
+    assert set(MEASUREMENT_COLUMNS) <= set(measurements.columns)
+    assert {"footprint_bytes", "flavour", "mode", "busy_sms"} <= set(measurements.columns), "a column per parameter"
+    derived = run.read_derived()
+    assert list(derived.columns) == list(DERIVED_COLUMNS)
+    values = derived.set_index("quantity")["value"]
+    assert values["l1.latency_cycles"] == pytest.approx(LEVELS["l1"], rel=0.01)
+    assert values["l2.latency_cycles"] == pytest.approx(LEVELS["l2"], rel=0.01)
+    assert values["dram.latency_cycles"] == pytest.approx(LEVELS["dram"], rel=0.01)
+    assert values["dram.latency_ns"] == pytest.approx(LEVELS["dram"] / 1.98e9, rel=0.01)
+
+
+def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):
+    import dataclasses
+
+    def broken(ctx, **params):
+        raise RuntimeError("illegal address")
+
+    probes = [dataclasses.replace(p, func=broken) if p.id == "launch.overhead" else p for p in simulated_probes()]
+    run, meta, _ = make_run(tmp_path, probes)
+    meta = runner.execute(run, meta, probes)
+    assert meta["probes"]["launch.overhead"]["status"] == "failed"
+    assert "illegal address" in meta["probes"]["launch.overhead"]["error"]
+    assert meta["probes"]["chase.latency"]["status"] == "ok"
+    assert json.loads((run.path / "run.json").read_text())["probes"]["launch.overhead"]["status"] == "failed"
+
+
+def test_resume_measures_only_what_is_missing(tmp_path):
+    import dataclasses
+
+    calls, interrupted = [], []
+    real = {p.id: p.func for p in simulated_probes()}
+
+    def interrupt_after_first(probe_id):
+        def func(ctx, **params):
+            calls.append((probe_id, tuple(sorted(params.items()))))
+            if probe_id == "chase.latency" and len(calls) > 5 and not interrupted:
+                interrupted.append(True)  # Ctrl-C while the second chase config is measured
+                raise KeyboardInterrupt
+            return real[probe_id](ctx, **params)
+        return func
+
+    probes = [dataclasses.replace(p, func=interrupt_after_first(p.id)) for p in simulated_probes()]
+    run, meta, _ = make_run(tmp_path, probes)
+    with pytest.raises(runner.RunInterrupted):
+        runner.execute(run, meta, probes)
+    meta = run.read_meta()
+    assert meta["probes"]["chase.latency"]["status"] == "interrupted"
+    assert run.done_configs("chase.latency") and len(run.done_configs("chase.latency")) == 1
+    calls.clear()
+    meta = runner.execute(run, meta, probes)
+    measured = [c for c in calls if c[0] == "chase.latency"]
+    assert len(measured) == 2, "the finished config is not measured again"
+    frame = run.read_measurements()
+    per_config = frame[frame["probe"] == "chase.latency"].groupby("config")["repeat"].count()
+    assert len(per_config) == 3 and (per_config == per_config.iloc[0]).all(), "no duplicate or missing configs"
+
+
+def test_reading_bad_run_directories_fails_in_one_line(tmp_path):
+    with pytest.raises(UsageError, match="not a directory"):
+        RunDir(tmp_path / "missing").read_meta()
+    with pytest.raises(UsageError, match="no run.json"):
+        RunDir(tmp_path).read_meta()
+    (tmp_path / "run.json").write_text("{not json")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        RunDir(tmp_path).read_meta()
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "other"}))
+    with pytest.raises(UsageError, match="not written by gpuatlas"):
+        RunDir(tmp_path).read_meta()
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "gpuatlas.run", "schema_version": SCHEMA_VERSION + 1}))
+    with pytest.raises(UsageError, match="upgrade gpuatlas"):
+        RunDir(tmp_path).read_meta()
+
+
+def test_truncated_or_foreign_parquet_is_refused(tmp_path):
+    run, meta, probes = make_run(tmp_path)
+    runner.execute(run, meta, probes)
+    data = run.measurements_path.read_bytes()
+    run.measurements_path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UsageError, match="not a readable parquet"):
+        run.read_measurements()
+    pd.DataFrame({"a": [1]}).to_parquet(run.measurements_path)
+    with pytest.raises(UsageError, match="lacks columns"):
+        run.read_measurements()
+
+
+def test_report_renders_a_simulated_run(tmp_path):
+    run, meta, probes = make_run(tmp_path)
+    meta = runner.execute(run, meta, probes)
+    measurements = run.read_measurements()
+    page = render(meta, measurements, derive(meta, measurements), tmp_path / "report")
+    html = page.read_text()
+    assert "data:image/png;base64," in html and "Memory hierarchy, reconstructed" in html
+    assert "33.0" in (tmp_path / "report" / "index.md").read_text()
+    assert (tmp_path / "report" / "latency-staircase.png").stat().st_size > 10_000
