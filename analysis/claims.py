@@ -56,6 +56,6 @@ def judge(derived: pd.DataFrame) -> pd.DataFrame:
         ci = f" [{fmt_value(m['ci_low'], m['unit'])}, {fmt_value(m['ci_high'], m['unit'])}]"
         reason = (f"within {claim.tolerance:.0%} of the lecture's figure" if holds else
                   f"{ratio:.2f}x the lecture's figure (tolerance {claim.tolerance:.0%})")
-        rows.append({**row, "measured": fmt_value(m["value"], m["unit"]) + ci, "ratio": ratio,
+        rows.append({**row, "measured": fmt_value(m["value"], m["unit"]) + ci, "ratio": f"{ratio:.3g}",
                      "verdict": "holds" if holds else "deviates", "reason": reason})
     return pd.DataFrame(rows)

@@ -7,6 +7,7 @@ from analysis.latency import CUPY_PROBE, chase_levels
 from analysis.quantities import QUANTITIES
 from analysis.results import DERIVED_COLUMNS
 from analysis.stats import median_ci, usable
+from analysis.units import fmt_bytes
 
 
 def _row(quantity: str, values, method: str, probe: str, note: str = "") -> dict:
@@ -24,7 +25,7 @@ def _select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd
 
 def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    clock = _select(measurements, "clock.sm", "sm_clock", busy_sms="all") if "busy_sms" in measurements else []
+    clock = _select(measurements, "clock.sm", "sm_clock", busy_sms="all") if "busy_sms" in measurements else ()
     if len(clock):
         rows.append(_row("clock.sm_hz", clock, "median over repeats, every SM spinning on globaltimer",
                          "clock.sm"))
@@ -38,18 +39,17 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
         levels = chase_levels(measurements, meta["device"])
         for level, quantity in (("l1", "l1.latency_cycles"), ("l2", "l2.latency_cycles"),
                                 ("dram", "dram.latency_cycles")):
-            rows += _level_rows(levels, measurements, meta, level, "latency", quantity)
-        rows += _level_rows(levels, measurements, meta, "dram", "latency_time", "dram.latency_ns")
-    frame = pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
-    return frame
+            rows += _level_rows(levels, level, "latency", quantity)
+        rows += _level_rows(levels, "dram", "latency_time", "dram.latency_ns")
+    return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
 
-def _level_rows(levels: pd.DataFrame, measurements, meta, level: str, metric: str, quantity: str) -> list:
+def _level_rows(levels: pd.DataFrame, level: str, metric: str, quantity: str) -> list:
     hit = levels[(levels["level"] == level) & (levels["metric"] == metric)]
     if hit.empty:
         return []
     row = hit.iloc[0]
-    footprints = ", ".join(f"{f / 1024:.0f} KiB" for f in row["footprints"])
+    footprints = ", ".join(fmt_bytes(f) for f in row["footprints"][:4]) + (", ..." if len(row["footprints"]) > 4 else "")
     return [{"quantity": quantity, "value": row["median"], "unit": QUANTITIES[quantity][0],
              "ci_low": row["ci_low"], "ci_high": row["ci_high"],
              "method": "median of chase samples in the level's footprint window (bootstrap 95% CI)",

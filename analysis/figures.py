@@ -21,10 +21,16 @@ def latency_staircase(measurements: pd.DataFrame, device: dict, derived: pd.Data
     ax = ax or plt.figure(figsize=(8, 4.5)).gca()
     chase = usable(measurements[measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE])
                                 & (measurements["metric"] == "latency")]).copy()
-    chase["front end"] = chase["probe"].map({CUPY_PROBE: "CuPy", NUMBA_PROBE: "Numba"})
-    chase["series"] = chase["front end"] + " " + chase["flavour"]
-    sns.lineplot(data=chase, x="footprint_bytes", y="value", hue="series", estimator="median",
-                 errorbar=("pi", 50), marker="o", ax=ax)
+    chase["series"] = chase["probe"].map({CUPY_PROBE: "CuPy", NUMBA_PROBE: "Numba"}) + " " + chase["flavour"]
+    palette = dict(zip(sorted(chase["series"].unique()), sns.color_palette("deep")))
+    for series, frame in chase.groupby("series"):
+        stats = frame.groupby("footprint_bytes")["value"].quantile([0.25, 0.5, 0.75]).unstack()
+        dense = len(stats) > 8  # a few footprints are drawn as points, not joined into a ramp
+        ax.plot(stats.index, stats[0.5], marker="X" if series.startswith("Numba") else "o", markersize=5,
+                linestyle="-" if dense else "none", color=palette[series], label=series)
+        if dense:
+            ax.fill_between(stats.index, stats[0.25], stats[0.75], color=palette[series], alpha=0.25)
+    ax.legend(loc="upper left")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
     for level, (lo, hi) in level_windows(device).items():

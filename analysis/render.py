@@ -37,7 +37,7 @@ def hierarchy_table(meta: dict, measurements: pd.DataFrame, derived: pd.DataFram
         return f"{fmt_value(r['median'], unit)} [{fmt_value(r['ci_low'], unit)}, {fmt_value(r['ci_high'], unit)}]"
 
     rows = [
-        ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)", "not measured (#3)", "-",
+        ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)", "not measured (issue #3)", "-",
          f"not measured ({PENDING['bandwidth']})", "one block"),
         ("L1", f"not measured ({PENDING['capacity']})", latency("l1", "latency"), latency("l1", "latency_time"),
          f"not measured ({PENDING['bandwidth']})", "one SM"),

@@ -39,11 +39,19 @@ DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "
 FLAGS = ("", "throttled", "invalid", "warmup")
 
 
+def _file_mode() -> int:
+    """rw for everyone the umask allows (mkstemp alone would leave finished files private)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that ``path`` is either the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -61,6 +69,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 def atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _file_mode())
     os.close(fd)
     try:
         frame.to_parquet(tmp, index=False)

@@ -7,6 +7,7 @@ run's own settings and measures only the configs that have no part yet.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import secrets
 import subprocess
 import sys
@@ -41,12 +42,19 @@ def _slug(text: str) -> str:
 
 
 def git_state() -> dict:
+    """The commit measured; GPUATLAS_GIT_SHA names it when the tree is a copy without git history."""
+    if os.environ.get("GPUATLAS_GIT_SHA"):
+        return {"sha": os.environ["GPUATLAS_GIT_SHA"], "dirty": None}
+
     def git(*args):
         return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
                               timeout=10).stdout.strip()
 
     try:
-        return {"sha": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain"))}
+        sha = git("rev-parse", "HEAD")
+        if len(sha) != 40:
+            return {"sha": None, "dirty": None}
+        return {"sha": sha, "dirty": bool(git("status", "--porcelain"))}
     except (OSError, subprocess.SubprocessError):
         return {"sha": None, "dirty": None}
 

@@ -1,0 +1,60 @@
+"""The committed H200 run (reports/h200): the fixture for CPU tests, and its own consistency checks."""
+import pandas as pd
+import pytest
+
+from analysis.derive import derive
+from analysis.latency import frontend_agreement
+from analysis.render import render
+from analysis.results import RunDir
+from conftest import COMMITTED_RUN
+from probes.registry import all_probes
+
+
+def test_committed_run_was_measured_by_the_probes_as_they_are_now(committed_run):
+    meta, _ = committed_run
+    registry = all_probes()
+    stale = {pid: (state["version"], registry[pid].version) for pid, state in meta["probes"].items()
+             if pid in registry and state["version"] != registry[pid].version}
+    assert not stale, f"probes changed since the committed run: re-measure reports/h200 ({stale})"
+    assert set(meta["probes"]) == set(registry), "the committed run covers every probe"
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+
+
+def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(committed_run):
+    meta, measurements = committed_run
+    committed = RunDir(COMMITTED_RUN).read_derived().fillna({"note": ""})
+    fresh = derive(meta, measurements).fillna({"note": ""})
+    pd.testing.assert_frame_equal(committed.reset_index(drop=True), fresh.reset_index(drop=True),
+                                  check_dtype=False, rtol=1e-9)
+
+
+def test_cupy_and_numba_chases_agree_within_five_percent(committed_run):
+    _, measurements = committed_run
+    agreement = frontend_agreement(measurements)
+    assert len(agreement) == 3, "one footprint each in L1, L2 and HBM"
+    assert ((agreement["ratio"] - 1).abs() < 0.05).all(), agreement
+
+
+def test_the_hierarchy_is_ordered_and_the_clock_is_physical(committed_run):
+    meta, _ = committed_run
+    d = RunDir(COMMITTED_RUN).read_derived().set_index("quantity")
+    assert d.loc["l1.latency_cycles", "value"] < d.loc["l2.latency_cycles", "value"] < d.loc["dram.latency_cycles", "value"]
+    for q in d.index:
+        assert d.loc[q, "ci_low"] <= d.loc[q, "value"] <= d.loc[q, "ci_high"], q
+    clock = d.loc["clock.sm_hz", "value"]
+    assert clock <= 1.01 * meta["device"]["sm_clock_max_hz"]
+    # ns and cycles are two clocks read in the same kernel: their ratio is the measured clock
+    assert d.loc["dram.latency_cycles", "value"] / d.loc["dram.latency_ns", "value"] == pytest.approx(clock, rel=0.01)
+    assert d.loc["launch.graph_overhead_s", "value"] < d.loc["launch.overhead_s", "value"]
+
+
+def test_committed_report_renders_headless_with_the_measured_values(committed_run, tmp_path):
+    meta, measurements = committed_run
+    derived = derive(meta, measurements)
+    page = render(meta, measurements, derived, tmp_path)
+    text = page.read_text()
+    assert text.count("data:image/png;base64,") == 2
+    dram = derived.set_index("quantity").loc["dram.latency_cycles", "value"]
+    assert f"{dram:.4g} cycles" in text
+    assert "deviates" in text or "holds" in text
+    assert (COMMITTED_RUN / "report" / "index.html").exists(), "the rendered report is committed beside the run"
