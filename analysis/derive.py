@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.latency import CUPY_PROBE, chase_levels
+from analysis.latency import hierarchy_rows
 from analysis.quantities import QUANTITIES
 from analysis.results import DERIVED_COLUMNS
 from analysis.stats import median_ci, usable
-from analysis.units import fmt_bytes
 
 
 def _row(quantity: str, values, method: str, probe: str, note: str = "") -> dict:
@@ -35,22 +34,6 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
             if len(values):
                 rows.append(_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
                                  "launch.overhead"))
-    if "footprint_bytes" in measurements:
-        levels = chase_levels(measurements, meta["device"])
-        for level, quantity in (("l1", "l1.latency_cycles"), ("l2", "l2.latency_cycles"),
-                                ("dram", "dram.latency_cycles")):
-            rows += _level_rows(levels, level, "latency", quantity)
-        rows += _level_rows(levels, "dram", "latency_time", "dram.latency_ns")
+    rows += hierarchy_rows(measurements, meta["device"])
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
-
-def _level_rows(levels: pd.DataFrame, level: str, metric: str, quantity: str) -> list:
-    hit = levels[(levels["level"] == level) & (levels["metric"] == metric)]
-    if hit.empty:
-        return []
-    row = hit.iloc[0]
-    footprints = ", ".join(fmt_bytes(f) for f in row["footprints"][:4]) + (", ..." if len(row["footprints"]) > 4 else "")
-    return [{"quantity": quantity, "value": row["median"], "unit": QUANTITIES[quantity][0],
-             "ci_low": row["ci_low"], "ci_high": row["ci_high"],
-             "method": "median of chase samples in the level's footprint window (bootstrap 95% CI)",
-             "probe": CUPY_PROBE, "note": f"{row['n']} samples at {footprints}"}]

@@ -9,45 +9,94 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.latency import CUPY_PROBE, NUMBA_PROBE, level_windows  # noqa: E402
+from analysis.latency import CUPY_PROBE, NUMBA_PROBE  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes  # noqa: E402
 
-LEVEL_COLOURS = {"l1": "#4c72b0", "l2": "#55a868", "dram": "#c44e52"}
+LATENCY_LINES = {"smem.latency_cycles": "smem", "l1.latency_cycles": "L1", "l2.latency_cycles": "L2 near",
+                 "l2.far_latency_cycles": "L2 far", "dram.latency_cycles": "HBM"}
+KNEE_LINES = {"l1.capacity_bytes": "L1 capacity", "l2.partition_bytes": "L2 partition",
+              "l2.capacity_bytes": "L2 capacity"}
+
+
+def _bytes_axis(ax):
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+
+
+def _median_lines(ax, frame: pd.DataFrame, x: str, by: str, label) -> None:
+    """Median per x with an IQR band, one line per ``by`` group; sparse groups are drawn as points."""
+    palette = dict(zip(sorted(frame[by].unique()), sns.color_palette("deep")))
+    for name, group in frame.groupby(by):
+        stats = group.groupby(x)["value"].quantile([0.25, 0.5, 0.75]).unstack()
+        dense = len(stats) > 8
+        ax.plot(stats.index, stats[0.5], marker="X" if "Numba" in str(label(name)) else "o", markersize=4,
+                linestyle="-" if dense else "none", color=palette[name], label=label(name))
+        if dense:
+            ax.fill_between(stats.index, stats[0.25], stats[0.75], color=palette[name], alpha=0.25)
 
 
 def latency_staircase(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
-    """Chase latency (cycles) against footprint, log2 x, both front ends, level windows shaded."""
-    ax = ax or plt.figure(figsize=(8, 4.5)).gca()
+    """Chase latency (cycles) against footprint, log2 x, both front ends and load flavours, with the fitted
+    levels (dashed) and capacities (dotted, CI shaded) from derived.csv."""
+    ax = ax or plt.figure(figsize=(9, 5)).gca()
     chase = usable(measurements[measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE])
                                 & (measurements["metric"] == "latency")]).copy()
-    chase["series"] = chase["probe"].map({CUPY_PROBE: "CuPy", NUMBA_PROBE: "Numba"}) + " " + chase["flavour"]
-    palette = dict(zip(sorted(chase["series"].unique()), sns.color_palette("deep")))
-    for series, frame in chase.groupby("series"):
-        stats = frame.groupby("footprint_bytes")["value"].quantile([0.25, 0.5, 0.75]).unstack()
-        dense = len(stats) > 8  # a few footprints are drawn as points, not joined into a ramp
-        ax.plot(stats.index, stats[0.5], marker="X" if series.startswith("Numba") else "o", markersize=5,
-                linestyle="-" if dense else "none", color=palette[series], label=series)
-        if dense:
-            ax.fill_between(stats.index, stats[0.25], stats[0.75], color=palette[series], alpha=0.25)
-    ax.legend(loc="upper left")
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
-    for level, (lo, hi) in level_windows(device).items():
-        hi = min(hi, chase["footprint_bytes"].max() * 1.5)
-        ax.axvspan(max(lo, chase["footprint_bytes"].min() / 1.5), hi, color=LEVEL_COLOURS[level], alpha=0.08)
-        quantity = f"{level}.latency_cycles"
-        row = derived[derived["quantity"] == quantity]
-        if not row.empty:
-            ax.axhline(row["value"].iat[0], color=LEVEL_COLOURS[level], lw=0.8, ls="--")
-            ax.annotate(f"{level.upper()} {row['value'].iat[0]:.0f} cyc", (hi, row["value"].iat[0]),
-                        fontsize=8, color=LEVEL_COLOURS[level], ha="right", va="bottom")
-    ax.axvline(device["l2_bytes"], color="grey", lw=0.8, ls=":")
-    ax.annotate("L2 (driver)", (device["l2_bytes"], ax.get_ylim()[1]), fontsize=8, color="grey",
-                rotation=90, ha="right", va="top")
+    front = chase["probe"].map({CUPY_PROBE: "CuPy", NUMBA_PROBE: "Numba"})
+    chase["series"] = front + " " + chase["flavour"] + ", " + chase["stride_bytes"].astype(int).astype(str) + " B"
+    _median_lines(ax, chase, "footprint_bytes", "series", lambda name: name)
+    _bytes_axis(ax)
+    d = derived.set_index("quantity")
+    for quantity, name in LATENCY_LINES.items():
+        if quantity in d.index:
+            ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.7, ls="--")
+            ax.annotate(f"{name} {d.loc[quantity, 'value']:.0f}", (ax.get_xlim()[0], d.loc[quantity, "value"]),
+                        fontsize=7, color="dimgrey", va="bottom")
+    for quantity, name in KNEE_LINES.items():
+        if quantity in d.index:
+            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=":")
+            ax.axvspan(d.loc[quantity, "ci_low"], d.loc[quantity, "ci_high"], color="black", alpha=0.06)
+            ax.annotate(f"{name} {fmt_bytes(d.loc[quantity, 'value'])}", (d.loc[quantity, "value"], ax.get_ylim()[1]),
+                        fontsize=7, rotation=90, ha="right", va="top")
+    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.6, ls=":")
     ax.set_xlabel("footprint")
-    ax.set_ylabel("latency (cycles per dependent load)")
+    ax.set_ylabel("cycles per dependent load")
     ax.set_title("Pointer-chase latency against footprint (median, IQR band)")
+    ax.legend(loc="center left", fontsize=7)
+    return ax
+
+
+def tlb_staircase(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """Page-stride chase: latency against the footprint its pages span; TLB reaches marked."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "chase.tlb") & (measurements["metric"] == "latency")])
+    _median_lines(ax, frame.assign(series="one load per 2 MiB page"), "footprint_bytes", "series", lambda n: n)
+    _bytes_axis(ax)
+    d = derived.set_index("quantity")
+    for level in (1, 2):
+        quantity = f"tlb.level{level}_reach_bytes"
+        if quantity in d.index:
+            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=":")
+            ax.annotate(f"TLB level {level} reach {fmt_bytes(d.loc[quantity, 'value'])}",
+                        (d.loc[quantity, "value"], ax.get_ylim()[1]), fontsize=7, rotation=90, ha="right", va="top")
+    ax.set_xlabel("footprint spanned by the pages")
+    ax.set_ylabel("cycles per dependent load")
+    ax.set_title("Address translation: page-stride chase (L2-resident lines)")
+    ax.legend(loc="upper left", fontsize=7)
+    return ax
+
+
+def line_size(measurements: pd.DataFrame, ax=None):
+    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "chase.line") & (measurements["metric"] == "latency")])
+    frame = frame.assign(series=frame["footprint_bytes"].map(fmt_bytes) + ", " + frame["flavour"])
+    _median_lines(ax, frame, "stride_bytes", "series", lambda n: n)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("stride between consecutive loads (bytes)")
+    ax.set_ylabel("cycles per dependent load")
+    ax.set_title("Fill granularity: address-order chase against stride")
+    ax.legend(loc="upper left", fontsize=7)
     return ax
 
 

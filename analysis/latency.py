@@ -1,16 +1,27 @@
-"""Latency of each memory level from the pointer chase, and the CuPy/Numba agreement check.
+"""Every level's latency and capacity from the pointer chases, and the CuPy/Numba agreement check.
 
-Until the plateau fit lands (issue #3) a level's latency is the median of every usable sample whose
-footprint lies in that level's window, sized from the device's own properties: well inside L1, between
-L1 and a quarter of L2, and beyond twice L2.
+A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysis.plateaus): through-L1
+loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee
+where one partition's reach ends, the far plateau, the knee at the L2's capacity, and HBM.  A sparse sweep
+(``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
+window, sized from the device's own properties.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from analysis.linesize import fit_line_size
+from analysis.plateaus import fit_staircase
+from analysis.quantities import QUANTITIES
 from analysis.stats import median_ci, usable
+from analysis.units import fmt_bytes
 
 CUPY_PROBE, NUMBA_PROBE = "chase.latency", "chase.latency_numba"
+#: A sweep with at least this many footprints is fitted as a staircase.
+DENSE_FOOTPRINTS = 16
+#: Plateaus within this factor of the first are sub-steps of L1 (translation effects), not another level.
+SAME_LEVEL = 2.0
 
 
 def level_windows(device: dict) -> dict[str, tuple[float, float]]:
@@ -59,3 +70,144 @@ def frontend_agreement(measurements: pd.DataFrame) -> pd.DataFrame:
     table = table.rename(columns={CUPY_PROBE: "cupy", NUMBA_PROBE: "numba"}).reset_index()
     table["ratio"] = table["numba"] / table["cupy"]
     return table[["footprint_bytes", "flavour", "cupy", "numba", "ratio"]]
+
+
+def _row(quantity, value, low, high, method, probe, note=""):
+    return {"quantity": quantity, "value": float(value), "unit": QUANTITIES[quantity][0], "ci_low": float(low),
+            "ci_high": float(high), "method": method, "probe": probe, "note": note}
+
+
+def _chase(measurements, probe, metric="latency", **params) -> pd.DataFrame:
+    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
+    for name, value in params.items():
+        frame = frame[frame[name] == value]
+    return usable(frame)
+
+
+def _plateau_text(fit) -> str:
+    return "; ".join(f"{p.latency:.1f} cycles over {fmt_bytes(p.lo_bytes)}..{fmt_bytes(p.hi_bytes)}"
+                     for p in fit.plateaus)
+
+
+def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
+    """Derived rows of every chase probe present in ``measurements``."""
+    rows = []
+    if "footprint_bytes" not in measurements:
+        return rows
+    through_l1 = _chase(measurements, CUPY_PROBE, flavour="default", stride_bytes=128)
+    l2_only = _chase(measurements, CUPY_PROBE, flavour="cg", stride_bytes=128)
+    if through_l1["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
+        rows += _l1_rows(through_l1)
+    if l2_only["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
+        rows += _l2_dram_rows(l2_only, _chase(measurements, CUPY_PROBE, "latency_time", flavour="cg",
+                                               stride_bytes=128))
+    elif not through_l1.empty:
+        rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
+    rows += _smem_rows(_chase(measurements, "chase.smem", stride_bytes=4) if "stride_bytes" in measurements
+                       else measurements.iloc[:0])
+    rows += _line_rows(measurements)
+    rows += _tlb_rows(_chase(measurements, "chase.tlb"))
+    return rows
+
+
+def _l1_rows(frame) -> list[dict]:
+    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
+    first = fit.plateaus[0]
+    in_l1 = [i for i, p in enumerate(fit.plateaus) if p.latency < SAME_LEVEL * first.latency]
+    method = "staircase fit of the through-L1 chase (plateau levels: bootstrap 95% CI)"
+    rows = [_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
+                 f"plateaus: {_plateau_text(fit)}")]
+    last = in_l1[-1]
+    if last < len(fit.knees_bytes):
+        lo, hi = fit.knee_ci[last]
+        rows.append(_row("l1.capacity_bytes", fit.knees_bytes[last], lo, hi,
+                         "knee where latency crosses the geometric mean of L1 and the next level", CUPY_PROBE,
+                         "kernel uses no shared memory, so the whole unified L1/shared array is L1"))
+    return rows
+
+
+def _l2_dram_rows(frame, times) -> list[dict]:
+    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
+    plateaus, knees = fit.plateaus, fit.knees_bytes
+    method = "staircase fit of the L2-only (ld.global.cg) chase"
+    note = f"plateaus: {_plateau_text(fit)}"
+    near, dram = plateaus[0], plateaus[-1]
+    rows = [_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
+    if len(plateaus) >= 2:
+        rows.append(_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
+                         "knee after the near-partition plateau", CUPY_PROBE))
+    if len(plateaus) >= 3:
+        far = plateaus[1]
+        rows.append(_row("l2.far_latency_cycles", far.latency, far.ci_low, far.ci_high, method, CUPY_PROBE,
+                         "first plateau after the near partition's knee"))
+        rows.append(_row("l2.capacity_bytes", knees[1], *fit.knee_ci[1],
+                         "knee after the far-partition plateau", CUPY_PROBE))
+    if len(plateaus) >= 2:
+        rows.append(_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
+                         f"last plateau, {fmt_bytes(dram.lo_bytes)}..{fmt_bytes(dram.hi_bytes)}"))
+        span = times[(times["footprint_bytes"] >= dram.lo_bytes) & (times["footprint_bytes"] <= dram.hi_bytes)]
+        med, lo, hi = median_ci(span["value"])
+        rows.append(_row("dram.latency_ns", med, lo, hi, "globaltimer seconds per load over the HBM plateau",
+                         CUPY_PROBE, f"{len(span)} samples"))
+    return rows
+
+
+def _window_rows(measurements, device, have: set) -> list[dict]:
+    rows = []
+    levels = chase_levels(measurements, device)
+    for level, metric, quantity in (("l1", "latency", "l1.latency_cycles"), ("l2", "latency", "l2.latency_cycles"),
+                                    ("dram", "latency", "dram.latency_cycles"),
+                                    ("dram", "latency_time", "dram.latency_ns")):
+        hit = levels[(levels["level"] == level) & (levels["metric"] == metric)]
+        if hit.empty or quantity in have:
+            continue
+        r = hit.iloc[0]
+        shown = ", ".join(fmt_bytes(f) for f in r["footprints"][:4]) + (", ..." if len(r["footprints"]) > 4 else "")
+        rows.append(_row(quantity, r["median"], r["ci_low"], r["ci_high"],
+                         "median of chase samples in the level's footprint window (bootstrap 95% CI)",
+                         CUPY_PROBE, f"{r['n']} samples at {shown}"))
+    return rows
+
+
+def _smem_rows(frame) -> list[dict]:
+    if frame.empty:
+        return []
+    med, lo, hi = median_ci(frame["value"])
+    return [_row("smem.latency_cycles", med, lo, hi, "median of dependent LDS chase samples (bootstrap 95% CI)",
+                 "chase.smem", f"footprints {', '.join(fmt_bytes(f) for f in sorted(frame['footprint_bytes'].unique()))}")]
+
+
+def _line_rows(measurements) -> list[dict]:
+    frame = _chase(measurements, "chase.line")
+    if frame.empty:
+        return []
+    rows = []
+    small, large = frame["footprint_bytes"].min(), frame["footprint_bytes"].max()
+    for quantity, footprint, flavour, what in (("l1.line_bytes", small, "default", "L1 fill block (L2-resident chain)"),
+                                               ("mem.sector_bytes", large, "cg", "L2 fill block from HBM")):
+        data = frame[(frame["footprint_bytes"] == footprint) & (frame["flavour"] == flavour)]
+        if data["stride_bytes"].nunique() < 3:
+            continue
+        fit = fit_line_size(data["stride_bytes"], data["value"])
+        rows.append(_row(quantity, fit["block_bytes"], *fit["ci"],
+                         "hinge fit hit + (miss-hit)*min(stride/L, 1), L a power of two", "chase.line",
+                         f"{what}: hit {fit['hit']:.1f}, miss {fit['miss']:.1f} cycles, R2 {fit['r2']:.3f}"))
+    return rows
+
+
+def _tlb_rows(frame) -> list[dict]:
+    if frame["footprint_bytes"].nunique() < 8:
+        return []
+    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
+    rows, p = [], fit.plateaus
+    for level in (1, 2):
+        if len(p) <= level:
+            break
+        lo_level, hi_level = p[level - 1], p[level]
+        rows.append(_row(f"tlb.level{level}_reach_bytes", fit.knees_bytes[level - 1], *fit.knee_ci[level - 1],
+                         "knee of the page-stride chase (one element per 2 MiB page, L2-resident lines)",
+                         "chase.tlb", f"plateaus: {_plateau_text(fit)}"))
+        rows.append(_row(f"tlb.level{level}_miss_cycles", hi_level.latency - lo_level.latency,
+                         hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
+                         "step between adjacent plateaus of the page-stride chase", "chase.tlb"))
+    return rows

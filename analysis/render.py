@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import claims, figures
-from analysis.latency import chase_levels, frontend_agreement
+from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.units import fmt_bytes, fmt_value
 
@@ -22,31 +22,39 @@ from analysis.units import fmt_bytes, fmt_value
 PENDING = {"bandwidth": "issue #4", "capacity": "issue #3"}
 
 
-def hierarchy_table(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame) -> pd.DataFrame:
+def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
+    """Level, capacity, latency in cycles and time, bandwidth, sharing scope; measured values with CIs.
+
+    Time is cycles over the SM clock measured in the run (HBM's is read from %globaltimer directly)."""
     device = meta["device"]
-    levels = chase_levels(measurements, device) if "footprint_bytes" in measurements else pd.DataFrame()
+    d = derived.set_index("quantity")
+    clock = d["value"].get("clock.sm_hz")
 
-    def latency(level: str, metric: str) -> str:
-        if levels.empty:
-            return "not measured"
-        hit = levels[(levels["level"] == level) & (levels["metric"] == metric)]
-        if hit.empty:
-            return "not measured"
-        r = hit.iloc[0]
-        unit = "cycles" if metric == "latency" else "s"
-        return f"{fmt_value(r['median'], unit)} [{fmt_value(r['ci_low'], unit)}, {fmt_value(r['ci_high'], unit)}]"
+    def measured(quantity: str, pending: str) -> str:
+        if quantity not in d.index:
+            return f"not measured ({pending})"
+        r = d.loc[quantity]
+        return f"{fmt_value(r['value'], r['unit'])} [{fmt_value(r['ci_low'], r['unit'])}, {fmt_value(r['ci_high'], r['unit'])}]"
 
+    def as_time(quantity: str) -> str:
+        if quantity not in d.index or not clock:
+            return "-"
+        return fmt_value(d.loc[quantity, "value"] / clock, "s")
+
+    bandwidth = f"not measured ({PENDING['bandwidth']})"
     rows = [
-        ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)", "not measured (issue #3)", "-",
-         f"not measured ({PENDING['bandwidth']})", "one block"),
-        ("L1", f"not measured ({PENDING['capacity']})", latency("l1", "latency"), latency("l1", "latency_time"),
-         f"not measured ({PENDING['bandwidth']})", "one SM"),
-        ("L2", f"{fmt_bytes(device['l2_bytes'])} (driver)", latency("l2", "latency"),
-         latency("l2", "latency_time"), f"not measured ({PENDING['bandwidth']})", "whole GPU"),
-        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", latency("dram", "latency"),
-         latency("dram", "latency_time"), f"not measured ({PENDING['bandwidth']})", "whole GPU"),
+        ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
+         measured("smem.latency_cycles", "issue #3"), as_time("smem.latency_cycles"), bandwidth, "one block"),
+        ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "issue #3"),
+         as_time("l1.latency_cycles"), bandwidth, "one SM"),
+        ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "issue #3"),
+         as_time("l2.latency_cycles"), bandwidth, "the SMs beside it"),
+        ("L2, far partition", measured("l2.capacity_bytes", "full profile") + f"; driver {fmt_bytes(device['l2_bytes'])}",
+         measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), bandwidth, "whole GPU"),
+        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "issue #3"),
+         measured("dram.latency_ns", "issue #3"), bandwidth, "whole GPU"),
     ]
-    return pd.DataFrame(rows, columns=["level", "capacity", "latency (cycles, 95% CI)", "latency (time)",
+    return pd.DataFrame(rows, columns=["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)",
                                        "bandwidth", "shared by"])
 
 
@@ -90,6 +98,14 @@ def _figures(meta, measurements, derived) -> dict[str, bytes]:
         ax = figures.latency_staircase(measurements, meta["device"], derived)
         made["latency-staircase.png"] = _png(ax.figure)
         plt.close(ax.figure)
+    if "chase.tlb" in set(measurements["probe"]):
+        ax = figures.tlb_staircase(measurements, derived)
+        made["tlb-staircase.png"] = _png(ax.figure)
+        plt.close(ax.figure)
+    if "chase.line" in set(measurements["probe"]):
+        ax = figures.line_size(measurements)
+        made["line-size.png"] = _png(ax.figure)
+        plt.close(ax.figure)
     if "launch.overhead" in set(measurements["probe"]):
         ax = figures.launch_overhead(measurements)
         made["launch-overhead.png"] = _png(ax.figure)
@@ -126,7 +142,7 @@ def _sections(meta, measurements, derived):
                             s.get("error") or "") for pid, s in meta["probes"].items()],
                           columns=["probe", "status", "configs", "time", "error"])
     figs = _figures(meta, measurements, derived)
-    sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, measurements, derived)),
+    sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
                 ("The lecture's claims, judged", claims.judge(derived))]
     sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))

@@ -59,3 +59,35 @@ extern "C" __global__ void touch(const unsigned long long* buf, long long words,
     }
     if (acc == 0x5a5a5a5a5a5a5a5aull) *sink = acc;  // never true for a chain of addresses; keeps the loads
 }
+
+// Shared-memory chase: the chain of 32-bit shared-window addresses is built in dynamic shared memory from
+// next_index (element i is followed by element next_index[i]), then one thread follows it with
+// ld.shared.u32 (LDS), each address being the previous load's value.  out = {cycles, ns, final element}.
+extern "C" __global__ void chase_shared(const unsigned int* next_index, int elements, int stride_words,
+                                        int start, long long warm_steps, long long steps,
+                                        unsigned long long* out) {
+    extern __shared__ unsigned int chain[];
+    const unsigned int base = (unsigned int)__cvta_generic_to_shared(chain);
+    for (int i = threadIdx.x; i < elements; i += blockDim.x) {
+        chain[i * stride_words] = base + 4u * next_index[i] * stride_words;
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    unsigned int p = base + 4u * start * stride_words;
+    for (long long i = 0; i < warm_steps; ++i) {
+        asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
+    }
+    unsigned long long c0, c1, t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
+    }
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = (p - base) / (4u * stride_words);
+}

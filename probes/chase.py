@@ -44,15 +44,20 @@ def footprint_sweep(device: dict) -> list[int]:
 @probe("chase.latency",
        sweeps={"quick": lambda d: {"footprint_bytes": three_footprints(d), "stride_bytes": [128],
                                    "flavour": ["default"]},
-               "full": lambda d: {"footprint_bytes": footprint_sweep(d), "stride_bytes": [128],
+               "full": lambda d: {"footprint_bytes": footprint_sweep(d), "stride_bytes": [128, 32],
                                   "flavour": ["default", "cg"]}},
        axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 8/octave",
-             "stride_bytes": "bytes between chain elements (one per 128-B line)",
+             "stride_bytes": "bytes between chain elements: 128 (one per line); full adds 32 (one per sector)",
              "flavour": "default (ld.global, through L1) or cg (ld.global.cg, L2 only)"},
        quantities=("l1.latency_cycles", "l2.latency_cycles", "dram.latency_cycles", "dram.latency_ns"),
        kernels=("chase.cu",))
 def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per dependent 64-bit load over a random single-cycle chain of the given footprint."""
+    return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
+
+
+def cupy_launcher(flavour: str):
+    """``launch(start, warm, steps) -> out`` for chase.cu's kernel of ``flavour``."""
     import cupy
 
     from probes.cuda import kernel
@@ -64,7 +69,107 @@ def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) ->
         step_kernel((1,), (1,), (np.uint64(start), np.int64(warm), np.int64(steps), out))
         return out.get()
 
-    return measure_chase(ctx, footprint_bytes, stride_bytes, launch, timer="clock64")
+    return launch
+
+
+def line_footprints(device: dict) -> list[int]:
+    """A footprint beyond L1 but inside L2, and one beyond L2: where each level's fill granularity shows."""
+    return [4 * device["smem_per_sm_bytes"], 2 * device["l2_bytes"]]
+
+
+@probe("chase.line",
+       sweeps={"quick": lambda d: {"footprint_bytes": line_footprints(d), "stride_bytes": [16, 32, 64, 128, 256],
+                                   "flavour": ["default", "cg"]},
+               "full": lambda d: {"footprint_bytes": line_footprints(d),
+                                  "stride_bytes": [8, 16, 32, 48, 64, 96, 128, 192, 256, 512],
+                                  "flavour": ["default", "cg"]}},
+       axes={"footprint_bytes": "4x shared memory per SM (beyond L1, in L2) and 2x L2 (beyond L2)",
+             "stride_bytes": "bytes between consecutive chain elements, walked in address order",
+             "flavour": "default (through L1) or cg (L2 only)"},
+       quantities=("l1.line_bytes", "mem.sector_bytes"), kernels=("chase.cu",))
+def chase_line(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
+    """Cycles per load of a chase walked in address order at a given stride: a load hits while it stays in
+    the block the previous miss brought in, so latency rises with stride until the stride reaches that
+    fill granularity (the line or sector size) and is flat beyond."""
+    return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64",
+                         order="sequential")
+
+
+def page_footprints(device: dict, stride_bytes: int) -> list[int]:
+    """Chains of 2 to ``total memory / 16`` bytes at one element per page-sized stride, 4 per octave."""
+    top = device["total_memory_bytes"] // 16 // stride_bytes * stride_bytes
+    return sorted({f // stride_bytes * stride_bytes for f in geom(2 * stride_bytes, top, per_octave=4)})
+
+
+PAGE_STRIDE = 2 << 20  # the page size of large cudaMalloc allocations
+
+
+@probe("chase.tlb",
+       sweeps={"quick": lambda d: {"footprint_bytes": page_footprints(d, PAGE_STRIDE)[::2],
+                                   "stride_bytes": [PAGE_STRIDE], "flavour": ["cg"]},
+               "full": lambda d: {"footprint_bytes": page_footprints(d, PAGE_STRIDE),
+                                  "stride_bytes": [PAGE_STRIDE], "flavour": ["cg"]}},
+       axes={"footprint_bytes": "2 pages .. total memory / 16, 4 per octave (quick: 2 per octave)",
+             "stride_bytes": "one chain element per 2 MiB page",
+             "flavour": "cg: L2 only, so the few lines touched always hit L2"},
+       quantities=("tlb.level1_reach_bytes", "tlb.level1_miss_cycles", "tlb.level2_reach_bytes",
+                   "tlb.level2_miss_cycles"), kernels=("chase.cu",))
+def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
+    """Cycles per load with one chain element per page: the lines touched fit in L2 at every footprint,
+    so latency steps only where the pages touched outgrow a TLB's reach, by that TLB's miss penalty."""
+    return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
+
+
+def smem_footprints(device: dict) -> list[int]:
+    return geom(1 << 10, device["smem_per_block_bytes"] // 2, per_octave=1)
+
+
+@probe("chase.smem",
+       sweeps={"quick": lambda d: {"footprint_bytes": smem_footprints(d)[:1], "stride_bytes": [4]},
+               "full": lambda d: {"footprint_bytes": smem_footprints(d), "stride_bytes": [4, 128]}},
+       axes={"footprint_bytes": "bytes of shared memory the chain spans (1 KiB .. half a block's limit)",
+             "stride_bytes": "bytes between chain elements"},
+       quantities=("smem.latency_cycles",), kernels=("chase.cu",))
+def chase_smem(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]:
+    """Cycles per dependent 32-bit shared-memory load (LDS) over a random single-cycle chain."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    elements = footprint_bytes // stride_bytes
+    order = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
+    next_index = np.empty(elements, dtype=np.uint32)
+    next_index[order] = np.roll(order, -1)
+    next_gpu = cupy.asarray(next_index)
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    chase_kernel = kernel("chase.cu", "chase_shared")
+    position = 0
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        nonlocal position
+        start = int(order[position % elements])
+        chase_kernel((1,), (32,), (next_gpu, np.int32(elements), np.int32(stride_bytes // 4), np.int32(start),
+                                   np.int64(warm), np.int64(steps), out), shared_mem=footprint_bytes)
+        result = out.get()
+        position += warm + steps
+        if int(result[2]) != int(order[position % elements]):
+            raise RuntimeError(f"shared chase sink mismatch: ended at element {int(result[2])}, the chain "
+                               f"says {int(order[position % elements])}")
+        return result
+
+    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
+    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, "clock64"),
+                               "latency", ctx.budget)
+
+
+def chase_samples(ctx, out, steps: int, repeat: int, timer: str) -> list[Sample]:
+    """The two samples of one timed launch: cycles per step (clock64) and seconds per step (globaltimer)."""
+    cycles, ns = float(out[0]), float(out[1])
+    hz = cycles / ns * 1e9
+    flag = ctx.throttle_flag(hz)
+    return [Sample("latency", cycles / steps, "cycles", repeat, hz, timer, flag),
+            Sample("latency_time", ns * 1e-9 / steps, "s", repeat, hz, "globaltimer", flag)]
 
 
 def chain_order(rng: np.random.Generator, elements: int) -> np.ndarray:
@@ -102,20 +207,23 @@ def steps_for(seconds_per_step: float) -> int:
     return int(math.ceil(steps / UNROLL) * UNROLL)
 
 
-def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str) -> list[Sample]:
+def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str,
+                  order: str = "random") -> list[Sample]:
     """Build the chain on the GPU, warm it, then time launches of ``launch(start, warm, steps) -> out``
-    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain."""
+    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain.
+    ``order`` is ``random`` (a random single cycle) or ``sequential`` (address order, then wrap)."""
     import cupy
 
     from probes.cuda import kernel
 
-    if footprint_bytes < 2 * stride_bytes or footprint_bytes % stride_bytes:
-        raise ValueError(f"footprint_bytes={footprint_bytes} must be a multiple of stride_bytes="
-                         f"{stride_bytes}, at least two elements")
+    if footprint_bytes < 2 * stride_bytes or stride_bytes % 8:
+        raise ValueError(f"footprint_bytes={footprint_bytes} must hold two elements of stride_bytes="
+                         f"{stride_bytes}, a multiple of 8")
     elements = footprint_bytes // stride_bytes
-    words = cupy.zeros(footprint_bytes // 8, dtype=cupy.uint64)
+    words = cupy.zeros(elements * stride_bytes // 8, dtype=cupy.uint64)
     base = words.data.ptr
-    order_host = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
+    order_host = (chain_order(ctx.rng(footprint_bytes, stride_bytes), elements) if order == "random"
+                  else np.arange(elements, dtype=np.int64))
     fill_chain(words, cupy.asarray(order_host), stride_bytes, base)
 
     sink = cupy.zeros(1, dtype=cupy.uint64)
@@ -138,11 +246,5 @@ def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: s
     first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
     steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
 
-    def sample(repeat: int) -> list[Sample]:
-        cycles, ns, _ = (float(v) for v in run(0, steps))
-        hz = cycles / ns * 1e9
-        flag = ctx.throttle_flag(hz)
-        return [Sample("latency", cycles / steps, "cycles", repeat, hz, timer, flag),
-                Sample("latency_time", ns * 1e-9 / steps, "s", repeat, hz, "globaltimer", flag)]
-
-    return repeat_until_stable(sample, "latency", ctx.budget)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, timer),
+                               "latency", ctx.budget)

@@ -12,10 +12,13 @@ from probes.harness import Sample
 from probes.registry import all_probes
 
 CLOCK_HZ = 1.98e9
-LEVELS = {"l1": 33.0, "l2": 270.0, "dram": 650.0}
+LEVELS = {"smem": 29.0, "l1": 33.0, "l2": 270.0, "dram": 650.0}
+LINE_BYTES, SECTOR_BYTES = 128, 32
+TLB_REACH, TLB_MISS = 64 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
-          "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ}
+          "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
+          "smem_per_block_bytes": 48 << 10}
 
 
 def latency_of(footprint_bytes: float) -> float:
@@ -24,14 +27,32 @@ def latency_of(footprint_bytes: float) -> float:
     return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
 
 
-def _chase(ctx, footprint_bytes, stride_bytes, flavour):
-    rng = np.random.default_rng(footprint_bytes)
+def _samples(cycles: float, seed: int) -> list:
+    rng = np.random.default_rng(seed)
     out = []
     for r in range(5):
-        cycles = latency_of(footprint_bytes) * (1 + 0.002 * rng.standard_normal())
-        out += [Sample("latency", cycles, "cycles", r, CLOCK_HZ, "clock64"),
-                Sample("latency_time", cycles / CLOCK_HZ, "s", r, CLOCK_HZ, "globaltimer")]
+        value = cycles * (1 + 0.002 * rng.standard_normal())
+        out += [Sample("latency", value, "cycles", r, CLOCK_HZ, "clock64"),
+                Sample("latency_time", value / CLOCK_HZ, "s", r, CLOCK_HZ, "globaltimer")]
     return out
+
+
+def _chase(ctx, footprint_bytes, stride_bytes, flavour):
+    return _samples(latency_of(footprint_bytes), footprint_bytes)
+
+
+def _line(ctx, footprint_bytes, stride_bytes, flavour):
+    block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if footprint_bytes < DEVICE["l2_bytes"]
+                        else (SECTOR_BYTES, LEVELS["l2"], LEVELS["dram"]))
+    return _samples(hit + (miss - hit) * min(stride_bytes / block, 1), stride_bytes)
+
+
+def _tlb(ctx, footprint_bytes, stride_bytes, flavour):
+    return _samples(LEVELS["l2"] + (TLB_MISS if footprint_bytes > TLB_REACH else 0), footprint_bytes)
+
+
+def _smem(ctx, footprint_bytes, stride_bytes):
+    return _samples(LEVELS["smem"], footprint_bytes)
 
 
 def _clock(ctx, busy_sms):
@@ -44,7 +65,8 @@ def _launch(ctx, mode):
                                            Sample("host_call", per, "s", r, CLOCK_HZ, "perf_counter"))]
 
 
-FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase}
+FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem}
 
 
 def simulated_probes():

@@ -62,7 +62,8 @@ def test_geom_is_log_spaced_and_jitter_is_seeded():
 
 
 def test_every_probe_declares_quick_and_full_and_counts_configs():
-    device = {"sm_count": 132, "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10}
+    device = {"sm_count": 132, "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "smem_per_block_bytes": 48 << 10,
+              "total_memory_bytes": 141 << 30}
     for probe in all_probes().values():
         quick, full = probe.configs(device, "quick"), probe.configs(device, "full")
         assert 0 < len(quick) <= len(full)
@@ -70,7 +71,8 @@ def test_every_probe_declares_quick_and_full_and_counts_configs():
 
 
 def test_select_by_exact_id_or_prefix_and_reject_unknown():
-    assert [p.id for p in select(["chase"])] == ["chase.latency", "chase.latency_numba"]
+    assert [p.id for p in select(["chase"])] == ["chase.latency", "chase.line", "chase.smem", "chase.tlb",
+                                                 "chase.latency_numba"]
     assert [p.id for p in select(["clock.sm"])] == ["clock.sm"]
     with pytest.raises(UsageError, match="unknown probe 'nope'"):
         select(["nope"])
@@ -125,3 +127,14 @@ def test_unit_formatting():
     assert fmt_value(7.2224e-6, "s") == "7.222 us"
     assert fmt_value(1.98e9, "Hz") == "1.98 GHz"
     assert fmt_value(float("nan"), "s") == "-"
+
+
+def test_page_and_line_sweeps_are_sized_from_the_device():
+    device = {"smem_per_sm_bytes": 100 << 10, "l2_bytes": 4 << 20, "total_memory_bytes": 16 << 30,
+              "smem_per_block_bytes": 48 << 10}
+    pages = chase.page_footprints(device, chase.PAGE_STRIDE)
+    assert pages[0] == 2 * chase.PAGE_STRIDE and pages[-1] <= device["total_memory_bytes"] // 16
+    assert all(f % chase.PAGE_STRIDE == 0 for f in pages) and pages == sorted(set(pages))
+    inside_l2, beyond_l2 = chase.line_footprints(device)
+    assert device["smem_per_sm_bytes"] < inside_l2 < device["l2_bytes"] < beyond_l2
+    assert max(chase.smem_footprints(device)) <= device["smem_per_block_bytes"] // 2

@@ -7,6 +7,7 @@ import pytest
 from probes.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
 
 LDG = re.compile(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]")
+LDS = re.compile(r"(LDS) (R\d+), \[(R\d+)\]")
 
 
 def timed_region(sass_text: str) -> list[str]:
@@ -18,9 +19,9 @@ def timed_region(sass_text: str) -> list[str]:
     return lines[clocks[0]:clocks[-1] + 1]
 
 
-def assert_dependent_chain(region: list[str], opcode: str, at_least: int) -> None:
+def assert_dependent_chain(region: list[str], opcode: str, at_least: int, pattern=LDG) -> None:
     """Each load's address register is the previous load's destination: one load in flight at a time."""
-    loads = [LDG.search(l).groups() for l in region if LDG.search(l)]
+    loads = [pattern.search(l).groups() for l in region if pattern.search(l)]
     assert len(loads) >= at_least, f"expected an unrolled chain of >= {at_least} loads, got {len(loads)}"
     assert {op for op, _, _ in loads} == {opcode}
     for (_, dest, _), (_, _, addr) in zip(loads, loads[1:]):
@@ -47,6 +48,11 @@ def test_chase_is_a_dependent_load_chain_of_the_named_flavour(chase_cubin, kerne
     timers = [i for i, l in enumerate(code.splitlines()) if "SR_GLOBALTIMERLO" in l]
     clocks = [i for i, l in enumerate(code.splitlines()) if "SR_CLOCKLO" in l]
     assert timers[0] < clocks[0] and clocks[-1] < timers[-1], "%globaltimer brackets the clock64 region"
+
+
+def test_shared_chase_is_a_dependent_lds_chain(chase_cubin):
+    code = sass(chase_cubin[0])["chase_shared"]
+    assert_dependent_chain(timed_region(code), "LDS", at_least=32, pattern=LDS)
 
 
 def test_clock_witness_reads_both_clocks():

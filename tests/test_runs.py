@@ -8,7 +8,7 @@ from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
-from fakes import DEVICE, LEVELS, simulated_probes
+from fakes import DEVICE, LEVELS, LINE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
 from probes import runner
 
 
@@ -33,6 +33,10 @@ def test_a_run_writes_the_contract(tmp_path):
     assert values["l2.latency_cycles"] == pytest.approx(LEVELS["l2"], rel=0.01)
     assert values["dram.latency_cycles"] == pytest.approx(LEVELS["dram"], rel=0.01)
     assert values["dram.latency_ns"] == pytest.approx(LEVELS["dram"] / 1.98e9, rel=0.01)
+    assert values["smem.latency_cycles"] == pytest.approx(LEVELS["smem"], rel=0.01)
+    assert values["l1.line_bytes"] == LINE_BYTES and values["mem.sector_bytes"] == SECTOR_BYTES
+    assert values["tlb.level1_reach_bytes"] == pytest.approx(TLB_REACH, rel=0.2)
+    assert values["tlb.level1_miss_cycles"] == pytest.approx(TLB_MISS, rel=0.05)
 
 
 def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):
@@ -54,12 +58,14 @@ def test_resume_measures_only_what_is_missing(tmp_path):
     import dataclasses
 
     calls, interrupted = [], []
+    first_chase_call = 1 + sum(len(p.configs(DEVICE, "quick")) for p in simulated_probes()
+                               if p.id in ("clock.sm", "launch.overhead"))
     real = {p.id: p.func for p in simulated_probes()}
 
     def interrupt_after_first(probe_id):
         def func(ctx, **params):
             calls.append((probe_id, tuple(sorted(params.items()))))
-            if probe_id == "chase.latency" and len(calls) > 5 and not interrupted:
+            if probe_id == "chase.latency" and len(calls) > first_chase_call and not interrupted:
                 interrupted.append(True)  # Ctrl-C while the second chase config is measured
                 raise KeyboardInterrupt
             return real[probe_id](ctx, **params)
