@@ -90,7 +90,8 @@ def line_size(measurements: pd.DataFrame, ax=None):
     """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2."""
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.line") & (measurements["metric"] == "latency")])
-    frame = frame.assign(series=frame["footprint_bytes"].map(fmt_bytes) + ", " + frame["flavour"])
+    frame = frame.assign(series=frame["flavour"].map({"default": "through L1, chain beyond L1",
+                                                      "cg": "L2 only, chain beyond L2"}))
     _median_lines(ax, frame, "stride_bytes", "series", lambda n: n)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("stride between consecutive loads (bytes)")

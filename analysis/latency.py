@@ -182,10 +182,9 @@ def _line_rows(measurements) -> list[dict]:
     if frame.empty:
         return []
     rows = []
-    small, large = frame["footprint_bytes"].min(), frame["footprint_bytes"].max()
-    for quantity, footprint, flavour, what in (("l1.line_bytes", small, "default", "L1 fill block (L2-resident chain)"),
-                                               ("mem.sector_bytes", large, "cg", "L2 fill block from HBM")):
-        data = frame[(frame["footprint_bytes"] == footprint) & (frame["flavour"] == flavour)]
+    for quantity, flavour, what in (("l1.line_bytes", "default", "L1 fill block (chain beyond L1, inside L2)"),
+                                    ("mem.sector_bytes", "cg", "L2 fill block from HBM (chain beyond L2)")):
+        data = frame[frame["flavour"] == flavour]
         if data["stride_bytes"].nunique() < 3:
             continue
         fit = fit_line_size(data["stride_bytes"], data["value"])
@@ -200,6 +199,11 @@ def _tlb_rows(frame) -> list[dict]:
         return []
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     rows, p = [], fit.plateaus
+    if len(p) == 1:
+        top = float(frame["footprint_bytes"].max())
+        return [_row("tlb.reach_lower_bound_bytes", top, top, top,
+                     "page-stride chase stayed on one plateau: no translation miss penalty up to this footprint",
+                     "chase.tlb", f"plateau: {_plateau_text(fit)}")]
     for level in (1, 2):
         if len(p) <= level:
             break

@@ -22,6 +22,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tlb.level1_miss_cycles": ("cycles", "latency added when the first TLB level misses"),
     "tlb.level2_reach_bytes": ("B", "footprint up to which the second TLB level holds every translation"),
     "tlb.level2_miss_cycles": ("cycles", "latency added when the second TLB level misses too"),
+    "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
     "mem.sector_bytes": ("B", "granularity of memory transactions"),
     "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
     "smem.banks": ("1", "number of shared-memory banks"),

@@ -72,20 +72,33 @@ def cupy_launcher(flavour: str):
     return launch
 
 
-def line_footprints(device: dict) -> list[int]:
-    """A footprint beyond L1 but inside L2, and one beyond L2: where each level's fill granularity shows."""
-    return [4 * device["smem_per_sm_bytes"], 2 * device["l2_bytes"]]
+SECTOR_SPAN = 32  # bytes: the smallest block a cache fills, so the smallest block the sweep must overflow
+
+
+def line_configs(device: dict, strides: list[int]) -> list[dict]:
+    """Address-order chases at every stride: through L1 with a chain that overflows L1 but stays in L2,
+    and L2-only with one that overflows L2.
+
+    A chain must touch more blocks than the cache holds even when each element fills one sector, so its
+    footprint grows with the stride: span / 32 B * stride, at least span = 4x shared memory per SM (L1) or
+    2x L2 (L2); the L1 chain is capped at half the L2 so that its misses still hit L2."""
+    def footprint(span: int, stride: int, cap: float) -> int:
+        return int(min(max(span, span // SECTOR_SPAN * stride), cap)) // stride * stride
+
+    l1_span, l2_span = 4 * device["smem_per_sm_bytes"], 2 * device["l2_bytes"]
+    return ([{"footprint_bytes": footprint(l1_span, s, device["l2_bytes"] / 2), "stride_bytes": s,
+              "flavour": "default"} for s in strides]
+            + [{"footprint_bytes": footprint(l2_span, s, float("inf")), "stride_bytes": s, "flavour": "cg"}
+               for s in strides])
 
 
 @probe("chase.line",
-       sweeps={"quick": lambda d: {"footprint_bytes": line_footprints(d), "stride_bytes": [16, 32, 64, 128, 256],
-                                   "flavour": ["default", "cg"]},
-               "full": lambda d: {"footprint_bytes": line_footprints(d),
-                                  "stride_bytes": [8, 16, 32, 48, 64, 96, 128, 192, 256, 512],
-                                  "flavour": ["default", "cg"]}},
-       axes={"footprint_bytes": "4x shared memory per SM (beyond L1, in L2) and 2x L2 (beyond L2)",
+       sweeps={"quick": lambda d: line_configs(d, [16, 32, 64, 128, 256]),
+               "full": lambda d: line_configs(d, [8, 16, 32, 48, 64, 96, 128, 192, 256, 512])},
+       axes={"footprint_bytes": "through L1: beyond L1 but inside L2; L2-only: beyond L2; grown with the stride "
+                                "so the chain always overflows the cache",
              "stride_bytes": "bytes between consecutive chain elements, walked in address order",
-             "flavour": "default (through L1) or cg (L2 only)"},
+             "flavour": "default (through L1: the L1 fill block) or cg (L2 only: the L2 fill block from HBM)"},
        quantities=("l1.line_bytes", "mem.sector_bytes"), kernels=("chase.cu",))
 def chase_line(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per load of a chase walked in address order at a given stride: a load hits while it stays in
@@ -96,8 +109,8 @@ def chase_line(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> li
 
 
 def page_footprints(device: dict, stride_bytes: int) -> list[int]:
-    """Chains of 2 to ``total memory / 16`` bytes at one element per page-sized stride, 4 per octave."""
-    top = device["total_memory_bytes"] // 16 // stride_bytes * stride_bytes
+    """Chains of 2 to ``total memory / 4`` bytes at one element per page-sized stride, 4 per octave."""
+    top = device["total_memory_bytes"] // 4 // stride_bytes * stride_bytes
     return sorted({f // stride_bytes * stride_bytes for f in geom(2 * stride_bytes, top, per_octave=4)})
 
 
@@ -109,11 +122,11 @@ PAGE_STRIDE = 2 << 20  # the page size of large cudaMalloc allocations
                                    "stride_bytes": [PAGE_STRIDE], "flavour": ["cg"]},
                "full": lambda d: {"footprint_bytes": page_footprints(d, PAGE_STRIDE),
                                   "stride_bytes": [PAGE_STRIDE], "flavour": ["cg"]}},
-       axes={"footprint_bytes": "2 pages .. total memory / 16, 4 per octave (quick: 2 per octave)",
+       axes={"footprint_bytes": "2 pages .. total memory / 4, 4 per octave (quick: 2 per octave)",
              "stride_bytes": "one chain element per 2 MiB page",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
        quantities=("tlb.level1_reach_bytes", "tlb.level1_miss_cycles", "tlb.level2_reach_bytes",
-                   "tlb.level2_miss_cycles"), kernels=("chase.cu",))
+                   "tlb.level2_miss_cycles", "tlb.reach_lower_bound_bytes"), kernels=("chase.cu",))
 def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per load with one chain element per page: the lines touched fit in L2 at every footprint,
     so latency steps only where the pages touched outgrow a TLB's reach, by that TLB's miss penalty."""

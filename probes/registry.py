@@ -49,12 +49,16 @@ class Probe:
         return h.hexdigest()[:12]
 
     def configs(self, device: dict, profile: str, overrides: dict | None = None) -> list[dict]:
+        """A sweep returns axes (a cartesian product) or an explicit list of configs (zipped axes).
+
+        An override replaces an axis of a product; on an explicit list it keeps the configs it names."""
         if profile not in self.sweeps:
             raise UsageError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)}")
-        axes = dict(self.sweeps[profile](device))
-        for name, values in (overrides or {}).items():
-            if name in axes:
-                axes[name] = values
+        sweep = self.sweeps[profile](device)
+        overrides = {k: v for k, v in (overrides or {}).items() if k in self.axes}
+        if isinstance(sweep, list):
+            return [c for c in sweep if all(c[k] in v for k, v in overrides.items())]
+        axes = {**sweep, **overrides}
         names = list(axes)
         return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
 

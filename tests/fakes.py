@@ -42,7 +42,7 @@ def _chase(ctx, footprint_bytes, stride_bytes, flavour):
 
 
 def _line(ctx, footprint_bytes, stride_bytes, flavour):
-    block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if footprint_bytes < DEVICE["l2_bytes"]
+    block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
                         else (SECTOR_BYTES, LEVELS["l2"], LEVELS["dram"]))
     return _samples(hit + (miss - hit) * min(stride_bytes / block, 1), stride_bytes)
 

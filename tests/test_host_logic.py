@@ -130,11 +130,17 @@ def test_unit_formatting():
 
 
 def test_page_and_line_sweeps_are_sized_from_the_device():
-    device = {"smem_per_sm_bytes": 100 << 10, "l2_bytes": 4 << 20, "total_memory_bytes": 16 << 30,
+    device = {"smem_per_sm_bytes": 164 << 10, "l2_bytes": 40 << 20, "total_memory_bytes": 16 << 30,
               "smem_per_block_bytes": 48 << 10}
     pages = chase.page_footprints(device, chase.PAGE_STRIDE)
-    assert pages[0] == 2 * chase.PAGE_STRIDE and pages[-1] <= device["total_memory_bytes"] // 16
+    assert pages[0] == 2 * chase.PAGE_STRIDE and pages[-1] <= device["total_memory_bytes"] // 4
     assert all(f % chase.PAGE_STRIDE == 0 for f in pages) and pages == sorted(set(pages))
-    inside_l2, beyond_l2 = chase.line_footprints(device)
-    assert device["smem_per_sm_bytes"] < inside_l2 < device["l2_bytes"] < beyond_l2
+    configs = chase.line_configs(device, [8, 32, 512])
+    assert len(configs) == 6 and all(c["footprint_bytes"] % c["stride_bytes"] == 0 for c in configs)
+    for c in configs:  # every chain touches more 32-byte blocks than the cache it must overflow holds
+        touched = c["footprint_bytes"] // c["stride_bytes"] * 32
+        if c["flavour"] == "default":
+            assert touched >= 2 * device["smem_per_sm_bytes"] and c["footprint_bytes"] <= device["l2_bytes"] / 2
+        else:
+            assert touched >= 2 * device["l2_bytes"]
     assert max(chase.smem_footprints(device)) <= device["smem_per_block_bytes"] // 2

@@ -51,3 +51,10 @@ def test_dense_sweeps_are_fitted_level_by_level():
     assert derived["l2.capacity_bytes"] == pytest.approx(58 << 20, rel=2 ** (1 / 8) - 1)
     assert derived["dram.latency_cycles"] == pytest.approx(620, rel=0.02)
     assert derived["dram.latency_ns"] == pytest.approx(620 / 2e9, rel=0.02)
+
+
+def test_a_flat_page_stride_chase_reports_only_a_lower_bound_on_reach():
+    rows = [dict(probe="chase.tlb", metric="latency", value=280 + (i % 3), footprint_bytes=f, flavour="cg",
+                 stride_bytes=2 << 20, flag="") for i, f in enumerate(2 ** np.arange(22, 34, 0.25))]
+    derived = {r["quantity"]: r["value"] for r in hierarchy_rows(pd.DataFrame(rows), {})}
+    assert derived == {"tlb.reach_lower_bound_bytes": 2 ** 33.75}
