@@ -198,6 +198,13 @@ class RunDir:
         atomic_write_parquet(self.measurements_path, frame)
         return frame
 
+    def remove_temporaries(self) -> list[Path]:
+        """Delete half-written files a killed writer left (``.name.*.tmp``); finished files are never touched."""
+        stale = [p for p in self.path.rglob(".*.tmp") if p.is_file()]
+        for p in stale:
+            p.unlink()
+        return stale
+
     def write_derived(self, derived: pd.DataFrame) -> None:
         atomic_write_text(self.derived_path, derived.loc[:, list(DERIVED_COLUMNS)].to_csv(index=False))
 

@@ -61,7 +61,7 @@ def cmd_run(args) -> int:
                         TimeElapsedColumn(), console=console, transient=True)
     tasks = {}
 
-    def on_config(probe, params, samples):
+    def on_config(probe, params):
         if probe.id not in tasks:
             tasks[probe.id] = progress.add_task(probe.id, total=None)
         progress.advance(tasks[probe.id])
@@ -80,7 +80,7 @@ def cmd_run(args) -> int:
                                        Path(args.resume) if args.resume else None, overrides, args.seed)
     console.print(f"measuring {meta['gpu']} into {run.path} (profile {meta['profile']})")
     with progress:
-        meta = runner.execute(run, meta, probes, on_config=on_config, on_probe=on_probe)
+        meta = runner.execute(run, meta, probes, on_config=on_config, on_probe=on_probe, timeout_s=args.probe_timeout)
     failed = [pid for pid, s in meta["probes"].items() if s["status"] == "failed"]
     console.print(f"run written to {run.path}" + (f"; failed probes: {', '.join(failed)}" if failed else ""))
     console.print(f"next: gpuatlas report {run.path}")
@@ -164,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results", help="folder that receives the run directory (default results/)")
     s.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: only missing configs are measured")
     s.add_argument("--seed", type=int, default=0, help="seed of the chase permutations and sweep jitter")
+    s.add_argument("--probe-timeout", type=float, default=900.0, metavar="S",
+                   help="seconds a probe may run before it is killed and recorded as hung (default 900)")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("report", help="render HTML + Markdown reports (default: the committed H200 run)")

@@ -59,8 +59,8 @@ def git_state() -> dict:
         return {"sha": None, "dirty": None}
 
 
-def samples_frame(meta: dict, probe: Probe, params: dict, samples) -> pd.DataFrame:
-    rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe.id, "config": config_key(params),
+def samples_frame(meta: dict, probe_id: str, params: dict, samples) -> pd.DataFrame:
+    rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe_id, "config": config_key(params),
              **params, "metric": s.metric, "value": float(s.value), "unit": s.unit, "repeat": s.repeat,
              "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag} for s in samples]
     return pd.DataFrame(rows)
@@ -104,14 +104,102 @@ def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
     return run, meta, probes
 
 
+#: Seconds a probe may run in its child process before it is killed and recorded as hung.
+PROBE_TIMEOUT_S = 900.0
+
+
+def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo: list[dict], ctx: Context,
+                    report: Callable[[dict], None]) -> None:
+    """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured."""
+    for params in todo:
+        try:
+            samples = func(ctx, **params)
+        except Exception as exc:
+            raise ProbeFailed(f"{config_key(params)}: {exc.__class__.__name__}: {exc}") from None
+        rows = samples_frame(meta, probe_id, params, samples)
+        run.write_part(probe_id, params, rows)
+        report(params)
+
+
+class ProbeFailed(Exception):
+    """A probe's own failure: recorded in run.json, and the run goes on with the next probe."""
+
+
+def _child(run_path: str, probe_id: str, module: str, qualname: str, todo: list[dict], budget: Budget,
+           events) -> None:
+    """Entry point of a probe's child process: measure, report each config, exit 1 on failure."""
+    import importlib
+
+    func = importlib.import_module(module)
+    for part in qualname.split("."):
+        func = getattr(func, part)
+    run = RunDir(Path(run_path))
+    meta = run.read_meta()
+    ctx = Context(device=meta["device"], budget=budget, seed=meta["seed"])
+    try:
+        measure_configs(run, meta, probe_id, func, todo, ctx, lambda params: events.put(("config", params)))
+    except ProbeFailed as exc:
+        events.put(("error", str(exc)))
+        sys.exit(1)
+
+
+def _run_isolated(run: RunDir, probe: Probe, todo: list[dict], budget: Budget, timeout_s: float,
+                  report: Callable[[dict], None]) -> str | None:
+    """Run the probe in a child process with a time limit; returns the error, or None."""
+    import multiprocessing
+    import queue
+
+    mp = multiprocessing.get_context("spawn")
+    events = mp.Queue()
+    child = mp.Process(target=_child, args=(str(run.path), probe.id, probe.func.__module__,
+                                            probe.func.__qualname__, todo, budget, events), daemon=True)
+    child.start()
+    error, deadline = None, time.monotonic() + timeout_s
+
+    def drain(block: bool) -> None:
+        nonlocal error
+        try:
+            while True:
+                kind, payload = events.get(timeout=0.1) if block else events.get_nowait()
+                if kind == "config":
+                    report(payload)
+                else:
+                    error = payload
+        except queue.Empty:
+            pass
+
+    try:
+        while child.is_alive():
+            drain(block=True)
+            if time.monotonic() > deadline:
+                child.kill()
+                child.join()
+                drain(block=False)
+                return f"timed out after {timeout_s:.0f} s (a hang); the child process was killed"
+        child.join()
+        drain(block=False)
+    except KeyboardInterrupt:
+        child.kill()
+        raise
+    if error is None and child.exitcode != 0:
+        error = f"the child process died (exit code {child.exitcode}): a crash outside Python, such as a fault"
+    return error
+
+
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
-            on_probe: Callable = None, budget: Budget | None = None) -> dict:
-    """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json."""
+            on_probe: Callable = None, budget: Budget | None = None, isolate: bool = True,
+            timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+    """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
+
+    With ``isolate`` each probe runs in its own child process (a CUDA fault or a hang there is recorded and
+    the run goes on); without it, in this process."""
     from analysis.derive import derive
 
     device = meta["device"]
-    ctx = Context(device=device, budget=budget or Budget.for_profile(meta["profile"]), seed=meta["seed"])
+    budget = budget or Budget.for_profile(meta["profile"])
+    ctx = Context(device=device, budget=budget, seed=meta["seed"])
     cc = tuple(int(x) for x in device["compute_capability"].split("."))
+    run.remove_temporaries()
     try:
         for probe in probes:
             state = meta["probes"][probe.id]
@@ -125,22 +213,25 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                 continue
             done = run.done_configs(probe.id)
             todo = [c for c in configs if config_key(c) not in done]
-            state.update(status="running", configs_done=len(configs) - len(todo))
+            state.update(status="running", configs_done=len(configs) - len(todo), error=None)
             run.write_meta(meta)
             started = time.perf_counter()
-            for params in todo:
-                try:
-                    samples = probe.func(ctx, **params)
-                except Exception as exc:  # recorded in run.json; the run goes on with the next probe
-                    state.update(status="failed", error=f"{config_key(params)}: {exc.__class__.__name__}: {exc}")
-                    break
-                run.write_part(probe.id, params, samples_frame(meta, probe, params, samples))
+
+            def report(params, probe=probe, state=state):
                 state["configs_done"] += 1
                 if on_config:
-                    on_config(probe, params, samples)
+                    on_config(probe, params)
+
+            if isolate:
+                error = _run_isolated(run, probe, todo, budget, timeout_s, report)
             else:
-                state["status"] = "ok"
-            state["seconds"] = round(state["seconds"] + time.perf_counter() - started, 3)
+                try:
+                    measure_configs(run, meta, probe.id, probe.func, todo, ctx, report)
+                    error = None
+                except ProbeFailed as exc:
+                    error = str(exc)
+            state.update(status="failed" if error else "ok", error=error,
+                         seconds=round(state["seconds"] + time.perf_counter() - started, 3))
             if any(run.parts.glob("*/*.parquet")):
                 run.merge_parts()
             run.write_meta(meta)

@@ -71,3 +71,21 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
 
 def simulated_probes():
     return [dataclasses.replace(p, func=FAKES[p.id]) for p in all_probes().values()]
+
+
+def crash(ctx, **params):
+    """A fault outside Python: the process dies as a CUDA illegal-address abort would take it down."""
+    import os
+
+    os.abort()
+
+
+def hang(ctx, **params):
+    import time
+
+    time.sleep(3600)
+
+
+def fail(ctx, **params):
+    raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+

@@ -36,3 +36,21 @@ def test_chase_refuses_a_kernel_that_does_not_follow_the_chain():
 
     with pytest.raises(RuntimeError, match="sink mismatch"):
         measure_chase(ctx, 1 << 16, 128, lazy_kernel, timer="clock64")
+
+
+def test_a_faulting_probe_is_isolated_and_the_rest_of_the_suite_completes(tmp_path):
+    import dataclasses
+
+    from gpu_faults import illegal_address
+    from probes import runner
+    from probes.device import device_properties
+    from probes.registry import all_probes
+
+    registry = all_probes()
+    probes = [dataclasses.replace(registry["clock.sm"], func=illegal_address), registry["launch.overhead"],
+              registry["chase.latency"]]
+    run, meta = runner.new_run(tmp_path, device_properties(), {}, probes, "quick", {}, 0, ["test"])
+    meta = runner.execute(run, meta, probes, isolate=True)
+    assert meta["probes"]["clock.sm"]["status"] == "failed"
+    assert "illegal" in meta["probes"]["clock.sm"]["error"].lower()
+    assert meta["probes"]["launch.overhead"]["status"] == "ok" and meta["probes"]["chase.latency"]["status"] == "ok"

@@ -47,7 +47,7 @@ def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):
 
     probes = [dataclasses.replace(p, func=broken) if p.id == "launch.overhead" else p for p in simulated_probes()]
     run, meta, _ = make_run(tmp_path, probes)
-    meta = runner.execute(run, meta, probes)
+    meta = runner.execute(run, meta, probes, isolate=False)
     assert meta["probes"]["launch.overhead"]["status"] == "failed"
     assert "illegal address" in meta["probes"]["launch.overhead"]["error"]
     assert meta["probes"]["chase.latency"]["status"] == "ok"
@@ -74,12 +74,12 @@ def test_resume_measures_only_what_is_missing(tmp_path):
     probes = [dataclasses.replace(p, func=interrupt_after_first(p.id)) for p in simulated_probes()]
     run, meta, _ = make_run(tmp_path, probes)
     with pytest.raises(runner.RunInterrupted):
-        runner.execute(run, meta, probes)
+        runner.execute(run, meta, probes, isolate=False)
     meta = run.read_meta()
     assert meta["probes"]["chase.latency"]["status"] == "interrupted"
     assert run.done_configs("chase.latency") and len(run.done_configs("chase.latency")) == 1
     calls.clear()
-    meta = runner.execute(run, meta, probes)
+    meta = runner.execute(run, meta, probes, isolate=False)
     measured = [c for c in calls if c[0] == "chase.latency"]
     assert len(measured) == 2, "the finished config is not measured again"
     frame = run.read_measurements()

@@ -1,0 +1,23 @@
+"""Resume a simulated run in-process (tests/test_reliability.py kills this at random)."""
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import fakes
+from analysis.results import RunDir
+from probes import runner
+
+
+def slowed(func):
+    """The simulated physics, 20 ms slower per config, so that a kill lands inside a run."""
+    def measure(ctx, **params):
+        time.sleep(0.02)
+        return func(ctx, **params)
+    return measure
+
+
+run = RunDir(Path(sys.argv[1]))
+meta = run.read_meta()
+probes = {p.id: dataclasses.replace(p, func=slowed(p.func)) for p in fakes.simulated_probes()}
+runner.execute(run, meta, [probes[pid] for pid in meta["probes"]], isolate=False)

@@ -1,0 +1,81 @@
+"""Fault isolation and nothing-lost: probes in child processes, and runs killed with SIGKILL at random."""
+import dataclasses
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import fakes
+from analysis.results import RunDir
+from probes import runner
+
+HERE = Path(__file__).parent
+
+
+def with_funcs(**funcs):
+    return [dataclasses.replace(p, func=funcs.get(p.id.replace(".", "_"), fakes.FAKES[p.id]))
+            for p in fakes.simulated_probes()]
+
+
+def new_run(tmp_path, probes):
+    return runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
+
+
+def test_a_crashing_a_failing_and_a_hanging_probe_are_each_recorded_and_the_run_goes_on(tmp_path):
+    probes = with_funcs(clock_sm=fakes.crash, launch_overhead=fakes.hang, chase_smem=fakes.fail)
+    run, meta = new_run(tmp_path, probes)
+    meta = runner.execute(run, meta, probes, isolate=True, timeout_s=20)
+    states = meta["probes"]
+    assert states["clock.sm"]["status"] == "failed" and "died" in states["clock.sm"]["error"]
+    assert states["launch.overhead"]["status"] == "failed" and "timed out" in states["launch.overhead"]["error"]
+    assert states["chase.smem"]["status"] == "failed" and "illegal memory access" in states["chase.smem"]["error"]
+    assert states["chase.latency"]["status"] == "ok" and states["chase.tlb"]["status"] == "ok"
+    derived = run.read_derived().set_index("quantity")
+    assert "l1.latency_cycles" in derived.index and "clock.sm_hz" not in derived.index
+
+
+def expected_configs(probes) -> dict:
+    return {p.id: {runner.config_key(c) for c in p.configs(fakes.DEVICE, "quick")} for p in probes}
+
+
+def check_readable(run: RunDir) -> None:
+    run.read_meta()
+    for part in [run.measurements_path, *run.parts.glob("*/*.parquet")]:
+        if part.exists():
+            pd.read_parquet(part)
+
+
+def test_runs_killed_at_random_lose_nothing_and_resume_completes(tmp_path):
+    probes = with_funcs()
+    run, meta = new_run(tmp_path, probes)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    rng = random.Random(7)
+    kills = 0
+    while kills < 50:
+        child = subprocess.Popen([sys.executable, str(HERE / "sim_resume.py"), str(run.path)], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.0, 1.2))
+        if child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+            kills += 1
+        child.wait()
+        check_readable(run)  # after every kill: only complete files where readers look
+        if child.returncode == 0:  # finished before the kill: start over so every kill lands mid-run
+            for path in [run.measurements_path, run.derived_path, *run.parts.glob("*/*.parquet")]:
+                path.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, str(HERE / "sim_resume.py"), str(run.path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not list(run.path.rglob("*.tmp")), "no half-written file is left behind"
+    frame = run.read_measurements()
+    for probe_id, configs in expected_configs(probes).items():
+        rows = frame[frame["probe"] == probe_id]
+        assert set(rows["config"]) == configs, f"{probe_id}: missing or foreign configs"
+        assert not rows.duplicated(["config", "metric", "repeat"]).any(), f"{probe_id}: duplicated samples"
+    assert {s["status"] for s in run.read_meta()["probes"].values()} == {"ok"}
