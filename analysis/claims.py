@@ -1,16 +1,24 @@
 """The lecture's quantitative claims (../shared/lecture/gpu-hardware-lecture.txt), judged against a run.
 
-Each claim names the quantity that tests it.  Claims resting on a datasheet figure of the lecture's H100 SXM
-are judged as mechanisms: a latency in cycles is compared as is, because cycles do not depend on the part.
-A claim whose quantity this run did not measure says so, and which issue's probe will.
+The lecture describes an H100 SXM.  Claims are judged as mechanisms, not datasheets:
+
+* a claim about a device property (SMs, L2 size) is compared with this GPU's driver-reported property;
+* a latency in cycles or a ratio is compared as is (cycles and ratios do not depend on the part);
+* a figure the lecture derived from its datasheet inputs (bytes in flight, warps needed, the per-SM share of
+  HBM) is recomputed from this run's measured inputs and shown beside the lecture's;
+* a claim whose quantity this run did not measure says so, and names the issue whose probe will.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import pandas as pd
 
 from analysis.units import fmt_value
+
+#: A measured value with its CI: (value, ci_low, ci_high).
+Measured = tuple[float, float, float]
 
 
 @dataclass(frozen=True)
@@ -19,43 +27,114 @@ class Claim:
     text: str
     value: float
     unit: str
-    quantity: str
     tolerance: float  # relative deviation still judged "holds"
-    pending: str = ""  # the issue whose probe measures the quantity
+    measure: Callable[[dict, dict], Measured | None]  # (derived by quantity, device) -> measured
+    tests: str  # what the measured side is, in words
+    pending: str = ""  # the issue whose probe measures it, while unmeasured
+    mechanism: str = ""  # why the hardware differs, shown when the claim deviates
+
+
+def quantity(name: str) -> Callable:
+    def measure(d: dict, device: dict) -> Measured | None:
+        return d.get(name)
+
+    return measure
+
+
+def device_property(key: str, scale: float = 1.0) -> Callable:
+    def measure(d: dict, device: dict) -> Measured | None:
+        value = device.get(key)
+        return None if value is None else (value * scale,) * 3
+
+    return measure
+
+
+def product(*names: str, divide_by: Callable[[dict, dict], float] = lambda d, dev: 1.0) -> Callable:
+    """A figure recomputed from measured quantities: their product over a device-derived divisor."""
+    def measure(d: dict, device: dict) -> Measured | None:
+        if any(n not in d for n in names):
+            return None
+        value, low, high = 1.0, 1.0, 1.0
+        for n in names:
+            value, low, high = value * d[n][0], low * d[n][1], high * d[n][2]
+        k = divide_by(d, device)
+        return value / k, low / k, high / k
+
+    return measure
+
+
+def _per_sm_and_clock(d: dict, device: dict) -> float:
+    return device["sm_count"] * d["clock.sm_hz"][0] if "clock.sm_hz" in d else float("nan")
+
+
+def _per_sm_load(d: dict, device: dict) -> float:
+    return 128.0 * device["sm_count"]
 
 
 CLAIMS = (
-    Claim("Numbers worth memorizing; §7.3", "HBM latency ~500 cycles", 500, "cycles", "dram.latency_cycles", 0.2),
-    Claim("§7.3", "shared memory ~30 cycles", 30, "cycles", "smem.latency_cycles", 0.2, "#3"),
-    Claim("§7.3", "L2 \"a few hundred cycles\" (taken as 200-400)", 300, "cycles", "l2.latency_cycles", 1 / 3),
-    Claim("§7.1; §7.10", "a kernel launch costs ~5 us", 5e-6, "s", "launch.overhead_s", 0.5),
-    Claim("Numbers worth memorizing; §7.6", "fp32 at stride >= 32 moves 1/32 useful bytes", 1 / 32, "1",
-          "coalescing.efficiency_stride32_fp32", 0.2, "#4"),
-    Claim("§7.3", "shared memory moves ~128 B/cycle/SM", 128, "B/cycle", "smem.bandwidth_bytes_per_clk_sm",
-          0.1, "#4"),
-    Claim("Numbers worth memorizing; §7.7", "dense BF16 tensor cores ~989 TFLOP/s", 989e12, "FLOP/s",
-          "tc.bf16.peak_flops", 0.1, "#7"),
+    Claim("§7.1", "132 SMs", 132, "1", 0.0, device_property("sm_count"), "driver-reported SM count"),
+    Claim("§7.1", "2,048 threads (64 warps) per SM", 2048, "1", 0.0, device_property("max_threads_per_sm"),
+          "driver-reported threads per SM"),
+    Claim("Numbers worth memorizing", "256 KB of registers per SM", 256 * 1024, "B", 0.0,
+          device_property("regs_per_sm", 4), "driver-reported 32-bit registers per SM x 4 B"),
+    Claim("§7.3", "228 KB of shared memory per SM", 228 * 1024, "B", 0.0, device_property("smem_per_sm_bytes"),
+          "driver-reported shared memory per SM"),
+    Claim("§7.3", "shared memory ~30 cycles", 30, "cycles", 0.2, quantity("smem.latency_cycles"),
+          "dependent-load chase in shared memory", "#3",
+          "a dependent LDS chain: the lecture's ~30 is a rounded textbook figure"),
+    Claim("§7.3", "L2 50 MB", 50e6, "B", 0.2, quantity("l2.capacity_bytes"),
+          "capacity where the L2-only chase leaves the far-L2 plateau", "#3",
+          "the lecture's part (H100 SXM) has 50 MB; this GPU's own L2 is what is measured"),
+    Claim("§7.3", "L2 \"a few hundred cycles\" (taken as 200-400)", 300, "cycles", 1 / 3,
+          quantity("l2.latency_cycles"), "L2-only chase, near partition", "#3"),
+    Claim("Numbers worth memorizing; §7.3", "HBM latency ~500 cycles", 500, "cycles", 0.2,
+          quantity("dram.latency_cycles"), "L2-only chase beyond the L2", "#3",
+          "a random chase pays the L2 miss path through both partitions on top of the DRAM access"),
+    Claim("§7.3", "500 cycles at 1.8 GHz is ~278 ns", 278e-9, "s", 0.2, quantity("dram.latency_ns"),
+          "the same chase timed with %globaltimer", "#3"),
+    Claim("§7.3", "one SM's fair share of HBM is 14.1 B/cycle", 14.1, "B/cycle", 0.2,
+          product("dram.read_bandwidth_bytes_per_s", divide_by=_per_sm_and_clock),
+          "recomputed: measured HBM read bandwidth / (SMs x measured clock)", "#4",
+          "the share scales with this GPU's own HBM bandwidth per SM and clock"),
+    Claim("§7.4", "~0.93 MB in flight saturates HBM", 0.93e6, "B", 0.2,
+          product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns"),
+          "recomputed: measured HBM bandwidth x measured HBM latency (Little's law)", "#4",
+          "bytes in flight = bandwidth x latency, both of this GPU"),
+    Claim("§7.4", "~55 warps per SM, one 128-B load each", 55, "1", 0.2,
+          product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns", divide_by=_per_sm_load),
+          "recomputed: bytes in flight / 128 B / SMs", "#4"),
+    Claim("Numbers worth memorizing; §7.6", "fp32 at stride >= 32 moves 1/32 useful bytes", 1 / 32, "1", 0.2,
+          quantity("coalescing.efficiency_stride32_fp32"), "stride-32 fp32 bandwidth over stride-1", "#4",
+          "the memory system moves 32-byte sectors, not 128-byte segments"),
+    Claim("§7.3", "shared memory moves ~128 B/cycle/SM", 128, "B/cycle", 0.1,
+          quantity("smem.bandwidth_bytes_per_clk_sm"), "16-byte shared loads from every SM", "#4"),
+    Claim("§7.10; Lecture 2", "a kernel launch costs ~5 us", 5e-6, "s", 0.5, quantity("launch.overhead_s"),
+          "back-to-back empty-kernel launches from Python", "#2"),
+    Claim("Numbers worth memorizing; §7.7", "dense BF16 tensor cores ~989 TFLOP/s", 989e12, "FLOP/s", 0.1,
+          quantity("tc.bf16.peak_flops"), "wgmma BF16 peak", "#7"),
+    Claim("Numbers worth memorizing; §7.7", "FP32 vector ~67 TFLOP/s", 67e12, "FLOP/s", 0.1,
+          quantity("fp32.peak_flops"), "FP32 FMA peak", "#7"),
 )
 
 
-def judge(derived: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim: lecture value, measured value with CI, ratio and verdict with a reason."""
-    measured = derived.set_index("quantity")
+def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
+    """One row per claim: lecture value, measured value with CI, ratio, verdict and its reason."""
+    d = {q: (v, lo, hi) for q, v, lo, hi in derived[["quantity", "value", "ci_low", "ci_high"]].itertuples(index=False)}
     rows = []
     for claim in CLAIMS:
-        row = {"section": claim.section, "claim": claim.text, "quantity": claim.quantity,
-               "lecture": fmt_value(claim.value, claim.unit)}
-        if claim.quantity not in measured.index:
-            where = f"the probe of issue {claim.pending}" if claim.pending else "its probe (not in this run)"
-            rows.append({**row, "measured": "-", "ratio": None, "verdict": "not measured",
-                         "reason": f"not measured yet: {where} will measure {claim.quantity}"})
+        row = {"section": claim.section, "claim": claim.text, "lecture": fmt_value(claim.value, claim.unit),
+               "tested by": claim.tests}
+        measured = claim.measure(d, device)
+        if measured is None:
+            rows.append({**row, "measured": "-", "ratio": "-", "verdict": "not measured",
+                         "reason": f"not measured yet: the probe of issue {claim.pending} will measure it"})
             continue
-        m = measured.loc[claim.quantity]
-        ratio = m["value"] / claim.value
-        holds = abs(ratio - 1) <= claim.tolerance
-        ci = f" [{fmt_value(m['ci_low'], m['unit'])}, {fmt_value(m['ci_high'], m['unit'])}]"
+        value, low, high = measured
+        ratio = value / claim.value
+        holds = abs(ratio - 1) <= claim.tolerance + 1e-12
+        ci = "" if low == high == value else f" [{fmt_value(low, claim.unit)}, {fmt_value(high, claim.unit)}]"
         reason = (f"within {claim.tolerance:.0%} of the lecture's figure" if holds else
-                  f"{ratio:.2f}x the lecture's figure (tolerance {claim.tolerance:.0%})")
-        rows.append({**row, "measured": fmt_value(m["value"], m["unit"]) + ci, "ratio": f"{ratio:.3g}",
+                  f"{ratio:.2f}x the lecture's figure" + (f": {claim.mechanism}" if claim.mechanism else ""))
+        rows.append({**row, "measured": fmt_value(value, claim.unit) + ci, "ratio": f"{ratio:.3g}",
                      "verdict": "holds" if holds else "deviates", "reason": reason})
     return pd.DataFrame(rows)

@@ -144,7 +144,7 @@ def _sections(meta, measurements, derived):
     figs = _figures(meta, measurements, derived)
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
-                ("The lecture's claims, judged", claims.judge(derived))]
+                ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
     sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
                  for name, png in figs.items()]
     agreement = agreement_table(measurements)

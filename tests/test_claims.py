@@ -1,0 +1,49 @@
+"""The lecture's claims judged: verdicts follow from the numbers, recomputed figures from measured inputs."""
+import pandas as pd
+import pytest
+
+from analysis.claims import CLAIMS, judge
+
+DEVICE = {"sm_count": 132, "max_threads_per_sm": 2048, "regs_per_sm": 65536, "smem_per_sm_bytes": 233472}
+
+
+def derived(**values):
+    return pd.DataFrame([{"quantity": q, "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
+                         for q, v in values.items()], columns=["quantity", "value", "ci_low", "ci_high"])
+
+
+def verdicts(table):
+    return dict(zip(table["claim"], table["verdict"]))
+
+
+def test_every_claim_gets_a_verdict_and_unmeasured_ones_name_their_issue():
+    table = judge(derived(), DEVICE)
+    assert len(table) == len(CLAIMS)
+    assert set(table["verdict"]) <= {"holds", "deviates", "not measured"}
+    for _, row in table[table["verdict"] == "not measured"].iterrows():
+        assert "issue #" in row["reason"]
+
+
+def test_hbm_latency_claim_deviates_with_the_mechanism_and_holds_near_500():
+    far = verdicts(judge(derived(**{"dram.latency_cycles": 620.0}), DEVICE))
+    assert far["HBM latency ~500 cycles"] == "deviates"
+    near = verdicts(judge(derived(**{"dram.latency_cycles": 520.0}), DEVICE))
+    assert near["HBM latency ~500 cycles"] == "holds"
+
+
+def test_device_claims_use_the_driver_properties():
+    table = judge(derived(), DEVICE).set_index("claim")
+    assert table.loc["132 SMs", "verdict"] == "holds"
+    assert table.loc["2,048 threads (64 warps) per SM", "verdict"] == "holds"
+    assert table.loc["256 KB of registers per SM", "verdict"] == "holds"
+    assert table.loc["228 KB of shared memory per SM", "verdict"] == "holds"
+    assert judge(derived(), {**DEVICE, "sm_count": 108}).set_index("claim").loc["132 SMs", "verdict"] == "deviates"
+
+
+def test_littles_law_figures_are_recomputed_from_measured_inputs():
+    # the lecture's own inputs (3,350 GB/s, 500 cycles at 1.8 GHz) must reproduce its 0.93 MB and 55 warps
+    table = judge(derived(**{"dram.read_bandwidth_bytes_per_s": 3.35e12, "dram.latency_ns": 500 / 1.8e9,
+                             "clock.sm_hz": 1.8e9}), DEVICE).set_index("claim")
+    assert float(table.loc["~0.93 MB in flight saturates HBM", "ratio"]) == pytest.approx(1.0, abs=0.01)
+    assert float(table.loc["~55 warps per SM, one 128-B load each", "ratio"]) == pytest.approx(1.0, abs=0.01)
+    assert float(table.loc["one SM's fair share of HBM is 14.1 B/cycle", "ratio"]) == pytest.approx(1.0, abs=0.01)
