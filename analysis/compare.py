@@ -1,4 +1,4 @@
-"""Compare GPUs: derived quantities of several runs side by side, as a pandas DataFrame."""
+"""Compare GPUs: derived quantities of measured runs and published references, side by side in pandas."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,25 +6,29 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.errors import UsageError
+from analysis.references import is_reference, load_reference
 from analysis.results import RunDir
 
 
-def load_derived(path: str | Path) -> tuple[str, pd.DataFrame]:
-    """A run's label (GPU and run id) and its derived.csv."""
-    run = RunDir(Path(path))
+def load_derived(source: str | Path) -> tuple[str, pd.DataFrame]:
+    """A label and the derived quantities of a run directory, or of a reference such as ``ref:h100-sxm``."""
+    if is_reference(source):
+        return load_reference(source)
+    run = RunDir(Path(source))
     meta = run.read_meta()
     return f"{meta['gpu']} [{meta['run_id']}]", run.read_derived()
 
 
-def compare(paths: list[str | Path]) -> pd.DataFrame:
-    """Quantity x GPU table of values; for each run after the first, a ``ratio: B / A`` column."""
-    if len(paths) < 1:
-        raise UsageError("compare needs at least one run directory")
+def compare(sources: list[str | Path]) -> pd.DataFrame:
+    """Quantity x GPU table of values, with a ``unit`` column and, for each source after the first, a
+    ``ratio: B / A`` column.  Sources are run directories or ``ref:<name>`` references."""
+    if not sources:
+        raise UsageError("compare needs at least one run directory or ref:<name>")
     columns, units = {}, {}
-    for path in paths:
-        label, derived = load_derived(path)
+    for source in sources:
+        label, derived = load_derived(source)
         if label in columns:
-            raise UsageError(f"{path} is given twice")
+            raise UsageError(f"{source} is given twice")
         columns[label] = derived.set_index("quantity")["value"]
         units.update(derived.set_index("quantity")["unit"].to_dict())
     table = pd.DataFrame(columns)

@@ -106,6 +106,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    import string
+
     import pandas as pd
 
     from analysis.compare import compare
@@ -117,15 +119,22 @@ def cmd_compare(args) -> int:
         return 0
     from rich.table import Table
 
-    out = Table(title="derived quantities")
-    out.add_column("quantity")
-    for column in table.columns[1:]:
-        out.add_column(column, justify="right", overflow="fold")
+    console = _console()
+    labels = [c for c in table.columns[1:] if not c.startswith("ratio: ")]
+    letters = dict(zip(labels, string.ascii_uppercase))
+    for label, letter in letters.items():
+        console.print(f"{letter} = {label}", markup=False)
+    out = Table()
+    out.add_column("quantity", no_wrap=True)
+    for label in labels:
+        out.add_column(letters[label], justify="right")
+    for label in labels[1:]:
+        out.add_column(f"{letters[label]}/{letters[labels[0]]}", justify="right")
     for quantity, row in table.iterrows():
-        cells = [fmt_value(row[c], row["unit"]) if not c.startswith("ratio") else
-                 ("-" if pd.isna(row[c]) else f"{row[c]:.3f}") for c in table.columns[1:]]
-        out.add_row(quantity, *cells)
-    _console().print(out)
+        values = [fmt_value(row[label], row["unit"]) for label in labels]
+        ratios = [("-" if pd.isna(r) else f"{r:.3f}") for r in (row[f"ratio: {label} / {labels[0]}"] for label in labels[1:])]
+        out.add_row(quantity, *values, *ratios)
+    console.print(out)
     return 0
 
 
@@ -173,8 +182,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("compare", help="derived quantities of several runs side by side, with ratios")
-    s.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    s = sub.add_parser("compare", help="derived quantities of runs and published references side by side")
+    s.add_argument("runs", nargs="+", metavar="RUN_DIR|ref:NAME",
+                   help="run directories, or published references: " + ", ".join(
+                       f"ref:{n}" for n in __import__("analysis.references", fromlist=["x"]).list_references()))
     s.add_argument("--csv", action="store_true", help="print CSV instead of a table")
     s.set_defaults(func=cmd_compare)
 

@@ -1,0 +1,120 @@
+"""Reference datasets (published figures, ``ref:<name>``): schema, vocabulary, provenance, reproducibility."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.errors import UsageError
+from analysis.quantities import QUANTITIES
+from analysis.references import (GPU_NAMES, PROBE, REFERENCE_COLUMNS, REFERENCE_DIR, is_reference,
+                                 list_references, load_reference, problems, read_reference_csv)
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REQUIRED = ("a100-sxm4-80gb", "h100-sxm", "h100-pcie")
+NAMES = list_references()
+
+
+def value(frame, quantity):
+    hit = frame.loc[frame["quantity"] == quantity, "value"]
+    return float(hit.iat[0]) if len(hit) else None
+
+
+def test_the_issue_s_references_exist():
+    assert set(REQUIRED) <= set(NAMES), NAMES
+    assert set(NAMES) <= set(GPU_NAMES), "every reference needs a GPU name for its label"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_schema_vocabulary_units_and_provenance(name):
+    frame = read_reference_csv(REFERENCE_DIR / f"{name}.csv")
+    assert tuple(frame.columns) == REFERENCE_COLUMNS
+    assert not frame.empty
+    assert set(frame["quantity"]) <= set(QUANTITIES)
+    assert (frame["unit"] == frame["quantity"].map(lambda q: QUANTITIES[q][0])).all()
+    assert (frame["probe"] == PROBE).all()
+    assert frame["source"].fillna("").str.strip().astype(bool).all()
+    assert frame["method"].fillna("").str.strip().astype(bool).all()
+    assert problems(frame) == []
+
+
+@pytest.mark.parametrize("corrupt, expected", [
+    (lambda f: f.assign(unit=f["unit"].where(f["quantity"] != "l1.latency_cycles", "ns")), "unit"),
+    (lambda f: f.assign(quantity=f["quantity"].replace("l1.latency_cycles", "l1.latency")), "vocabulary"),
+    (lambda f: f.assign(source=f["source"].where(f["quantity"] != "l1.latency_cycles", "")), "empty source"),
+    (lambda f: f.assign(probe=f["probe"].where(f["quantity"] != "l1.latency_cycles", "chase.latency")), "probe"),
+    (lambda f: f.assign(value=f["value"].where(f["quantity"] != "l1.latency_cycles", -1.0)), "positive"),
+    (lambda f: pd.concat([f, f.iloc[:1]], ignore_index=True), "duplicate"),
+    (lambda f: f.drop(columns="source"), "columns"),
+])
+def test_a_corrupted_reference_is_caught(tmp_path, monkeypatch, corrupt, expected):
+    frame = corrupt(read_reference_csv(REFERENCE_DIR / "a100-sxm4-80gb.csv"))
+    assert any(expected in p for p in problems(frame)), problems(frame)
+    (tmp_path / "a100-sxm4-80gb.csv").write_text(frame.to_csv(index=False))
+    monkeypatch.setattr("analysis.references.REFERENCE_DIR", tmp_path)
+    with pytest.raises(UsageError, match="damaged|columns"):
+        load_reference("ref:a100-sxm4-80gb")
+
+
+def test_load_reference_label_and_prefix():
+    label, frame = load_reference("ref:h100-sxm")
+    assert "H100" in label and "ref:h100-sxm" in label and "published" in label
+    pd.testing.assert_frame_equal(frame, load_reference("h100-sxm")[1])
+    assert is_reference("ref:h100-sxm") and not is_reference("reports/h200") and not is_reference(Path("ref:x"))
+
+
+@pytest.mark.parametrize("arg", ["ref:nope", "ref:../reports/h200/derived", "ref:"])
+def test_unknown_reference_names_the_available_ones(arg):
+    with pytest.raises(UsageError) as info:
+        load_reference(arg)
+    message = str(info.value)
+    assert "\n" not in message and "unknown reference" in message
+    for name in REQUIRED:
+        assert f"ref:{name}" in message
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"published reference files not found at {SHARED}")
+def test_rebuild_reproduces_the_committed_csvs(tmp_path):
+    from analysis.reference_build import write_references
+
+    written = write_references(tmp_path, SHARED)
+    assert sorted(p.stem for p in written) == NAMES
+    for path in written:
+        assert path.read_text() == (REFERENCE_DIR / path.name).read_text(), (
+            f"{path.name} differs from its rebuild: run `python -m analysis.reference_build`")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_latencies_increase_down_the_hierarchy(name):
+    frame = load_reference(name)[1]
+    levels = [value(frame, q) for q in ("smem.latency_cycles", "l1.latency_cycles", "l2.latency_cycles",
+                                        "l2.far_latency_cycles", "dram.latency_cycles")]
+    present = [v for v in levels if v is not None]
+    assert value(frame, "l1.latency_cycles") and value(frame, "l2.latency_cycles")
+    assert value(frame, "dram.latency_cycles")
+    assert present == sorted(present) and len(set(present)) == len(present), levels
+    ns = value(frame, "dram.latency_ns")
+    if ns is not None:  # cycles and seconds describe the same plateau at the stated clock
+        assert ns == pytest.approx(value(frame, "dram.latency_cycles") / value(frame, "clock.sm_hz"), rel=0.05)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_capacities_and_bandwidths_are_ordered(name):
+    frame = load_reference(name)[1]
+    l1, part, l2 = (value(frame, q) for q in ("l1.capacity_bytes", "l2.partition_bytes", "l2.capacity_bytes"))
+    if l1 and part:
+        assert l1 < part
+    if part and l2:
+        assert part < l2
+    l2_bw, read = value(frame, "l2.bandwidth_bytes_per_s"), value(frame, "dram.read_bandwidth_bytes_per_s")
+    if l2_bw and read:
+        assert l2_bw > read
+
+
+def test_newer_gpus_are_faster_where_physics_says_so():
+    a100, h100 = load_reference("a100-sxm4-80gb")[1], load_reference("h100-sxm")[1]
+    for q in ("dram.copy_bandwidth_bytes_per_s", "dram.read_bandwidth_bytes_per_s", "tc.bf16.peak_flops",
+              "fp32.peak_flops", "fp64.peak_flops"):
+        assert value(h100, q) > value(a100, q), q
+    pcie = load_reference("h100-pcie")[1]
+    assert value(pcie, "l2.bandwidth_bytes_per_s") > value(a100, "l2.bandwidth_bytes_per_s")
+    assert value(pcie, "clock.sm_hz") < value(h100, "clock.sm_hz")
