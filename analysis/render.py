@@ -170,10 +170,42 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path) -> Path:
     """Write ``index.html`` (self-contained), ``index.md`` and the figures' PNGs; return the HTML path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     title = f"gpuatlas: {meta['gpu']} ({meta['run_id']})"
+    return _write_page(title, _sections(meta, measurements, derived), out_dir)
+
+
+def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Run-to-run spread of each quantity over several runs of one GPU: (max - min) / median."""
+    values = pd.DataFrame({label: d.set_index("quantity")["value"] for label, d in runs.items()})
+    units = pd.concat([d.set_index("quantity")["unit"] for d in runs.values()]).groupby(level=0).first()
+    spread = (values.max(axis=1) - values.min(axis=1)) / values.median(axis=1).abs()
+    return pd.DataFrame({"quantity": values.index, "runs": values.notna().sum(axis=1).values,
+                         "median": [fmt_value(v, units[q]) for q, v in values.median(axis=1).items()],
+                         "min": [fmt_value(v, units[q]) for q, v in values.min(axis=1).items()],
+                         "max": [fmt_value(v, units[q]) for q, v in values.max(axis=1).items()],
+                         "spread": [f"{v:.2%}" for v in spread.values]})
+
+
+def render_comparison(table: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.DataFrame]], out_dir: Path) -> Path:
+    """A page comparing several runs and references, with run-to-run spread for GPUs measured more than once."""
+    labels = [c for c in table.columns[1:] if not c.startswith("ratio: ")]
+    shown = pd.DataFrame({"quantity": table.index})
+    for label in labels:
+        shown[label] = [fmt_value(v, u) for v, u in zip(table[label], table["unit"])]
+    for column in table.columns:
+        if column.startswith("ratio: "):
+            shown[column] = [("-" if pd.isna(v) else f"{v:.3f}") for v in table[column]]
+    sections = [("Derived quantities side by side", shown)]
+    for gpu, runs in same_gpu_runs.items():
+        if len(runs) > 1:
+            sections.append((f"Run-to-run spread: {gpu} ({len(runs)} runs)", spread_table(runs)))
+    return _write_page("gpuatlas: comparison", sections, out_dir)
+
+
+def _write_page(title: str, sections, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
     md, body = [f"# {title}", ""], [f"<h1>{html.escape(title)}</h1>"]
-    for heading, content in _sections(meta, measurements, derived):
+    for heading, content in sections:
         md += [f"## {heading}", ""]
         body.append(f"<h2>{html.escape(heading)}</h2>")
         if isinstance(content, pd.DataFrame):

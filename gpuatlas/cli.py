@@ -88,20 +88,32 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from analysis.compare import compare
     from analysis.derive import derive
-    from analysis.render import render
+    from analysis.references import is_reference
+    from analysis.render import render, render_comparison
     from analysis.results import RunDir
 
-    paths = [Path(p) for p in args.runs] or [DEFAULT_RUN]
+    sources = args.runs or [str(DEFAULT_RUN)]
     loaded = []
-    for path in paths:  # validate every run before writing anything
-        run = RunDir(path)
+    for source in sources:  # validate every run before writing anything
+        if is_reference(source):
+            continue
+        run = RunDir(Path(source))
         meta = run.read_meta()
         loaded.append((meta, run.read_measurements()))
+    table = compare(sources) if len(sources) > 1 else None
     out_root = Path(args.out)
+    console = _console()
+    by_gpu: dict[str, dict] = {}
     for meta, measurements in loaded:
-        page = render(meta, measurements, derive(meta, measurements), out_root / meta["run_id"])
-        _console().print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+        derived = derive(meta, measurements)
+        by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
+        page = render(meta, measurements, derived, out_root / meta["run_id"])
+        console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+    if table is not None:
+        page = render_comparison(table, by_gpu, out_root / "comparison")
+        console.print(f"comparison: {page}")
     return 0
 
 
@@ -177,8 +189,9 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds a probe may run before it is killed and recorded as hung (default 900)")
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("report", help="render HTML + Markdown reports (default: the committed H200 run)")
-    s.add_argument("runs", nargs="*", metavar="RUN_DIR")
+    s = sub.add_parser("report", help="render HTML + Markdown reports (default: the committed H200 run); "
+                                      "with several runs or ref:NAME also a comparison page with run-to-run spread")
+    s.add_argument("runs", nargs="*", metavar="RUN_DIR|ref:NAME")
     s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
     s.set_defaults(func=cmd_report)
 

@@ -98,3 +98,12 @@ def test_compare_prints_ratios_and_csv(capsys, run_copy):
     assert main(["compare", str(COMMITTED_RUN), str(run_copy), "--csv"]) == 0
     out = capsys.readouterr().out
     assert "dram.latency_cycles" in out and "ratio:" in out
+
+
+def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys, run_copy):
+    meta = run_copy / "run.json"
+    meta.write_text(meta.read_text().replace('"run_id": "', '"run_id": "copy-'))
+    assert main(["report", str(COMMITTED_RUN), str(run_copy), "ref:h100-sxm", "--out", str(tmp_path)]) == 0
+    page = (tmp_path / "comparison" / "index.html").read_text()
+    assert "Run-to-run spread: NVIDIA H200 (2 runs)" in page and "0.00%" in page
+    assert "ref:h100-sxm, published" in page
