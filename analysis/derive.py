@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.banks import bank_rows
 from analysis.latency import hierarchy_rows
 from analysis.quantities import QUANTITIES
 from analysis.results import DERIVED_COLUMNS
@@ -35,5 +36,6 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
                 rows.append(_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
                                  "launch.overhead"))
     rows += hierarchy_rows(measurements, meta["device"])
+    rows += bank_rows(measurements)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 

@@ -111,3 +111,19 @@ def launch_overhead(measurements: pd.DataFrame, ax=None):
     ax.set_xlabel("")
     ax.set_title("Empty-kernel launch overhead")
     return ax
+
+
+def bank_conflicts(measurements: pd.DataFrame, ax=None):
+    """Cycles per warp-wide shared load against lane stride, per access size and form, CuPy and Numba."""
+    ax = ax or plt.figure(figsize=(9, 4.5)).gca()
+    frame = usable(measurements[measurements["probe"].isin(["smem.banks", "smem.banks_numba"])
+                                & (measurements["offset_words"].fillna(0) == 0)])
+    front = frame["probe"].map({"smem.banks": "CuPy", "smem.banks_numba": "Numba"})
+    frame = frame.assign(series=front + " " + frame["access_bytes"].astype(int).astype(str) + " B " + frame["form"])
+    _median_lines(ax, frame, "stride_words", "series", lambda name: name)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("stride between lanes (elements; 0 = broadcast)")
+    ax.set_ylabel("cycles per warp-wide load")
+    ax.set_title("Shared-memory bank conflicts")
+    ax.legend(fontsize=6, ncol=2)
+    return ax

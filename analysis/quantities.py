@@ -28,6 +28,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "smem.banks": ("1", "number of shared-memory banks"),
     "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
     "smem.conflict_cycles_per_way": ("cycles", "extra cycles per extra way of bank conflict"),
+    "smem.conflict_cycles_per_way_throughput": ("cycles", "extra cycles of the SM's shared-memory pipeline per "
+                                                "extra way (independent loads from several warps)"),
+    "smem.column_read_recovery": ("1", "useful bandwidth of a fp16 column read staged through a shared tile "
+                                       "over the direct read (lecture exercise 3)"),
     "smem.bandwidth_bytes_per_clk_sm": ("B/cycle", "shared-memory bandwidth per SM"),
     "l1.bandwidth_bytes_per_clk_sm": ("B/cycle", "L1 bandwidth per SM"),
     "l2.bandwidth_bytes_per_s": ("B/s", "L2 bandwidth"),

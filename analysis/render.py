@@ -68,6 +68,23 @@ def derived_table(derived: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def banks_agreement_table(measurements: pd.DataFrame) -> pd.DataFrame:
+    """smem.banks against its Numba twin at every config both measured: median cycles and their ratio."""
+    keys = ["access_bytes", "stride_words", "form"]
+    frame = measurements[measurements["probe"].isin(["smem.banks", "smem.banks_numba"])
+                         & (measurements["offset_words"].fillna(0) == 0)]
+    if frame.empty:
+        return pd.DataFrame()
+    table = frame.groupby(keys + ["probe"])["value"].median().unstack("probe").dropna()
+    if table.shape[1] < 2:
+        return pd.DataFrame()
+    ratio = table["smem.banks_numba"] / table["smem.banks"]
+    summary = ratio.groupby(level=["access_bytes", "form"]).agg(["count", "min", "max"]).reset_index()
+    return pd.DataFrame({"access": summary["access_bytes"].astype(int).astype(str) + " B", "form": summary["form"],
+                         "configs": summary["count"], "Numba/CuPy min": summary["min"].map("{:.4f}".format),
+                         "Numba/CuPy max": summary["max"].map("{:.4f}".format)})
+
+
 def agreement_table(measurements: pd.DataFrame) -> pd.DataFrame:
     table = frontend_agreement(measurements)
     return pd.DataFrame({
@@ -105,6 +122,10 @@ def _figures(meta, measurements, derived) -> dict[str, bytes]:
     if "chase.line" in set(measurements["probe"]):
         ax = figures.line_size(measurements)
         made["line-size.png"] = _png(ax.figure)
+        plt.close(ax.figure)
+    if "smem.banks" in set(measurements["probe"]):
+        ax = figures.bank_conflicts(measurements)
+        made["bank-conflicts.png"] = _png(ax.figure)
         plt.close(ax.figure)
     if "launch.overhead" in set(measurements["probe"]):
         ax = figures.launch_overhead(measurements)
@@ -150,6 +171,9 @@ def _sections(meta, measurements, derived):
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))
+    banks = banks_agreement_table(measurements) if "offset_words" in measurements else pd.DataFrame()
+    if not banks.empty:
+        sections.append(("Bank conflicts: CuPy against Numba", banks))
     sections += [("Device, clocks and software", facts), ("Probes", status),
                  ("Warnings", warnings(meta, measurements) or ["none"])]
     return sections

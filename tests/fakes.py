@@ -65,8 +65,23 @@ def _launch(ctx, mode):
                                            Sample("host_call", per, "s", r, CLOCK_HZ, "perf_counter"))]
 
 
+def _banks(ctx, access_bytes, stride_words, offset_words=0, form="latency", layout="plain"):
+    from analysis.banks import conflict_degree
+
+    ways = 1 if layout != "plain" else conflict_degree(stride_words, access_bytes, 32, 4, offset_words)
+    base, per_way = (23.0, 2.0) if form == "latency" else (1.0, 1.0)
+    return [Sample("cycles_per_access", base + per_way * (ways - 1), "cycles", r, CLOCK_HZ, "clock64")
+            for r in range(5)]
+
+
+def _column(ctx, matrix_side, method):
+    useful = 4e11 if method == "direct" else 2e12
+    return [Sample("useful_bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem}
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
+         "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column}
 
 
 def simulated_probes():
