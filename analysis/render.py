@@ -107,30 +107,25 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
     return out
 
 
+#: (file name, the probe whose data the figure needs, how to draw it from (meta, measurements, derived)).
+FIGURES = (
+    ("latency-staircase.png", "chase.latency", lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
+    ("tlb-staircase.png", "chase.tlb", lambda meta, m, d: figures.tlb_staircase(m, d)),
+    ("line-size.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
+    ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),
+    ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
+)
+
+
 def _figures(meta, measurements, derived) -> dict[str, bytes]:
     import matplotlib.pyplot as plt
 
     made = {}
-    if {"chase.latency", "chase.latency_numba"} & set(measurements["probe"]):
-        ax = figures.latency_staircase(measurements, meta["device"], derived)
-        made["latency-staircase.png"] = _png(ax.figure)
-        plt.close(ax.figure)
-    if "chase.tlb" in set(measurements["probe"]):
-        ax = figures.tlb_staircase(measurements, derived)
-        made["tlb-staircase.png"] = _png(ax.figure)
-        plt.close(ax.figure)
-    if "chase.line" in set(measurements["probe"]):
-        ax = figures.line_size(measurements)
-        made["line-size.png"] = _png(ax.figure)
-        plt.close(ax.figure)
-    if "smem.banks" in set(measurements["probe"]):
-        ax = figures.bank_conflicts(measurements)
-        made["bank-conflicts.png"] = _png(ax.figure)
-        plt.close(ax.figure)
-    if "launch.overhead" in set(measurements["probe"]):
-        ax = figures.launch_overhead(measurements)
-        made["launch-overhead.png"] = _png(ax.figure)
-        plt.close(ax.figure)
+    for name, probe, draw in FIGURES:
+        if probe in set(measurements["probe"]):
+            ax = draw(meta, measurements, derived)
+            made[name] = _png(ax.figure)
+            plt.close(ax.figure)
     return made
 
 
