@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.banks import bank_rows
+from analysis.coalescing import bandwidth_rows
 from analysis.latency import hierarchy_rows
 from analysis.quantities import QUANTITIES
 from analysis.results import DERIVED_COLUMNS
@@ -37,5 +38,6 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
                                  "launch.overhead"))
     rows += hierarchy_rows(measurements, meta["device"])
     rows += bank_rows(measurements)
+    rows += bandwidth_rows(measurements, meta["device"])
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 

@@ -26,7 +26,8 @@ def _bytes_axis(ax):
 
 def _median_lines(ax, frame: pd.DataFrame, x: str, by: str, label) -> None:
     """Median per x with an IQR band, one line per ``by`` group; sparse groups are drawn as points."""
-    palette = dict(zip(sorted(frame[by].unique()), sns.color_palette("deep")))
+    names = sorted(frame[by].unique())
+    palette = dict(zip(names, sns.color_palette("deep" if len(names) <= 10 else "husl", len(names))))
     for name, group in frame.groupby(by):
         stats = group.groupby(x)["value"].quantile([0.25, 0.5, 0.75]).unstack()
         dense = len(stats) > 8
@@ -114,16 +115,22 @@ def launch_overhead(measurements: pd.DataFrame, ax=None):
 
 
 def bank_conflicts(measurements: pd.DataFrame, ax=None):
-    """Cycles per warp-wide shared load against lane stride, per access size and form, CuPy and Numba."""
+    """Cycles per warp-wide shared load against lane stride: a line per access size and form (CuPy), the
+    Numba twin as crosses in the same colour."""
     ax = ax or plt.figure(figsize=(9, 4.5)).gca()
     frame = usable(measurements[measurements["probe"].isin(["smem.banks", "smem.banks_numba"])
                                 & (measurements["offset_words"].fillna(0) == 0)])
-    front = frame["probe"].map({"smem.banks": "CuPy", "smem.banks_numba": "Numba"})
-    frame = frame.assign(series=front + " " + frame["access_bytes"].astype(int).astype(str) + " B " + frame["form"])
-    _median_lines(ax, frame, "stride_words", "series", lambda name: name)
+    groups = sorted({(int(a), f) for a, f in zip(frame["access_bytes"], frame["form"])})
+    palette = dict(zip(groups, sns.color_palette("deep", len(groups))))
+    for (probe, access, form), group in frame.groupby(["probe", "access_bytes", "form"]):
+        medians = group.groupby("stride_words")["value"].median()
+        numba = probe == "smem.banks_numba"
+        ax.plot(medians.index, medians.values, color=palette[(int(access), form)], linestyle="none" if numba else "-",
+                marker="x" if numba else "o", markersize=4 if numba else 3,
+                label=f"{'Numba' if numba else 'CuPy'} {int(access)} B {form}")
     ax.set_yscale("log", base=2)
     ax.set_xlabel("stride between lanes (elements; 0 = broadcast)")
     ax.set_ylabel("cycles per warp-wide load")
-    ax.set_title("Shared-memory bank conflicts")
+    ax.set_title("Shared-memory bank conflicts (lines: CuPy; crosses: Numba)")
     ax.legend(fontsize=6, ncol=2)
     return ax

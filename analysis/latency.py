@@ -57,19 +57,30 @@ def chase_levels(measurements: pd.DataFrame, device: dict, probe: str = CUPY_PRO
     return pd.DataFrame(rows)
 
 
-def frontend_agreement(measurements: pd.DataFrame) -> pd.DataFrame:
-    """CuPy vs Numba chase at the footprints both measured: medians (cycles) and their ratio."""
+def frontend_agreement(measurements: pd.DataFrame, tolerance_octaves: float = 1 / 8) -> pd.DataFrame:
+    """CuPy against Numba chase (median cycles) at each footprint Numba measured.
+
+    The CuPy side is the same footprint, or in a jittered sweep the nearest one within ``tolerance_octaves``
+    (footprints that close lie on the same plateau); ``cupy_footprint`` says which was used."""
+    columns = ["footprint_bytes", "flavour", "cupy_footprint", "cupy", "numba", "ratio"]
     chase = usable(measurements[measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE])
                                 & (measurements["metric"] == "latency")])
-    if chase.empty:
-        return pd.DataFrame(columns=["footprint_bytes", "flavour", "cupy", "numba", "ratio"])
-    table = (chase.groupby(["footprint_bytes", "flavour", "probe"])["value"].median()
-             .unstack("probe").dropna())
-    if NUMBA_PROBE not in table or CUPY_PROBE not in table:
-        return pd.DataFrame(columns=["footprint_bytes", "flavour", "cupy", "numba", "ratio"])
-    table = table.rename(columns={CUPY_PROBE: "cupy", NUMBA_PROBE: "numba"}).reset_index()
-    table["ratio"] = table["numba"] / table["cupy"]
-    return table[["footprint_bytes", "flavour", "cupy", "numba", "ratio"]]
+    if "stride_bytes" in chase:
+        chase = chase[chase["stride_bytes"] == 128]
+    medians = chase.groupby(["probe", "flavour", "footprint_bytes"])["value"].median()
+    if NUMBA_PROBE not in medians.index.get_level_values(0) or CUPY_PROBE not in medians.index.get_level_values(0):
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (flavour, footprint), numba in medians[NUMBA_PROBE].items():
+        if flavour not in medians[CUPY_PROBE].index.get_level_values(0):
+            continue
+        cupy = medians[CUPY_PROBE][flavour]
+        distance = np.abs(np.log2(cupy.index.to_numpy(dtype=float) / footprint))
+        nearest = int(np.argmin(distance))
+        if distance[nearest] <= tolerance_octaves:
+            rows.append({"footprint_bytes": footprint, "flavour": flavour, "cupy_footprint": cupy.index[nearest],
+                         "cupy": cupy.iloc[nearest], "numba": numba, "ratio": numba / cupy.iloc[nearest]})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _row(quantity, value, low, high, method, probe, note=""):

@@ -38,6 +38,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "dram.read_bandwidth_bytes_per_s": ("B/s", "device-memory read bandwidth"),
     "dram.write_bandwidth_bytes_per_s": ("B/s", "device-memory write bandwidth"),
     "dram.copy_bandwidth_bytes_per_s": ("B/s", "device-memory copy bandwidth, bytes read plus written"),
+    "coalescing.block_bytes": ("B", "bytes moved per block touched, the block size whose byte accounting best "
+                                    "predicts the HBM stride sweep"),
+    "dram.read_bytes_per_clk_sm": ("B/cycle", "one SM's fair share of HBM read bandwidth: bandwidth / (SMs x "
+                                              "measured SM clock)"),
     "littles.bytes_in_flight": ("B", "bytes in flight needed to saturate device memory"),
     "occupancy.warps_to_saturate_dram_ilp1": ("1", "resident warps per SM to saturate HBM, one load each"),
     "fp32.peak_flops": ("FLOP/s", "FP32 FMA peak"),

@@ -89,6 +89,7 @@ def agreement_table(measurements: pd.DataFrame) -> pd.DataFrame:
     table = frontend_agreement(measurements)
     return pd.DataFrame({
         "footprint": table["footprint_bytes"].map(fmt_bytes), "flavour": table["flavour"],
+        "CuPy footprint": table["cupy_footprint"].map(fmt_bytes),
         "CuPy (cycles)": table["cupy"].map(lambda v: f"{v:.1f}"),
         "Numba (cycles)": table["numba"].map(lambda v: f"{v:.1f}"),
         "Numba / CuPy": table["ratio"].map(lambda v: f"{v:.3f}"),

@@ -79,9 +79,31 @@ def _column(ctx, matrix_side, method):
     return [Sample("useful_bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
+def _bw_stride(ctx, element_bytes, stride_elements, aligned, level):
+    from analysis.coalescing import predicted_efficiency
+
+    peak = 4.5e12 if level == "dram" else 9e12
+    useful = peak * predicted_efficiency(stride_elements, element_bytes, SECTOR_BYTES)
+    return [Sample("bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
+def _bw_l2(ctx, footprint_bytes):
+    return [Sample("bandwidth", 9e12, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
+def _bw_dram(ctx, op):
+    return [Sample("bandwidth", {"read": 4.5e12, "write": 4.3e12, "copy": 4.0e12}[op], "B/s", r, CLOCK_HZ,
+                   "cuda_event") for r in range(5)]
+
+
+def _bw_onchip(ctx, level):
+    return [Sample("bytes_per_clk_sm", 125.0, "B/cycle", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
-         "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column}
+         "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
+         "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip}
 
 
 def simulated_probes():

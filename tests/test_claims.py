@@ -4,7 +4,8 @@ import pytest
 
 from analysis.claims import CLAIMS, judge
 
-DEVICE = {"sm_count": 132, "max_threads_per_sm": 2048, "regs_per_sm": 65536, "smem_per_sm_bytes": 233472}
+DEVICE = {"sm_count": 132, "max_threads_per_sm": 2048, "regs_per_sm": 65536, "smem_per_sm_bytes": 233472,
+          "l2_bytes": 60 << 20}
 
 
 def derived(**values):
@@ -43,7 +44,7 @@ def test_device_claims_use_the_driver_properties():
 def test_littles_law_figures_are_recomputed_from_measured_inputs():
     # the lecture's own inputs (3,350 GB/s, 500 cycles at 1.8 GHz) must reproduce its 0.93 MB and 55 warps
     table = judge(derived(**{"dram.read_bandwidth_bytes_per_s": 3.35e12, "dram.latency_ns": 500 / 1.8e9,
-                             "clock.sm_hz": 1.8e9}), DEVICE).set_index("claim")
+                             "dram.read_bytes_per_clk_sm": 3.35e12 / 132 / 1.8e9}), DEVICE).set_index("claim")
     assert float(table.loc["~0.93 MB in flight saturates HBM", "ratio"]) == pytest.approx(1.0, abs=0.01)
     assert float(table.loc["~55 warps per SM, one 128-B load each", "ratio"]) == pytest.approx(1.0, abs=0.01)
     assert float(table.loc["one SM's fair share of HBM is 14.1 B/cycle", "ratio"]) == pytest.approx(1.0, abs=0.01)

@@ -10,14 +10,20 @@ from conftest import COMMITTED_RUN
 from probes.registry import all_probes
 
 
-def test_committed_run_was_measured_by_the_probes_as_they_are_now(committed_run):
-    meta, _ = committed_run
+#: Runs measured beside the committed one, for probes added after it (same GPU, same session's image).
+COMPANION_RUNS = sorted((COMMITTED_RUN.parent / "h200-bandwidth").glob("2*"))
+
+
+def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_run):
     registry = all_probes()
-    stale = {pid: (state["version"], registry[pid].version) for pid, state in meta["probes"].items()
+    measured = {}
+    for path in [COMMITTED_RUN, *COMPANION_RUNS]:
+        measured.update(RunDir(path).read_meta()["probes"])
+    stale = {pid: (state["version"], registry[pid].version) for pid, state in measured.items()
              if pid in registry and state["version"] != registry[pid].version}
     assert not stale, f"probes changed since the committed run: re-measure reports/h200 ({stale})"
-    assert set(meta["probes"]) == set(registry), "the committed run covers every probe"
-    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    assert set(measured) == set(registry), "the committed runs cover every probe"
+    assert {s["status"] for s in measured.values()} == {"ok"}
 
 
 def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(committed_run):

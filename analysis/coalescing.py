@@ -1,0 +1,313 @@
+"""Coalescing and the bandwidth of every level, from the ``bw.*`` probes.
+
+Byte accounting (the lecture's §7.6 rule, with the block size left open): one warp-wide load whose 32 lanes
+read one ``e``-byte element each, ``s`` elements apart, moves every distinct ``B``-byte block it touches,
+whole.  Useful bytes are the distinct bytes asked for; efficiency = useful / moved.  The lecture assumes
+128-byte segments (fp32 at stride 32: 32 segments, 4096 B moved for 128 B, 1/32); a memory system that
+moves 32-byte sectors moves 1024 B for the same access (1/8).
+
+The stride sweep measures useful bandwidth at each stride; divided by the same element size's stride-1
+bandwidth it is the measured efficiency relative to a coalesced read.  Each candidate block size predicts
+that curve with no free parameter (its efficiency at s over its efficiency at 1), and the candidate with the
+smallest RMS error in log2 (octaves: a factor of 2 off is an error of 1) wins.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from analysis.quantities import QUANTITIES
+from analysis.stats import median_ci, usable
+from analysis.units import fmt_bytes, fmt_value
+
+LANES = 32
+#: Block sizes the fit compares: the sector, a sector pair (a DRAM burst), the lecture's segment.
+CANDIDATE_BLOCKS = (32, 64, 128)
+SECTOR_BYTES, SEGMENT_BYTES = 32, 128
+STRIDE_PROBE, DRAM_PROBE, L2_PROBE, ONCHIP_PROBE = "bw.stride", "bw.dram", "bw.l2", "bw.onchip"
+
+def _unit(quantity: str) -> str:
+    return QUANTITIES[quantity][0]
+
+
+# -- byte accounting ----------------------------------------------------------------------------------------
+
+def lane_addresses(stride_elements: int, element_bytes: int, misaligned_bytes: int = 0,
+                   lanes: int = LANES) -> np.ndarray:
+    """Byte address of each lane's element, relative to an aligned base."""
+    return misaligned_bytes + np.arange(lanes, dtype=np.int64) * stride_elements * element_bytes
+
+
+def touched_blocks(stride_elements: int, element_bytes: int, block_bytes: int, misaligned_bytes: int = 0,
+                   lanes: int = LANES) -> int:
+    """Distinct ``block_bytes`` blocks that one warp-wide access touches (an element may straddle two)."""
+    start = lane_addresses(stride_elements, element_bytes, misaligned_bytes, lanes)
+    first, last = start // block_bytes, (start + element_bytes - 1) // block_bytes
+    blocks = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)]))
+    return int(blocks.size)
+
+
+def moved_bytes(stride_elements: int, element_bytes: int, block_bytes: int, misaligned_bytes: int = 0,
+                lanes: int = LANES) -> int:
+    """Bytes moved for one warp-wide access: distinct blocks touched x block size."""
+    return touched_blocks(stride_elements, element_bytes, block_bytes, misaligned_bytes, lanes) * block_bytes
+
+
+def useful_bytes(stride_elements: int, element_bytes: int, lanes: int = LANES) -> int:
+    """Distinct bytes the warp asks for (stride 0: every lane reads the same element)."""
+    return element_bytes * (lanes if stride_elements else 1)
+
+
+def predicted_efficiency(stride_elements: int, element_bytes: int, block_bytes: int, misaligned_bytes: int = 0,
+                         lanes: int = LANES) -> float:
+    """useful / moved for one warp-wide access."""
+    return useful_bytes(stride_elements, element_bytes, lanes) / moved_bytes(
+        stride_elements, element_bytes, block_bytes, misaligned_bytes, lanes)
+
+
+def relative_efficiency(stride_elements: int, element_bytes: int, block_bytes: int,
+                        misaligned_bytes: int = 0) -> float:
+    """A block model's prediction of bandwidth(s) / bandwidth(1, aligned), same element size."""
+    return (predicted_efficiency(stride_elements, element_bytes, block_bytes, misaligned_bytes)
+            / predicted_efficiency(1, element_bytes, block_bytes, 0))
+
+
+# -- the stride sweep ---------------------------------------------------------------------------------------
+
+def _misaligned(frame: pd.DataFrame) -> pd.Series:
+    return np.where(frame["aligned"].astype(str).isin(["aligned", "True"]), 0, frame["element_bytes"])
+
+
+def stride_table(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Per level, element size, alignment and stride: median useful bandwidth (B/s), samples, measured
+    efficiency (bandwidth / the same level's and element size's aligned stride-1 bandwidth), bytes moved
+    per useful byte (its inverse), and each candidate block's predicted efficiency (``pred_<B>``)."""
+    keys = ["level", "element_bytes", "aligned", "stride_elements"]
+    columns = keys + ["misaligned_bytes", "bandwidth", "n", "efficiency", "moved_per_useful",
+                      *[f"pred_{b}" for b in CANDIDATE_BLOCKS]]
+    if "stride_elements" not in measurements:
+        return pd.DataFrame(columns=columns)
+    data = usable(measurements[(measurements["probe"] == STRIDE_PROBE) & (measurements["metric"] == "bandwidth")])
+    if data.empty:
+        return pd.DataFrame(columns=columns)
+    table = data.groupby(keys)["value"].agg(bandwidth="median", n="size").reset_index()
+    table["element_bytes"] = table["element_bytes"].astype(int)
+    table["stride_elements"] = table["stride_elements"].astype(int)
+    table["aligned"] = table["aligned"].astype(str)
+    table["misaligned_bytes"] = _misaligned(table).astype(int)
+    base = table[(table["stride_elements"] == 1) & (table["misaligned_bytes"] == 0)]
+    base = base.set_index(["level", "element_bytes"])["bandwidth"]
+    ref = [base.get((lvl, e), np.nan) for lvl, e in zip(table["level"], table["element_bytes"])]
+    table["efficiency"] = table["bandwidth"] / np.asarray(ref, dtype=float)
+    table["moved_per_useful"] = 1 / table["efficiency"]
+    for b in CANDIDATE_BLOCKS:
+        table[f"pred_{b}"] = [relative_efficiency(s, e, b, m) for s, e, m in
+                              zip(table["stride_elements"], table["element_bytes"], table["misaligned_bytes"])]
+    return table[columns].sort_values(keys).reset_index(drop=True)
+
+
+def _log_predictions(frame: pd.DataFrame, blocks) -> dict[int, np.ndarray]:
+    """log2 of each block model's predicted efficiency, per row of ``frame``."""
+    configs = list(zip(frame["stride_elements"].astype(int), frame["element_bytes"].astype(int),
+                       frame["misaligned_bytes"].astype(int)))
+    return {b: np.log2([relative_efficiency(s, e, b, m) for s, e, m in configs]) for b in blocks}
+
+
+def _rms(measured: np.ndarray, predictions: dict, rows=slice(None)) -> dict[int, float]:
+    """RMS of log2(measured / predicted) per block: the model's typical error in octaves."""
+    return {b: float(np.sqrt(np.mean((measured[rows] - p[rows]) ** 2))) for b, p in predictions.items()}
+
+
+def fit_models(frame: pd.DataFrame, blocks=CANDIDATE_BLOCKS, resamples: int = 500, seed: int = 0) -> dict:
+    """Compare block models against a measured efficiency curve.
+
+    ``frame`` has ``stride_elements``, ``element_bytes``, ``efficiency`` (bandwidth(s) / bandwidth(1) of the
+    same element size) and optionally ``misaligned_bytes``.  Stride-1 aligned rows (the normaliser, equal
+    to 1 under every model) are left out.  Returns the winning ``block_bytes``, every candidate's
+    ``errors`` (RMS log2 error: a model a factor of 2 off everywhere scores 1), a bootstrap 95% ``ci`` of
+    the winner (resampling configs) and the number of configs ``n``."""
+    frame = frame.copy()
+    if "misaligned_bytes" not in frame:
+        frame["misaligned_bytes"] = 0
+    frame = frame[~((frame["stride_elements"] == 1) & (frame["misaligned_bytes"] == 0))]
+    frame = frame[np.isfinite(frame["efficiency"].astype(float)) & (frame["efficiency"] > 0)]
+    if len(frame) < 2 or frame["stride_elements"].nunique() < 2:
+        raise ValueError("a block-model fit needs measured efficiencies at two or more strides beyond 1")
+    measured = np.log2(frame["efficiency"].to_numpy(dtype=float))
+    predictions = _log_predictions(frame, blocks)
+    errors = _rms(measured, predictions)
+    best = min(errors, key=errors.get)
+    rng = np.random.default_rng(seed)
+    picks = []
+    for rows in rng.integers(0, len(frame), (resamples, len(frame))):
+        e = _rms(measured, predictions, rows)
+        picks.append(min(e, key=e.get))
+    return {"block_bytes": int(best), "errors": errors, "n": int(len(frame)),
+            "ci": (float(np.percentile(picks, 2.5)), float(np.percentile(picks, 97.5)))}
+
+
+def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 2000,
+             seed: int = 0) -> tuple[float, float, float]:
+    """median(numerator) / median(denominator) and a percentile-bootstrap CI resampling both."""
+    num = np.asarray(numerator, dtype=float)
+    den = np.asarray(denominator, dtype=float)
+    num, den = num[np.isfinite(num)], den[np.isfinite(den)]
+    if num.size == 0 or den.size == 0:
+        return (np.nan, np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    ratios = (np.median(num[rng.integers(0, num.size, (resamples, num.size))], axis=1)
+              / np.median(den[rng.integers(0, den.size, (resamples, den.size))], axis=1))
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(np.median(num) / np.median(den)), float(lo), float(hi)
+
+
+# -- derived rows -------------------------------------------------------------------------------------------
+
+def _row(quantity, value, low, high, method, probe, note="") -> dict:
+    return {"quantity": quantity, "value": float(value), "unit": _unit(quantity), "ci_low": float(low),
+            "ci_high": float(high), "method": method, "probe": probe, "note": note}
+
+
+def _select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.DataFrame:
+    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
+    for name, value in params.items():
+        if name not in frame:
+            return frame.iloc[:0]
+        frame = frame[frame[name] == value]
+    return usable(frame)
+
+
+def _stride_samples(measurements, level, element_bytes, stride, aligned="aligned") -> pd.Series:
+    frame = _select(measurements, STRIDE_PROBE, "bandwidth", level=level)
+    if frame.empty:
+        return frame["value"]
+    frame = frame[(frame["element_bytes"].astype(int) == element_bytes)
+                  & (frame["stride_elements"].astype(int) == stride)
+                  & (frame["aligned"].astype(str).isin([aligned, str(aligned == "aligned")]))]
+    return frame["value"]
+
+
+def dram_peak(device: dict) -> float | None:
+    """memory clock x bus width / 8 x 2 (double data rate), from the device's properties."""
+    clock, bits = device.get("memory_clock_hz"), device.get("memory_bus_bits")
+    return float(clock) * bits / 8 * 2 if clock and bits else None
+
+
+def bandwidth_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
+    """Derived rows of every ``bw.*`` probe present in ``measurements``."""
+    rows = []
+    if "probe" not in measurements or not measurements["probe"].astype(str).str.startswith("bw.").any():
+        return rows
+    rows += _onchip_rows(measurements)
+    rows += _l2_rows(measurements, device)
+    rows += _dram_rows(measurements, device)
+    rows += _coalescing_rows(measurements)
+    return rows
+
+
+def _onchip_rows(measurements) -> list[dict]:
+    rows = []
+    for level, quantity, what in (("smem", "smem.bandwidth_bytes_per_clk_sm", "LDS.128"),
+                                  ("l1", "l1.bandwidth_bytes_per_clk_sm", "LDG.E.128 L1 hits")):
+        frame = _select(measurements, ONCHIP_PROBE, "bytes_per_clk_sm", level=level)
+        if frame.empty:
+            continue
+        med, lo, hi = median_ci(frame["value"])
+        clock = frame["sm_clock_hz"].median()
+        rows.append(_row(quantity, med, lo, hi,
+                         f"{what} from a 16 KiB buffer per block, every SM full: bytes / s / SMs / the SM clock "
+                         "read after each sample (median, bootstrap 95% CI)", ONCHIP_PROBE,
+                         f"{len(frame)} samples at {fmt_value(clock, 'Hz')}"))
+    return rows
+
+
+def _l2_rows(measurements, device) -> list[dict]:
+    """The L2 plateau: the median over footprints up to half the L2 of each footprint's median (every
+    footprint counts once, however many repeats it took), with a bootstrap CI over those footprints."""
+    frame = _select(measurements, L2_PROBE, "bandwidth")
+    if frame.empty:
+        return []
+    per = frame.groupby("footprint_bytes")["value"].median().sort_index()
+    window = per[per.index <= device["l2_bytes"] / 2]
+    if window.empty:
+        return []
+    med, lo, hi = median_ci(window.to_numpy())
+    note = (f"{len(window)} footprints {fmt_bytes(window.index.min())}..{fmt_bytes(window.index.max())}: "
+            f"medians {fmt_value(window.min(), 'B/s')}..{fmt_value(window.max(), 'B/s')}; "
+            f"at {fmt_bytes(per.index.max())}: {fmt_value(per.iloc[-1], 'B/s')}")
+    return [_row("l2.bandwidth_bytes_per_s", med, lo, hi,
+                 "16-byte ld.global.cg loads re-reading footprints up to half the L2, every SM full: median over "
+                 "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note)]
+
+
+def _dram_rows(measurements, device) -> list[dict]:
+    rows = []
+    peak = dram_peak(device)
+    for op, quantity, what in (("read", "dram.read_bandwidth_bytes_per_s", "16-byte loads"),
+                               ("write", "dram.write_bandwidth_bytes_per_s", "16-byte stores"),
+                               ("copy", "dram.copy_bandwidth_bytes_per_s", "16-byte loads and stores, bytes read "
+                                                                           "plus written")):
+        frame = _select(measurements, DRAM_PROBE, "bandwidth", op=op)
+        if frame.empty:
+            continue
+        med, lo, hi = median_ci(frame["value"])
+        note = f"{len(frame)} samples"
+        if peak:
+            note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
+        rows.append(_row(quantity, med, lo, hi, f"{what} over buffers of several times L2, grid-stride, every "
+                         "SM full (median, bootstrap 95% CI)", DRAM_PROBE, note))
+        if op == "read":
+            per_clk = frame["value"] / device["sm_count"] / frame["sm_clock_hz"]
+            pmed, plo, phi = median_ci(per_clk)
+            rows.append(_row("dram.read_bytes_per_clk_sm", pmed, plo, phi,
+                             "HBM read bandwidth / (SMs x the SM clock read after each sample)", DRAM_PROBE,
+                             f"{device['sm_count']} SMs at {fmt_value(frame['sm_clock_hz'].median(), 'Hz')}"))
+    return rows
+
+
+def _coalescing_rows(measurements) -> list[dict]:
+    rows = []
+    table = stride_table(measurements)
+    if table.empty:
+        return rows
+    num = _stride_samples(measurements, "dram", 4, 32)
+    den = _stride_samples(measurements, "dram", 4, 1)
+    if len(num) and len(den):
+        value, lo, hi = ratio_ci(num, den)
+        l2 = ratio_ci(_stride_samples(measurements, "l2", 4, 32), _stride_samples(measurements, "l2", 4, 1))[0]
+        note = (f"bytes moved per useful byte {1 / value:.1f}; byte accounting predicts "
+                f"{predicted_efficiency(32, 4, SECTOR_BYTES):.4g} (1/8) with 32-byte sectors, "
+                f"{predicted_efficiency(32, 4, 64):.4g} with 64-byte blocks, "
+                f"{predicted_efficiency(32, 4, SEGMENT_BYTES):.4g} (1/32, the lecture) with 128-byte segments")
+        if math.isfinite(l2):
+            note += f"; from L2 (same kernel, L2-resident): {l2:.4g}"
+        rows.append(_row("coalescing.efficiency_stride32_fp32", value, lo, hi,
+                         "useful HBM bandwidth of fp32 loads at element stride 32 / at stride 1, aligned, "
+                         "ld.global.cg (ratio of medians, bootstrap 95% CI)", STRIDE_PROBE, note))
+    dram = table[(table["level"] == "dram") & (table["misaligned_bytes"] == 0)]
+    try:
+        fit = fit_models(dram)
+    except ValueError:
+        return rows
+    errors = ", ".join(f"{b} B: {err:.3f}" for b, err in fit["errors"].items())
+    note = (f"RMS log2 error (octaves) over {fit['n']} aligned configs of 2-, 4- and 16-byte elements: {errors}; "
+            f"32-byte sector model {fit['errors'][SECTOR_BYTES]:.3f} vs 128-byte segment model "
+            f"{fit['errors'][SEGMENT_BYTES]:.3f}")
+    l2 = table[(table["level"] == "l2") & (table["misaligned_bytes"] == 0)]
+    try:
+        l2_fit = fit_models(l2)
+        note += (f"; from L2 the winner is {l2_fit['block_bytes']} B ("
+                 + ", ".join(f"{b} B: {err:.3f}" for b, err in l2_fit["errors"].items()) + ")")
+    except ValueError:
+        pass
+    mis = table[(table["stride_elements"] == 1) & (table["element_bytes"] == 4) & (table["misaligned_bytes"] > 0)]
+    for level, eff in zip(mis["level"], mis["efficiency"]):
+        note += f"; fp32 stride 1 one element off, {level}: {eff:.3f} of aligned"
+    rows.append(_row("coalescing.block_bytes", fit["block_bytes"], *fit["ci"],
+                     "block size B in {32, 64, 128} whose byte accounting (distinct B-byte blocks per warp load "
+                     "x B) best predicts bandwidth(s)/bandwidth(1) of the HBM stride sweep (bootstrap over "
+                     "configs)", STRIDE_PROBE, note))
+    return rows

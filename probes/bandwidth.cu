@@ -1,0 +1,273 @@
+// Bandwidth of every memory level, and the coalescing stride sweep.
+//
+// Every kernel is written to reach the hardware's limit, not to be read: 16-byte accesses where the width
+// is free, several independent loads issued per thread before any is used (U, a template parameter), a grid
+// of several blocks per SM sized by the host from the occupancy API, and loops over the data inside the
+// kernel so one launch lasts long against its launch and tail.  Every kernel folds what it loaded into a
+// 32-bit sum (wrapping) that one lane per warp adds to *sink; the host knows the buffer's contents and
+// checks the sum after every sample, so no load can be dropped by the compiler or skipped by a bug.
+//
+// Kernels (B = the 16-byte vector, uint4):
+//   stride_{2,4,16}      warp load i touches 32 elements at element stride s (one per lane), ld.global.cg
+//                        (L2 only: LDG.E.U16/LDG.E/LDG.E.128 .STRONG.GPU); the coalescing sweep and bw.l2.
+//   dram_read_u{4,8}     B loads, ld.global (LDG.E.128), U per thread in flight, grid-stride; u4 at full
+//                        occupancy, u8 at half (more loads per thread, fewer threads).  The host times
+//                        every bw.dram kernel at its occupancy and at half of it and measures the fastest.
+//   dram_write           B stores (STG.E.128) of a per-launch value, grid-stride.
+//   dram_copy            U B loads then U B stores (each word + seed), grid-stride.
+//   smem_read            LDS.128 from a 16 KiB per-block shared buffer, re-read `reps` times.
+//   l1_read              LDG.E.128 from one 16 KiB global buffer every block re-reads `reps` times (L1 hits).
+//   fill_hash            w[i] = hash(i, seed): known, non-trivial contents for the checksums.
+//   sum_elements, count_mismatches: the host's checks, computed on the GPU.
+
+__device__ __forceinline__ unsigned int word_sum(unsigned short v) { return v; }
+__device__ __forceinline__ unsigned int word_sum(unsigned int v) { return v; }
+__device__ __forceinline__ unsigned int word_sum(uint4 v) { return v.x + v.y + v.z + v.w; }
+
+// One atomic per warp: the warp's sum of every lane's accumulator.
+__device__ __forceinline__ void publish(unsigned int acc, unsigned int* sink) {
+    acc = __reduce_add_sync(0xffffffffu, acc);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
+}
+
+__device__ __forceinline__ unsigned int hash_word(unsigned long long i, unsigned int seed) {
+    unsigned int x = (unsigned int)i * 0x9E3779B1u ^ (unsigned int)(i >> 32) * 0x85EBCA77u ^ seed;
+    x ^= x >> 15;
+    x *= 0x2C1B3C6Du;
+    x ^= x >> 12;
+    return x;
+}
+
+extern "C" __global__ void fill_hash(unsigned int* w, long long n, unsigned int seed) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        w[i] = hash_word((unsigned long long)i, seed);
+    }
+}
+
+// The host's side of the checksums, on the GPU (no CuPy-generated kernel, so nothing to JIT-compile):
+// *out += the 32-bit wrapping sum of every word of `count` elements of `element_bytes` (2, 4 or 16) at
+// base + i * pitch_bytes -- exactly what the kernels below fold into their sinks for those elements.
+extern "C" __global__ void sum_elements(const unsigned char* base, long long count, long long pitch_bytes,
+                                        int element_bytes, unsigned int* out) {
+    unsigned int acc = 0;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x) {
+        const unsigned char* p = base + i * pitch_bytes;
+        if (element_bytes == 2) {
+            acc += *(const unsigned short*)p;
+        } else if (element_bytes == 4) {
+            acc += *(const unsigned int*)p;
+        } else {
+            acc += word_sum(*(const uint4*)p);
+        }
+    }
+    publish(acc, out);
+}
+
+// *out += the number of words with a[i] != (b ? b[i] : 0) + add (a write's or a copy's result check).
+extern "C" __global__ void count_mismatches(const unsigned int* a, const unsigned int* b, unsigned int add,
+                                            long long n, unsigned int* out) {
+    unsigned int bad = 0;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        bad += a[i] != (b ? b[i] : 0u) + add;
+    }
+    publish(bad, out);
+}
+
+// ---- the stride sweep ---------------------------------------------------------------------------------
+//
+// Elements are numbered in "stride space": element j lives at base + j * stride * sizeof(T).  Warp load
+// instruction touches the 32 consecutive elements of one chunk (lane l: element 32 * chunk + l), so its
+// lanes are exactly `stride` elements apart.  A tile is U consecutive chunks: each trip, a warp issues its
+// tile's U loads (independent, all in flight before any is summed), then moves on by `step` tiles (the
+// number of warps in the grid, modulo the tile count), wrapping inside the footprint of `tiles` tiles.
+// Over a launch warp w reads tiles w, w + W, w + 2W, ... (mod tiles): the host sizes `tiles` and `trips`
+// and knows exactly how many times each tile is read, so it knows the sum.
+template <typename T, int U>
+__device__ __forceinline__ void stride_read(const T* base, long long stride, long long tiles, long long step,
+                                            long long trips, unsigned int* sink) {
+    const long long lane = threadIdx.x & 31;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long chunk_span = 32 * stride;  // elements of T between consecutive chunks' first lanes
+    long long tile = warp % tiles;
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (long long t = 0; t < trips; ++t) {
+        const T* p = base + (tile * U * 32 + lane) * stride;
+        T v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = __ldcg(p + u * chunk_span);
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc += word_sum(v[u]);
+        tile += step;
+        if (tile >= tiles) tile -= tiles;
+    }
+    publish(acc, sink);
+}
+
+// U: independent loads in flight per thread.  2- and 4-byte elements need more of them than 16-byte ones
+// for the same bytes in flight; every variant stays within 32 registers (full occupancy on sm_90).
+constexpr int STRIDE_U_SMALL = 16;
+constexpr int STRIDE_U_VECTOR = 4;
+
+extern "C" __global__ void __launch_bounds__(256)
+stride_2(const unsigned short* base, long long stride, long long tiles, long long step, long long trips,
+         unsigned int* sink) {
+    stride_read<unsigned short, STRIDE_U_SMALL>(base, stride, tiles, step, trips, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+stride_4(const unsigned int* base, long long stride, long long tiles, long long step, long long trips,
+         unsigned int* sink) {
+    stride_read<unsigned int, STRIDE_U_SMALL>(base, stride, tiles, step, trips, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+stride_16(const uint4* base, long long stride, long long tiles, long long step, long long trips,
+          unsigned int* sink) {
+    stride_read<uint4, STRIDE_U_VECTOR>(base, stride, tiles, step, trips, sink);
+}
+
+// ---- device memory: read, write, copy -------------------------------------------------------------------
+//
+// vecs is a multiple of U * (threads in the grid), so every thread does the same work and no bounds check
+// is needed; `passes` sweeps of the whole buffer per launch.  Thread g's trip reads vectors
+// g + k * T + u * T (u < U): each of the U loads is a coalesced 512-byte warp access.
+template <int U>
+__device__ __forceinline__ void read_body(const uint4* buf, long long vecs, long long passes,
+                                          unsigned int* sink) {
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (long long pass = 0; pass < passes; ++pass) {
+#pragma unroll 1
+        for (long long i = first; i < vecs; i += U * threads) {
+            uint4 v[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) v[u] = buf[i + u * threads];
+#pragma unroll
+            for (int u = 0; u < U; ++u) acc += word_sum(v[u]);
+        }
+    }
+    publish(acc, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_read_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    read_body<4>(buf, vecs, passes, sink);
+}
+
+// The ILP variant: 8 loads in flight per thread need 56 registers, so 4 blocks of 256 per SM (without the
+// bound, ptxas squeezes into 32 registers by summing early, leaving only 4-5 loads in flight).
+extern "C" __global__ void __launch_bounds__(256, 4)
+dram_read_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    read_body<8>(buf, vecs, passes, sink);
+}
+
+constexpr int WRITE_U = 4;
+
+// Every word of the buffer becomes `seed`: the host checks the buffer's sum after each sample, so every
+// store of the last launch must have landed (the previous launch left a different seed).
+extern "C" __global__ void __launch_bounds__(256)
+dram_write(uint4* buf, long long vecs, long long passes, unsigned int seed) {
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint4 value = make_uint4(seed, seed, seed, seed);
+#pragma unroll 1
+    for (long long pass = 0; pass < passes; ++pass) {
+#pragma unroll 1
+        for (long long i = first; i < vecs; i += WRITE_U * threads) {
+#pragma unroll
+            for (int u = 0; u < WRITE_U; ++u) buf[i + u * threads] = value;
+        }
+    }
+}
+
+constexpr int COPY_U = 4;
+
+// dst = src + seed (per 32-bit word): U loads in flight, then U stores.  The host checks
+// sum(dst) == sum(src) + 4 * vecs * seed after each sample.
+extern "C" __global__ void __launch_bounds__(256)
+dram_copy(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+#pragma unroll 1
+    for (long long pass = 0; pass < passes; ++pass) {
+#pragma unroll 1
+        for (long long i = first; i < vecs; i += COPY_U * threads) {
+            uint4 v[COPY_U];
+#pragma unroll
+            for (int u = 0; u < COPY_U; ++u) v[u] = src[i + u * threads];
+#pragma unroll
+            for (int u = 0; u < COPY_U; ++u) {
+                dst[i + u * threads] = make_uint4(v[u].x + seed, v[u].y + seed, v[u].z + seed, v[u].w + seed);
+            }
+        }
+    }
+}
+
+// ---- on-chip: shared memory and L1 ----------------------------------------------------------------------
+//
+// A block of ONCHIP_THREADS threads re-reads a 16 KiB buffer `reps` times: in each rep thread t loads
+// ONCHIP_U vectors 256 apart, so each warp-wide load is 512 contiguous bytes (conflict-free in shared
+// memory, four full lines in L1) and one rep reads every vector of the buffer exactly once.  The loads are
+// inline PTX (the intended width, whatever the compiler thinks of the types); the U loads of a rep are
+// issued back to back and summed afterwards.
+constexpr int ONCHIP_THREADS = 256;
+constexpr int ONCHIP_U = 4;
+constexpr int ONCHIP_VECS = ONCHIP_THREADS * ONCHIP_U;  // 1024 vectors = 16 KiB
+
+__device__ __forceinline__ uint4 lds128(unsigned int address) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+    return v;
+}
+
+__device__ __forceinline__ uint4 ldg128(const uint4* address) {
+    uint4 v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(address));
+    return v;
+}
+
+// The shared buffer is filled from `init` (ONCHIP_VECS vectors in global memory), so its sum is known.
+// Rep r: thread t loads vectors ((t + 32 r) mod 256) + 256 u: the same warp-contiguous 512-byte accesses,
+// each vector once per rep, but at addresses that change from rep to rep -- loads at fixed addresses would
+// be loop-invariant, and ptxas hoists them out of the loop (volatile asm does not stop it).
+extern "C" __global__ void __launch_bounds__(ONCHIP_THREADS)
+smem_read(const uint4* init, long long reps, unsigned int* sink) {
+    __shared__ uint4 buf[ONCHIP_VECS];
+    for (int i = threadIdx.x; i < ONCHIP_VECS; i += blockDim.x) buf[i] = init[i];
+    __syncthreads();
+    const unsigned int base = (unsigned int)__cvta_generic_to_shared(buf);
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (long long r = 0; r < reps; ++r) {
+        const unsigned int p = base + ((threadIdx.x + 32u * (unsigned int)r) % ONCHIP_THREADS) * 16u;
+        uint4 v[ONCHIP_U];
+#pragma unroll
+        for (int u = 0; u < ONCHIP_U; ++u) v[u] = lds128(p + u * ONCHIP_THREADS * 16u);
+#pragma unroll
+        for (int u = 0; u < ONCHIP_U; ++u) acc += word_sum(v[u]);
+    }
+    publish(acc, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(ONCHIP_THREADS)
+l1_read(const uint4* buf, long long reps, unsigned int* sink) {
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (long long r = 0; r < reps; ++r) {
+        const uint4* p = buf + (threadIdx.x + 32u * (unsigned int)r) % ONCHIP_THREADS;
+        uint4 v[ONCHIP_U];
+#pragma unroll
+        for (int u = 0; u < ONCHIP_U; ++u) v[u] = ldg128(p + u * ONCHIP_THREADS);
+#pragma unroll
+        for (int u = 0; u < ONCHIP_U; ++u) acc += word_sum(v[u]);
+    }
+    publish(acc, sink);
+}

@@ -1,0 +1,579 @@
+"""Bandwidth of every memory level, and the coalescing stride sweep (CuPy RawModule, bandwidth.cu).
+
+* ``bw.stride`` -- the lecture's coalescing table (§7.6) as an experiment: each warp-wide load touches one
+  element per lane at element stride s (2-, 4- and 16-byte elements, aligned or one element off), from HBM
+  (a footprint of sectors far beyond L2) and from L2 (an L2-resident footprint), both with ``ld.global.cg``
+  (L2 only, so L1 cannot merge what the L2 moves).  Useful bandwidth against stride says how many bytes the
+  memory system moves per useful byte, and so its transfer block (``analysis/coalescing.py``).
+* ``bw.dram`` -- HBM read, write and copy (read plus written bytes) with 16-byte accesses over buffers of
+  several times L2.
+* ``bw.l2`` -- L2-only 16-byte reads over footprints from 1 MiB to the L2's size.
+* ``bw.onchip`` -- shared memory (LDS.128) and L1 hits (LDG.E.128) per SM per clock.
+
+Every launch is timed with CUDA events (``EventTimer``, several launches per sample where they are short),
+and each sample's SM clock is read right after it.  Every kernel leaves a 32-bit sum of what it loaded (or
+the buffer it wrote) that the host checks after every sample.  A bandwidth above what the device's own
+properties allow is flagged ``invalid``: kept, and left out of fits.
+
+Sizes come from the device's properties (``l2_bytes``, ``sm_count``, ``total_memory_bytes``, the occupancy
+the driver grants), never from a GPU model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from probes.harness import EventTimer, Sample, repeat_until_stable
+from probes.registry import geom, probe
+
+LANES = 32
+BLOCK_THREADS = 256  #: bandwidth.cu's __launch_bounds__ for every kernel
+#: element bytes -> (kernel, loads per thread per trip = chunks per tile), as bandwidth.cu instantiates them
+STRIDE_KERNELS = {2: ("stride_2", 16), 4: ("stride_4", 16), 16: ("stride_16", 4)}
+ELEMENT_BYTES = tuple(STRIDE_KERNELS)
+FULL_STRIDES = tuple(range(1, 65)) + (128, 256)
+QUICK_STRIDES = (1, 2, 4, 8, 16, 32, 64)
+ALIGNMENTS = ("aligned", "misaligned")
+STRIDE_LEVELS = ("dram", "l2")
+DRAM_OPS = ("read", "write", "copy")
+ONCHIP_LEVELS = ("smem", "l1")
+
+#: The transfer blocks the sweep must be able to tell apart (analysis/coalescing.py's candidates).
+SMALLEST_BLOCK, LARGEST_BLOCK = 32, 128
+#: HBM level: one pass touches at least this many times the L2 in 32-byte sectors, so no pass finds the
+#: previous pass's sectors in L2 whatever the block (a larger block only makes the footprint larger).
+DRAM_TOUCH_L2 = 4
+#: L2 level: the footprint, counted in the largest candidate block per element, is at most this fraction of
+#: L2 -- inside the near partition seen by the chase (the L2 latency plateau ends near half the L2).
+L2_TOUCH_FRACTION = 0.25
+#: No buffer takes more than this fraction of device memory (the largest strides need spans of many GiB).
+MEMORY_FRACTION = 0.25
+#: bw.dram buffers: read and write sweep 8x L2; copy reads one 4x L2 buffer into another.
+DRAM_BUFFER_L2 = 8
+#: A launch should last about LAUNCH_S (long against launch gaps and tails) and a sample at least SAMPLE_S.
+LAUNCH_S, SAMPLE_S, STRIDE_SAMPLE_S = 1e-3, 2e-3, 1e-3
+#: The stride sweep has hundreds of configs: cap its repeats (bandwidths are stable to well under 1%), and
+#: shorten its warm-up (the calibration launches before it already warm caches and clocks).
+STRIDE_MAX_REPEATS = 11
+STRIDE_WARMUP_S = 5e-3
+#: bandwidth.cu's on-chip kernels: 256 threads, 4 loads of 16 B each per rep: a 16 KiB buffer per rep.
+ONCHIP_THREADS, ONCHIP_U = 256, 4
+ONCHIP_VECS = ONCHIP_THREADS * ONCHIP_U
+#: dram_read kernels by loads in flight per thread; every bw.dram kernel is tried at its occupancy and at
+#: half of it, and the fastest variant on this GPU is measured (its unroll and blocks/SM are recorded).
+READ_VARIANTS = {4: "dram_read_u4", 8: "dram_read_u8"}
+WRITE_U, COPY_U = 4, 4
+
+#: Validity.  No SM moves more than 128 B/clk between its L1/shared array and registers on any NVIDIA GPU
+#: so far; twice that is a generous but physical bound for shared memory and L1 per SM, and (times SMs and
+#: clock) for what L2 can deliver to the SMs.  HBM: the interface's peak, memory clock x bus width x 2
+#: (double data rate), with 10% slack for timer jitter.  Above a bound a sample is flagged ``invalid``.
+MAX_BYTES_PER_CLK_SM = 256
+DRAM_SLACK = 1.10
+
+
+# -- bounds -------------------------------------------------------------------------------------------------
+
+def dram_peak_bytes_per_s(device: dict) -> float | None:
+    """The HBM interface's peak from the device's properties: memory clock x bus bits / 8 x 2 (DDR)."""
+    clock, bits = device.get("memory_clock_hz"), device.get("memory_bus_bits")
+    if not clock or not bits:
+        return None
+    return float(clock) * bits / 8 * 2
+
+
+def bandwidth_bound(device: dict, level: str) -> float | None:
+    """Largest physical bandwidth (B/s) of ``level`` (dram, l2); None where the properties cannot say."""
+    if level == "dram":
+        peak = dram_peak_bytes_per_s(device)
+        return peak * DRAM_SLACK if peak else None
+    if level == "l2":
+        if not device.get("sm_clock_max_hz"):
+            return None
+        return device["sm_count"] * device["sm_clock_max_hz"] * MAX_BYTES_PER_CLK_SM
+    raise ValueError(f"no bandwidth bound for level {level!r}")
+
+
+def flag_for(ctx, value: float, bound: float | None, sm_clock_hz: float | None) -> str:
+    """``invalid`` above the physical bound, else the clock guard's verdict."""
+    if bound is not None and value > bound:
+        return "invalid"
+    return ctx.throttle_flag(sm_clock_hz)
+
+
+# -- sizing (pure: the CPU tests check it on device dicts) ---------------------------------------------------
+
+def full_occupancy_warps(device: dict) -> int:
+    """Warps in a grid that fills every SM's thread slots (the host uses the driver's occupancy instead)."""
+    return device["sm_count"] * (device["max_threads_per_sm"] // BLOCK_THREADS) * BLOCK_THREADS // LANES
+
+
+def misaligned_bytes(element_bytes: int, aligned: str) -> int:
+    """A misaligned start is one element past an aligned one (a[i + 1]): natural alignment is kept."""
+    if aligned not in ALIGNMENTS:
+        raise ValueError(f"aligned must be one of {ALIGNMENTS}, got {aligned!r}")
+    return 0 if aligned == "aligned" else element_bytes
+
+
+def stride_layout(device: dict, element_bytes: int, stride: int, level: str, warps: int) -> dict:
+    """Tiles, warp step and trips per pass of a stride-sweep footprint, and the bytes it spans.
+
+    A chunk is one warp load's 32 elements; a tile is U chunks (one trip of one warp).  ``touched_bytes``
+    counts the 32-byte sectors the footprint touches (n x min(stride x e, 32)).  HBM: at least
+    DRAM_TOUCH_L2 x L2 of sectors, tiles a multiple of the grid's warps (so a pass of trips_per_pass trips
+    reads every tile once), unless the span must be capped at MEMORY_FRACTION of device memory (a GPU with
+    little memory for its L2: then the last trip of a pass wraps, which the checksum accounts for).  L2: at
+    most L2_TOUCH_FRACTION x L2 counted in LARGEST_BLOCK-byte blocks, so it stays resident whatever the
+    block."""
+    if element_bytes not in STRIDE_KERNELS or stride < 1 or level not in STRIDE_LEVELS:
+        raise ValueError(f"bad stride config: {element_bytes} B, stride {stride}, level {level!r}")
+    loads = STRIDE_KERNELS[element_bytes][1]
+    tile_elements = LANES * loads
+    pitch = stride * element_bytes  # bytes between consecutive lanes' elements
+    if level == "dram":
+        elements = math.ceil(DRAM_TOUCH_L2 * device["l2_bytes"] / min(pitch, SMALLEST_BLOCK))
+        tiles = math.ceil(math.ceil(elements / tile_elements) / warps) * warps
+        cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) - 2 * element_bytes
+        tiles = max(1, min(tiles, cap // (tile_elements * pitch)))
+    else:
+        elements = int(L2_TOUCH_FRACTION * device["l2_bytes"] / min(pitch, LARGEST_BLOCK))
+        tiles = max(1, elements // tile_elements)
+    trips_per_pass = math.ceil(tiles / warps)
+    n = tiles * tile_elements
+    return {"tiles": tiles, "step": warps % tiles, "trips_per_pass": trips_per_pass, "elements": n,
+            "span_bytes": n * pitch, "touched_bytes": n * min(pitch, SMALLEST_BLOCK),
+            "loads_per_trip": loads}
+
+
+def tile_reads(tiles: int, warps: int, trips: int) -> tuple[int, int]:
+    """``(q, r)``: over a launch every tile is read q times and tiles 0..r-1 once more.
+
+    Warp w reads tiles w, w + W, w + 2W, ... modulo ``tiles``, ``trips`` of them: together the warps read
+    tiles 0 .. W x trips - 1 modulo ``tiles``."""
+    return divmod(warps * trips, tiles)
+
+
+def l2_footprints(device: dict, per_octave: int, jitter: bool = False) -> list[int]:
+    """1 MiB .. the L2's size, log-spaced, whole tiles of stride_16 (2 KiB)."""
+    tile = LANES * STRIDE_KERNELS[16][1] * 16
+    top = device["l2_bytes"] // tile * tile
+    return geom(1 << 20, top, per_octave=per_octave, jitter_seed=device["l2_bytes"] if jitter else None,
+                align=tile)
+
+
+def dram_vectors(device: dict, buffer_l2: float, threads: int, unroll: int) -> int:
+    """16-byte vectors in a bw.dram buffer: ``buffer_l2`` x L2, a whole number of grid-wide trips."""
+    per_trip = threads * unroll
+    vecs = math.ceil(buffer_l2 * device["l2_bytes"] / 16 / per_trip) * per_trip
+    cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) // 16 // per_trip * per_trip
+    return max(per_trip, min(vecs, cap))
+
+
+# -- the GPU side -------------------------------------------------------------------------------------------
+
+def _kernel(name: str):
+    from probes.cuda import kernel
+
+    return kernel("bandwidth.cu", name)
+
+
+def _blocks_per_sm(func, dynamic_smem: int = 0) -> int:
+    """Resident blocks of BLOCK_THREADS per SM that the driver grants ``func`` (registers, shared memory)."""
+    import cupy
+
+    handle = getattr(func, "kernel", func).ptr  # a RawKernel's CUfunction (or a wrapper's / Function's own)
+    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, BLOCK_THREADS, dynamic_smem)
+    if blocks < 1:
+        raise RuntimeError("the driver grants this kernel no resident block per SM")
+    return int(blocks)
+
+
+class _Filled:
+    """One process-wide buffer of hashed 32-bit words (bandwidth.cu's fill_hash), grown on demand.
+
+    Word i always holds hash(i), so any prefix is the same whatever the allocation, and checksums are
+    computed from the buffer itself.  It grows by at least half each time (the sweep's spans grow with the
+    stride), up to MEMORY_FRACTION of device memory."""
+
+    words = None
+
+    @classmethod
+    def at_least(cls, nbytes: int, device: dict):
+        import cupy
+
+        need = -(-nbytes // 4)
+        if cls.words is None or cls.words.size < need:
+            cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) // 4
+            size = max(need, min(cap, 3 * (cls.words.size if cls.words is not None else 0) // 2))
+            size = -(-size // (1 << 20)) << 20  # whole MiWords
+            cls.words = None
+            cupy.get_default_memory_pool().free_all_blocks()
+            cls.words = cupy.empty(size, dtype=cupy.uint32)
+            _fill(cls.words)
+        return cls.words
+
+
+def _fill(words, seed: int = 0x5EED) -> None:
+    _kernel("fill_hash")((4096,), (BLOCK_THREADS,), (words, np.int64(words.size), np.uint32(seed)))
+
+
+def _reduce(name: str, args: tuple) -> int:
+    """Run one of bandwidth.cu's check kernels (which add into a 32-bit counter) and return the counter."""
+    import cupy
+
+    out = cupy.zeros(1, dtype=cupy.uint32)
+    _kernel(name)((1024,), (BLOCK_THREADS,), (*args, out))
+    return int(out.get()[0])
+
+
+def _sum32(words, offset_bytes: int = 0, count: int | None = None, pitch_bytes: int = 4,
+           element_bytes: int = 4) -> int:
+    """32-bit wrapping sum of every word of ``count`` elements at ``offset_bytes + i * pitch_bytes`` of the
+    uint32 array ``words`` (default: all of it, word by word), as the kernels fold them."""
+    count = words.size * 4 // pitch_bytes if count is None else count
+    if count <= 0:
+        return 0
+    if offset_bytes + (count - 1) * pitch_bytes + element_bytes > words.size * 4:
+        raise ValueError("elements beyond the buffer")
+    return _reduce("sum_elements", (np.uint64(words.data.ptr + offset_bytes), np.int64(count),
+                                    np.int64(pitch_bytes), np.int32(element_bytes)))
+
+
+def _mismatches(a, b, add: int) -> int:
+    """Words of ``a`` that differ from ``b + add`` (``b`` None: from ``add``)."""
+    return _reduce("count_mismatches", (a, b if b is not None else np.uint64(0), np.uint32(add),
+                                        np.int64(a.size)))
+
+
+class _Sink:
+    """A 32-bit sum a kernel adds to; checked against launches x the sum one launch must add."""
+
+    def __init__(self, what: str):
+        import cupy
+
+        self.what = what
+        self.array = cupy.zeros(1, dtype=cupy.uint32)
+        self.launches = 0
+
+    def reset(self) -> None:
+        self.array.data.memset_async(0, 4)
+        self.launches = 0
+
+    def check(self, per_launch: int) -> None:
+        got, want = int(self.array.get()[0]), (self.launches * per_launch) % 2**32
+        if got != want:
+            raise RuntimeError(f"{self.what}: checksum mismatch after {self.launches} launches: the kernels "
+                               f"summed {got:#010x}, the buffer says {want:#010x}")
+
+
+def _seconds(launch, repeats: int = 2) -> float:
+    """Seconds of one launch (the last of ``repeats``, so the first warms caches and clocks)."""
+    import cupy
+
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(repeats - 1):
+        launch()
+    start.record()
+    launch()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) * 1e-3
+
+
+def _scale(seconds: float, target: float = LAUNCH_S) -> int:
+    """How many times longer a launch of ``seconds`` must run to last ``target``."""
+    return max(1, math.ceil(target / max(seconds, 1e-9)))
+
+
+def _calibrate(run, unit: int, target: float = LAUNCH_S) -> tuple[int, float]:
+    """A multiple of ``unit`` (trips, passes or reps) for which a launch of ``run(count)`` lasts about
+    ``target``, and the seconds of the last trial.  Short trials are grown first, since a launch of a few
+    microseconds measures the launch, not the kernel."""
+    count = unit
+    while True:
+        seconds = _seconds(run(count))
+        if seconds >= target / 4 or count >= 1 << 40:
+            return max(unit, round(count * target / seconds / unit) * unit), seconds
+        count *= min(64, _scale(seconds, target / 2))
+
+
+def _measure(ctx, launch, reset, verify, bytes_per_launch: float, *, bound: float | None = None,
+             per_clk_bound: float | None = None, sample_s: float = SAMPLE_S, budget=None,
+             extra: tuple = ()) -> list[Sample]:
+    """Event-time ``launch`` until stable: ``bandwidth`` (B/s) per sample, and with ``per_clk_bound`` also
+    ``bytes_per_clk_sm`` (B/s / SMs / the SM clock read right after the sample), the primary metric then.
+
+    ``reset()`` runs before each sample and ``verify()`` after it (both outside the timed region)."""
+    timer = EventTimer(launch, max(ctx.budget.min_sample_s, sample_s))
+    sms = ctx.device["sm_count"]
+
+    def sample(repeat: int) -> list[Sample]:
+        reset()
+        seconds = timer.seconds_per_launch()
+        verify()
+        hz = ctx.sm_clock()
+        bandwidth = bytes_per_launch / seconds
+        out = []
+        if per_clk_bound is None:
+            flag = flag_for(ctx, bandwidth, bound, hz)
+        else:
+            per_clk = bandwidth / sms / hz
+            flag = flag_for(ctx, per_clk, per_clk_bound, hz)
+            out.append(Sample("bytes_per_clk_sm", per_clk, "B/cycle", repeat, hz, "cuda_event", flag))
+        out.append(Sample("bandwidth", bandwidth, "B/s", repeat, hz, "cuda_event", flag))
+        out += [Sample(metric, value, unit, repeat, hz, "config", flag) for metric, value, unit in extra]
+        return out
+
+    primary = "bandwidth" if per_clk_bound is None else "bytes_per_clk_sm"
+    return repeat_until_stable(sample, primary, budget or ctx.budget)
+
+
+def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, level: str,
+                   layout: dict | None = None, budget=None, sample_s: float = STRIDE_SAMPLE_S) -> list[Sample]:
+    """Useful bandwidth of stride_<e> over the footprint ``stride_layout`` sizes (or ``layout``)."""
+    name, loads = STRIDE_KERNELS[element_bytes]
+    func = _kernel(name)
+    warps = ctx.device["sm_count"] * _blocks_per_sm(func) * BLOCK_THREADS // LANES
+    blocks = warps * LANES // BLOCK_THREADS
+    layout = layout or stride_layout(ctx.device, element_bytes, stride, level, warps)
+    tiles, step, n = layout["tiles"], layout["step"], layout["elements"]
+    words = _Filled.at_least(offset_bytes + layout["span_bytes"] + element_bytes, ctx.device)
+    tile_elements = LANES * loads
+    pitch = stride * element_bytes
+
+    def elements_sum(count: int) -> int:
+        return _sum32(words, offset_bytes, count, pitch, element_bytes)
+
+    total = elements_sum(n)
+    base = np.uint64(words.data.ptr + offset_bytes)
+    sink = _Sink(f"stride_{element_bytes} stride {stride} at +{offset_bytes} B ({level})")
+
+    def per_launch(trips: int) -> int:
+        q, r = tile_reads(tiles, warps, trips)
+        return (q * total + (elements_sum(r * tile_elements) if r else 0)) % 2**32
+
+    def run(trips: int):
+        def launch():
+            func((blocks,), (BLOCK_THREADS,), (base, np.int64(stride), np.int64(tiles), np.int64(step),
+                                              np.int64(trips), sink.array))
+            sink.launches += 1
+        return launch
+
+    # HBM: whole passes over the footprint (each tile read equally often); L2: any number of trips.
+    trips, _ = _calibrate(run, max(1, layout["trips_per_pass"]))
+    expected = per_launch(trips)
+    useful = warps * trips * loads * LANES * element_bytes
+    bound = bandwidth_bound(ctx.device, level)
+    # The calibration launches already warmed caches and clocks: a short warm-up, and capped repeats.
+    budget = budget or dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s, STRIDE_WARMUP_S),
+                                           max_repeats=min(ctx.budget.max_repeats, STRIDE_MAX_REPEATS))
+    return _measure(ctx, run(trips), sink.reset, lambda: sink.check(expected), useful, bound=bound,
+                    sample_s=sample_s, budget=budget)
+
+
+STRIDE_AXES = {
+    "element_bytes": "bytes per element: 2 (fp16), 4 (fp32), 16 (a 16-byte vector)",
+    "stride_elements": "elements between consecutive lanes of one warp load (full: 1..64, 128, 256; "
+                       "quick: 1, 2, 4, .., 64)",
+    "aligned": "aligned: each warp load starts on a boundary of the bytes it spans (the buffer is 512-byte "
+               "aligned); misaligned: the whole pattern starts one element later",
+    "level": "dram (sectors touched per pass >= 4x L2) or l2 (footprint <= L2/4 in 128-byte blocks); "
+             "both ld.global.cg",
+}
+
+
+def _stride_sweep(strides) -> callable:
+    return lambda device: {"element_bytes": list(ELEMENT_BYTES), "stride_elements": list(strides),
+                           "aligned": list(ALIGNMENTS), "level": list(STRIDE_LEVELS)}
+
+
+@probe("bw.stride", sweeps={"quick": _stride_sweep(QUICK_STRIDES), "full": _stride_sweep(FULL_STRIDES)},
+       axes=STRIDE_AXES,
+       quantities=("coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"),
+       kernels=("bandwidth.cu",))
+def bw_stride(ctx, element_bytes: int, stride_elements: int, aligned: str, level: str) -> list[Sample]:
+    """Useful bandwidth (B/s) when each warp load touches one element per lane at an element stride."""
+    return measure_stride(ctx, int(element_bytes), int(stride_elements),
+                          misaligned_bytes(int(element_bytes), aligned), level)
+
+
+@probe("bw.l2",
+       sweeps={"quick": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=1)},
+               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=4, jitter=True)}},
+       axes={"footprint_bytes": "bytes re-read, 1 MiB .. the L2's size (quick: 1 per octave; full: 4)"},
+       quantities=("l2.bandwidth_bytes_per_s",), kernels=("bandwidth.cu",))
+def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
+    """L2 read bandwidth (B/s): 16-byte ld.global.cg loads of every SM re-reading a footprint."""
+    loads = STRIDE_KERNELS[16][1]
+    tiles = max(1, int(footprint_bytes) // (LANES * loads * 16))
+    warps = ctx.device["sm_count"] * _blocks_per_sm(_kernel("stride_16")) * BLOCK_THREADS // LANES
+    layout = {"tiles": tiles, "step": warps % tiles, "trips_per_pass": math.ceil(tiles / warps),
+              "elements": tiles * LANES * loads, "span_bytes": tiles * LANES * loads * 16}
+    return measure_stride(ctx, 16, 1, 0, "l2", layout=layout, budget=ctx.budget, sample_s=SAMPLE_S)
+
+
+@probe("bw.dram", sweeps={"quick": lambda d: {"op": list(DRAM_OPS)}, "full": lambda d: {"op": list(DRAM_OPS)}},
+       axes={"op": "read (16-byte loads), write (16-byte stores) or copy (bytes read + written)"},
+       quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
+                   "dram.copy_bandwidth_bytes_per_s"),
+       kernels=("bandwidth.cu",))
+def bw_dram(ctx, op: str) -> list[Sample]:
+    """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""
+    if op == "read":
+        return _dram_read(ctx)
+    if op == "write":
+        return _dram_write(ctx)
+    if op == "copy":
+        return _dram_copy(ctx)
+    raise ValueError(f"unknown op {op!r}: choose one of {', '.join(DRAM_OPS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Variant:
+    """One way to run a bw.dram kernel: which kernel, its loads in flight per thread, blocks per SM."""
+
+    func: object
+    unroll: int
+    blocks_per_sm: int
+
+
+def dram_variants(device: dict, kernels: dict[int, object], blocks_per_sm: dict[int, int]) -> list[_Variant]:
+    """Each kernel (by unroll) at the occupancy the driver grants it and at half of it: the grid-stride
+    loops need no particular grid, and HBM sometimes streams better with fewer requests queued."""
+    out = []
+    for unroll, func in kernels.items():
+        full = blocks_per_sm[unroll]
+        for blocks in sorted({full, max(1, full // 2)}, reverse=True):
+            out.append(_Variant(func, unroll, blocks))
+    return out
+
+
+def _dram_stream(ctx, kernels: dict[int, object], buffer_l2: float, make_args, verify, reset,
+                 bytes_per_vector: float) -> list[Sample]:
+    """Size the buffers for every variant, time each variant once, and measure the fastest until stable.
+
+    ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call)."""
+    sms = ctx.device["sm_count"]
+    variants = dram_variants(ctx.device, kernels, {u: _blocks_per_sm(f) for u, f in kernels.items()})
+    per_trip = math.lcm(*[sms * v.blocks_per_sm * BLOCK_THREADS * v.unroll for v in variants])
+    vecs = dram_vectors(ctx.device, buffer_l2, per_trip, 1)
+    state = {"variant": variants[0]}
+
+    def run(passes: int):
+        def launch():
+            v = state["variant"]
+            v.func((sms * v.blocks_per_sm,), (BLOCK_THREADS,), make_args(vecs, passes))
+        return launch
+
+    times = {}
+    for v in variants:
+        state["variant"] = v
+        times[v] = _seconds(run(1), repeats=3)
+    state["variant"] = best = min(times, key=times.get)
+    passes, _ = _calibrate(run, 1)
+    extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
+             ("blocks_per_sm", float(best.blocks_per_sm), "1"))
+    return _measure(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
+                    bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
+
+
+def _dram_read(ctx) -> list[Sample]:
+    import cupy
+
+    sink = _Sink("dram_read")
+    buffers = {}
+
+    def args(vecs: int, passes: int):
+        if "words" not in buffers:
+            buffers["words"] = cupy.empty(vecs * 4, dtype=cupy.uint32)
+            _fill(buffers["words"])
+            buffers["total"] = _sum32(buffers["words"])
+        return (buffers["words"], np.int64(vecs), np.int64(passes), sink.array)
+
+    def launch_counted(func):
+        def call(grid, block, arguments):
+            func(grid, block, arguments)
+            sink.launches += 1
+        call.ptr = getattr(func, "kernel", func).ptr
+        return call
+
+    kernels = {u: launch_counted(_kernel(name)) for u, name in READ_VARIANTS.items()}
+    return _dram_stream(ctx, kernels, DRAM_BUFFER_L2, args,
+                        lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0)
+
+
+def _dram_write(ctx) -> list[Sample]:
+    import cupy
+
+    buffers, seed = {}, {"value": 0}
+
+    def args(vecs: int, passes: int):
+        if "words" not in buffers:
+            buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
+        seed["value"] = (seed["value"] + 1) % 2**32 or 1
+        return (buffers["words"], np.int64(vecs), np.int64(passes), np.uint32(seed["value"]))
+
+    def verify(vecs: int, passes: int):
+        words = buffers["words"]
+        wrong = _mismatches(words, None, seed["value"])
+        if wrong:
+            raise RuntimeError(f"dram_write: {wrong} of {words.size} words do not hold the last launch's "
+                               f"value {seed['value']:#x}")
+
+    return _dram_stream(ctx, {WRITE_U: _kernel("dram_write")}, DRAM_BUFFER_L2, args, verify,
+                        lambda: None, 16.0)
+
+
+def _dram_copy(ctx) -> list[Sample]:
+    import cupy
+
+    buffers, seed = {}, {"value": 0}
+
+    def args(vecs: int, passes: int):
+        if "src" not in buffers:
+            buffers["src"] = cupy.empty(vecs * 4, dtype=cupy.uint32)
+            _fill(buffers["src"])
+            buffers["dst"] = cupy.zeros_like(buffers["src"])
+        seed["value"] = (seed["value"] + 1) % 2**32 or 1
+        return (buffers["src"], buffers["dst"], np.int64(vecs), np.int64(passes), np.uint32(seed["value"]))
+
+    def verify(vecs: int, passes: int):
+        src, dst = buffers["src"], buffers["dst"]
+        wrong = _mismatches(dst, src, seed["value"])
+        if wrong:
+            raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
+
+    return _dram_stream(ctx, {COPY_U: _kernel("dram_copy")}, DRAM_BUFFER_L2 / 2, args, verify,
+                        lambda: None, 32.0)
+
+
+@probe("bw.onchip", sweeps={"quick": lambda d: {"level": list(ONCHIP_LEVELS)},
+                            "full": lambda d: {"level": list(ONCHIP_LEVELS)}},
+       axes={"level": "smem (LDS.128 from a 16 KiB shared buffer per block) or l1 (LDG.E.128 hits in a "
+                      "16 KiB global buffer every block re-reads)"},
+       quantities=("smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm"),
+       kernels=("bandwidth.cu",))
+def bw_onchip(ctx, level: str) -> list[Sample]:
+    """Bytes per clock per SM (and B/s) of 16-byte loads from shared memory or from L1, every SM full."""
+    import cupy
+
+    if level not in ONCHIP_LEVELS:
+        raise ValueError(f"unknown level {level!r}: choose one of {', '.join(ONCHIP_LEVELS)}")
+    func = _kernel("smem_read" if level == "smem" else "l1_read")
+    blocks = ctx.device["sm_count"] * _blocks_per_sm(func)
+    words = cupy.empty(ONCHIP_VECS * 4, dtype=cupy.uint32)
+    _fill(words, seed=0x0C41)
+    total = _sum32(words)
+    sink = _Sink(f"{level}_read")
+
+    def run(reps: int):
+        def launch():
+            func((blocks,), (ONCHIP_THREADS,), (words, np.int64(reps), sink.array))
+            sink.launches += 1
+        return launch
+
+    reps, _ = _calibrate(run, 64)
+    return _measure(ctx, run(reps), sink.reset, lambda: sink.check(blocks * reps * total % 2**32),
+                    float(blocks) * reps * ONCHIP_VECS * 16, per_clk_bound=MAX_BYTES_PER_CLK_SM)

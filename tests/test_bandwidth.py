@@ -1,0 +1,449 @@
+"""probes/bandwidth.py and bandwidth.cu without a GPU: every kernel compiled for sm_90 (no local memory, the
+intended load width, several loads in flight before use), the sweeps sized from device dicts, the stride
+layout's invariants, and the host's checksum accounting against a replay of the kernels' indexing."""
+import importlib
+import json
+import re
+
+import numpy as np
+import pytest
+
+from probes.cuda import compile_cubin, resource_usage, sass
+from conftest import COMMITTED_RUN
+
+H200 = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
+#: Another GPU's properties (an A100-40GB-like part): nothing about the sweeps may be H200-specific.
+OTHER = {**H200, "name": "Other GPU", "sm_count": 108, "l2_bytes": 40 << 20, "total_memory_bytes": 40 << 30,
+         "smem_per_sm_bytes": 164 << 10, "memory_bus_bits": 5120, "memory_clock_hz": 1.215e9,
+         "sm_clock_max_hz": 1.41e9}
+
+
+@pytest.fixture(scope="module")
+def bw():
+    return importlib.import_module("probes.bandwidth")
+
+
+@pytest.fixture(scope="module")
+def probes(bw):
+    from probes.registry import all_probes
+
+    registry = all_probes()
+    return {pid: registry[pid] for pid in ("bw.stride", "bw.l2", "bw.dram", "bw.onchip")}
+
+
+# -- kernels ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cubin():
+    return compile_cubin("bandwidth.cu")
+
+
+KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_write", "dram_copy",
+           "smem_read", "l1_read", "fill_hash", "sum_elements", "count_mismatches")
+#: Kernels that must run at full occupancy on sm_90: 256-thread blocks, 2048 threads/SM -> <= 32 registers.
+FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_write", "smem_read", "l1_read")
+
+
+def instructions(code: str) -> list[str]:
+    return [re.sub(r"\s+", " ", l.split(";")[0]).strip().split("*/", 1)[1].strip() for l in code.splitlines()
+            if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+
+
+def opcode(line: str) -> str:
+    parts = line.split()
+    return parts[1] if parts[0].startswith("@") else parts[0]
+
+
+WIDTH = {"128": 4, "64": 2}
+
+
+def dest_registers(line: str) -> set[str]:
+    """Registers a load writes (R4 of LDG.E.128 is R4..R7)."""
+    op, rest = opcode(line), line.split(None, 1 if not line.startswith("@") else 2)[-1]
+    first = int(re.match(r"R(\d+)", rest).group(1))
+    width = next((w for k, w in WIDTH.items() if f".{k}" in op), 1)
+    return {f"R{first + i}" for i in range(width)}
+
+
+def source_registers(line: str) -> set[str]:
+    operands = line.split(None, 1 if not line.startswith("@") else 2)[-1].split(",")
+    start = 0 if opcode(line).startswith(("ST", "RED", "BRA")) else 1
+    return set(re.findall(r"\bR\d+\b", ",".join(operands[start:])))
+
+
+def loop_loads(code: str, op: str) -> list[tuple[int, str]]:
+    """(index, line) of every ``op`` load (exact opcode) in the kernel."""
+    return [(i, l) for i, l in enumerate(instructions(code)) if opcode(l) == op]
+
+
+def assert_issued_before_use(code: str, op: str, count: int) -> None:
+    """The first ``count`` loads of ``op`` are all issued before any of their values is read: ``count``
+    loads per thread in flight at once."""
+    lines = instructions(code)
+    loads = loop_loads(code, op)
+    assert len(loads) >= count, f"expected {count} {op} loads, found {len(loads)}"
+    group = loads[:count]
+    written = set().union(*(dest_registers(l) for _, l in group))
+    last = group[-1][0]
+    for i in range(group[0][0] + 1, last):
+        if opcode(lines[i]).startswith("LD"):
+            continue  # another load of the group (its address register may reuse an old value's register)
+        used = source_registers(lines[i]) & written
+        # a register a load of the group wrote, read before the group's last load is issued
+        mine = {r for r in used if any(r in dest_registers(l) for j, l in group if j < i)}
+        assert not mine, f"{lines[i]!r} uses {mine} before the last of {count} {op} loads is issued"
+
+
+def addressed(code: str) -> list[tuple[int, str]]:
+    """(address, instruction) of every instruction."""
+    return [(int(re.search(r"/\*([0-9a-f]{4})\*/", l).group(1), 16), instructions(l)[0])
+            for l in code.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+
+
+def innermost_loops(code: str) -> list[tuple[int, int]]:
+    """[start, end] address ranges of backward branches that contain no other backward branch."""
+    loops = []
+    for address, line in addressed(code):
+        m = re.search(r"BRA (0x[0-9a-f]+)", line)
+        if m and int(m.group(1), 16) <= address:
+            loops.append((int(m.group(1), 16), address))
+    return [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+
+
+def assert_loads_in_the_loop(code: str, op: str, count: int) -> None:
+    """Every ``op`` load sits inside the same innermost loop: none was hoisted out of the timed loop (ptxas
+    hoists loop-invariant loads, volatile asm or not)."""
+    loads = [a for a, l in addressed(code) if opcode(l) == op]
+    assert len(loads) == count, f"expected {count} {op}, found {len(loads)}"
+    assert any(all(lo <= a <= hi for a in loads) for lo, hi in innermost_loops(code)), \
+        f"{op} loads at {[hex(a) for a in loads]} are not all inside one loop {innermost_loops(code)}"
+
+
+LOOP_LOADS = {"stride_2": ("LDG.E.U16.STRONG.GPU", 16), "stride_4": ("LDG.E.STRONG.GPU", 16),
+              "stride_16": ("LDG.E.128.STRONG.GPU", 4), "dram_read_u4": ("LDG.E.128", 4),
+              "dram_read_u8": ("LDG.E.128", 8), "dram_write": ("STG.E.128", 4), "dram_copy": ("STG.E.128", 4),
+              "smem_read": ("LDS.128", 4), "l1_read": ("LDG.E.128", 4)}
+
+
+@pytest.mark.parametrize("name", list(LOOP_LOADS))
+def test_every_timed_access_is_inside_the_loop(cubin, name):
+    assert_loads_in_the_loop(sass(cubin[0])[name], *LOOP_LOADS[name])
+
+
+def test_the_loop_check_catches_a_hoisted_load():
+    """The check itself: loads of fixed addresses in a loop are hoisted by ptxas and must fail it."""
+    from cupy.cuda import nvrtc
+
+    src = r'''extern "C" __global__ void hoisted(const uint4* p, long long reps, unsigned* sink) {
+        unsigned acc = 0;
+        for (long long r = 0; r < reps; ++r) {
+            uint4 v;
+            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p + threadIdx.x));
+            acc += v.x + v.y + v.z + v.w;
+        }
+        *sink = acc; }'''
+    prog = nvrtc.createProgram(src, "hoisted.cu", [], [])
+    nvrtc.compileProgram(prog, ["-arch=sm_90"])
+    code = sass(nvrtc.getCUBIN(prog) + b"\0")["hoisted"]
+    with pytest.raises(AssertionError):
+        assert_loads_in_the_loop(code, "LDG.E.128", 1)
+
+
+def test_every_kernel_compiles_without_local_memory(cubin):
+    usage = resource_usage(cubin[1])
+    assert set(KERNELS) <= set(usage)
+    for name in KERNELS:
+        assert usage[name]["stack_bytes"] == usage[name]["spill_stores"] == usage[name]["spill_loads"] == 0, name
+    for name in FULL_OCCUPANCY:
+        assert usage[name]["registers"] <= H200["regs_per_sm"] // H200["max_threads_per_sm"], name
+    assert usage["dram_copy"]["registers"] <= 40  # at least 6 blocks of 256 threads per SM
+    assert usage["dram_read_u8"]["registers"] <= 64  # 4 blocks per SM, 8 loads each in flight
+    assert usage["smem_read"]["smem_bytes"] == 16 << 10
+
+
+STRIDE_OPS = {"stride_2": ("LDG.E.U16.STRONG.GPU", 16), "stride_4": ("LDG.E.STRONG.GPU", 16),
+              "stride_16": ("LDG.E.128.STRONG.GPU", 4)}
+
+
+@pytest.mark.parametrize("name", list(STRIDE_OPS))
+def test_stride_kernels_are_l2_only_loads_of_the_element_width(cubin, bw, name):
+    code = sass(cubin[0])[name]
+    op, count = STRIDE_OPS[name]
+    assert count == bw.STRIDE_KERNELS[int(name.split("_")[1])][1]
+    loads = [opcode(l) for l in instructions(code) if opcode(l).startswith("LDG")]
+    assert loads == [op] * count, loads  # .cg: L2 only (STRONG.GPU), one per lane, U per trip
+    assert_issued_before_use(code, op, count)
+
+
+@pytest.mark.parametrize("name, unroll", [("dram_read_u4", 4), ("dram_read_u8", 8)])
+def test_dram_read_is_16_byte_loads_in_flight(cubin, bw, name, unroll):
+    code = sass(cubin[0])[name]
+    assert bw.READ_VARIANTS[unroll] == name
+    loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
+    assert loads == ["LDG.E.128"] * unroll, loads
+    assert_issued_before_use(code, "LDG.E.128", unroll)
+
+
+def test_dram_write_is_16_byte_stores_only(cubin, bw):
+    ops = [opcode(l) for l in instructions(sass(cubin[0])["dram_write"])]
+    assert [o for o in ops if o.startswith(("STG", "STS", "LDG", "LDS", "RED", "ATOM"))] == ["STG.E.128"] * bw.WRITE_U
+
+
+def test_dram_copy_loads_then_stores_16_bytes(cubin, bw):
+    code = sass(cubin[0])["dram_copy"]
+    ops = [opcode(l) for l in instructions(code) if opcode(l).startswith(("STG", "LDG"))]
+    assert ops == ["LDG.E.128"] * bw.COPY_U + ["STG.E.128"] * bw.COPY_U, ops
+    assert_issued_before_use(code, "LDG.E.128", bw.COPY_U)
+
+
+def test_smem_read_is_lds128_in_flight(cubin, bw):
+    code = sass(cubin[0])["smem_read"]
+    lds = [opcode(l) for l in instructions(code) if opcode(l).startswith("LDS")]
+    assert lds == ["LDS.128"] * bw.ONCHIP_U
+    assert_issued_before_use(code, "LDS.128", bw.ONCHIP_U)
+    # the timed loop reads shared memory only: the one global load fills the buffer before it
+    loads = [(i, opcode(l)) for i, l in enumerate(instructions(code)) if opcode(l).startswith(("LDG", "LDS"))]
+    assert [o for _, o in loads] == ["LDG.E.128"] + ["LDS.128"] * bw.ONCHIP_U
+
+
+def test_l1_read_is_cached_16_byte_loads_in_flight(cubin, bw):
+    code = sass(cubin[0])["l1_read"]
+    loads = [opcode(l) for l in instructions(code) if opcode(l).startswith("LDG")]
+    assert loads == ["LDG.E.128"] * bw.ONCHIP_U  # plain LDG: through L1 (no .STRONG.GPU, no .CONSTANT)
+    assert_issued_before_use(code, "LDG.E.128", bw.ONCHIP_U)
+
+
+def test_the_in_flight_check_catches_a_dependent_load(tmp_path):
+    """The SASS check itself: a kernel that uses each load before issuing the next must fail it."""
+    from cupy.cuda import nvrtc
+
+    src = r'''extern "C" __global__ void serial(const uint4* p, long long n, unsigned* sink) {
+        unsigned acc = 0;
+        for (long long i = threadIdx.x; i < n; i += 1024) {
+            uint4 a = p[i]; acc += a.x;
+            uint4 b = p[i + acc % 2]; acc += b.y;
+            uint4 c = p[i + acc % 3]; acc += c.z;
+            uint4 d = p[i + acc % 5]; acc += d.w;
+        }
+        *sink = acc; }'''
+    prog = nvrtc.createProgram(src, "serial.cu", [], [])
+    nvrtc.compileProgram(prog, ["-arch=sm_90"])
+    code = sass(nvrtc.getCUBIN(prog) + b"\0")["serial"]
+    with pytest.raises(AssertionError):
+        assert_issued_before_use(code, "LDG.E.128", 4)
+
+
+# -- registration and sweeps ----------------------------------------------------------------------------------
+
+def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
+    axes = {"bw.stride": {"element_bytes", "stride_elements", "aligned", "level"}, "bw.l2": {"footprint_bytes"},
+            "bw.dram": {"op"}, "bw.onchip": {"level"}}
+    quantities = {"bw.stride": {"coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"},
+                  "bw.l2": {"l2.bandwidth_bytes_per_s"},
+                  "bw.dram": {"dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
+                              "dram.copy_bandwidth_bytes_per_s"},
+                  "bw.onchip": {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm"}}
+    for pid, p in probes.items():
+        assert set(p.axes) == axes[pid]
+        assert set(p.quantities) == quantities[pid]
+        assert p.kernels == ("bandwidth.cu",)
+        module = importlib.import_module(p.func.__module__)
+        assert getattr(module, p.func.__qualname__) is p.func  # module-level: a child process finds it
+
+
+def test_config_counts_on_the_committed_h200(probes):
+    counts = {pid: (len(p.configs(H200, "quick")), len(p.configs(H200, "full"))) for pid, p in probes.items()}
+    assert counts == {"bw.stride": (84, 792), "bw.l2": (7, 25), "bw.dram": (3, 3), "bw.onchip": (2, 2)}
+    full = probes["bw.stride"].configs(H200, "full")
+    assert sorted({c["stride_elements"] for c in full}) == [*range(1, 65), 128, 256]
+    assert {c["aligned"] for c in full} == {"aligned", "misaligned"}
+    assert {c["level"] for c in full} == {"dram", "l2"} and {c["element_bytes"] for c in full} == {2, 4, 16}
+    quick = probes["bw.stride"].configs(H200, "quick")
+    assert sorted({c["stride_elements"] for c in quick}) == [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.mark.parametrize("device", [H200, OTHER], ids=["h200", "other"])
+def test_l2_sweep_spans_1_mib_to_the_l2_of_the_device(probes, device):
+    for profile in ("quick", "full"):
+        footprints = [c["footprint_bytes"] for c in probes["bw.l2"].configs(device, profile)]
+        assert footprints[0] == 1 << 20 and footprints[-1] == device["l2_bytes"]
+        assert footprints == sorted(set(footprints)) and all(f % 2048 == 0 for f in footprints)
+
+
+@pytest.mark.parametrize("device, capped_configs", [(H200, 0), (OTHER, 2)], ids=["h200", "other"])
+def test_stride_footprints_are_sized_from_the_device(bw, device, capped_configs):
+    warps = bw.full_occupancy_warps(device)
+    assert warps == device["sm_count"] * device["max_threads_per_sm"] // 32
+    cap = device["total_memory_bytes"] * bw.MEMORY_FRACTION
+    capped = 0
+    for e in bw.ELEMENT_BYTES:
+        tile_elements = 32 * bw.STRIDE_KERNELS[e][1]
+        for s in bw.FULL_STRIDES:
+            pitch = s * e
+            dram = bw.stride_layout(device, e, s, "dram", warps)
+            assert dram["step"] == warps % dram["tiles"]
+            assert dram["elements"] == dram["tiles"] * tile_elements
+            assert dram["touched_bytes"] == dram["elements"] * min(pitch, 32)
+            assert dram["span_bytes"] + 2 * e <= cap
+            wanted = -(-4 * device["l2_bytes"] // min(pitch, 32) // tile_elements // warps) * warps
+            if wanted * tile_elements * pitch + 2 * e <= cap:  # room: a pass reads every tile once
+                assert dram["tiles"] % warps == 0 and dram["trips_per_pass"] * warps == dram["tiles"]
+                assert dram["touched_bytes"] >= bw.DRAM_TOUCH_L2 * device["l2_bytes"]
+            else:  # capped: as many whole tiles as the cap holds, still well beyond L2
+                capped += 1
+                assert (dram["tiles"] + 1) * tile_elements * pitch + 2 * e > cap
+                assert dram["touched_bytes"] > 1.5 * device["l2_bytes"]
+            l2 = bw.stride_layout(device, e, s, "l2", warps)
+            per_element = min(pitch, bw.LARGEST_BLOCK)
+            assert l2["elements"] * per_element <= bw.L2_TOUCH_FRACTION * device["l2_bytes"]
+            assert l2["elements"] * per_element > bw.L2_TOUCH_FRACTION * device["l2_bytes"] / 2
+            assert l2["trips_per_pass"] == -(-l2["tiles"] // warps)
+    assert capped == capped_configs
+
+
+def test_stride_footprints_scale_with_the_l2(bw):
+    small = {**H200, "l2_bytes": H200["l2_bytes"] // 2}
+    warps = bw.full_occupancy_warps(H200)
+    a = bw.stride_layout(H200, 4, 8, "l2", warps)
+    b = bw.stride_layout(small, 4, 8, "l2", warps)
+    assert a["tiles"] == 2 * b["tiles"]
+    assert bw.dram_vectors(small, 8, 1024, 4) * 2 == pytest.approx(bw.dram_vectors(H200, 8, 1024, 4), rel=1e-3)
+
+
+def test_dram_buffers_are_whole_grid_trips_and_several_l2(bw):
+    threads = H200["sm_count"] * 2048
+    for unroll in (4, 8):
+        vecs = bw.dram_vectors(H200, bw.DRAM_BUFFER_L2, threads, unroll)
+        assert vecs % (threads * unroll) == 0
+        assert vecs * 16 >= bw.DRAM_BUFFER_L2 * H200["l2_bytes"]
+    tiny = {**H200, "total_memory_bytes": 1 << 30}
+    assert bw.dram_vectors(tiny, bw.DRAM_BUFFER_L2, threads, 4) * 16 <= (1 << 30) * bw.MEMORY_FRACTION
+
+
+def test_dram_variants_are_each_kernel_at_full_and_half_occupancy(bw):
+    variants = bw.dram_variants(H200, {4: "u4", 8: "u8"}, {4: 8, 8: 4})
+    assert [(v.func, v.unroll, v.blocks_per_sm) for v in variants] == [("u4", 4, 8), ("u4", 4, 4), ("u8", 8, 4),
+                                                                       ("u8", 8, 2)]
+    assert [v.blocks_per_sm for v in bw.dram_variants(H200, {4: "copy"}, {4: 1})] == [1]
+
+
+def test_misaligned_start_is_one_element(bw):
+    assert bw.misaligned_bytes(4, "aligned") == 0
+    assert [bw.misaligned_bytes(e, "misaligned") for e in (2, 4, 16)] == [2, 4, 16]
+    with pytest.raises(ValueError):
+        bw.misaligned_bytes(4, "True")
+
+
+# -- checksums: replay the kernels' indexing -----------------------------------------------------------------
+
+def replay_stride_kernel(tiles: int, warps: int, trips: int, loads: int, values: np.ndarray) -> int:
+    """What stride_read<T, U> sums, computed as the kernel walks (tile = warp % tiles, += step, wrap)."""
+    step = warps % tiles
+    total = 0
+    for warp in range(warps):
+        tile = warp % tiles
+        for _ in range(trips):
+            for u in range(loads):
+                chunk = tile * loads + u
+                total += int(values[chunk * 32: chunk * 32 + 32].sum())
+            tile += step
+            if tile >= tiles:
+                tile -= tiles
+    return total % 2**32
+
+
+@pytest.mark.parametrize("tiles, warps, trips", [(5, 3, 7), (3, 8, 5), (16, 8, 2), (8, 8, 3), (7, 7, 1),
+                                                 (40, 12, 4), (1, 4, 9)])
+def test_host_checksum_matches_the_kernels_walk(bw, tiles, warps, trips):
+    loads = 2
+    values = np.random.default_rng(tiles * warps).integers(0, 2**32, tiles * loads * 32, dtype=np.uint64)
+    q, r = bw.tile_reads(tiles, warps, trips)
+    per_tile = loads * 32
+    expected = (q * int(values.sum()) + int(values[: r * per_tile].sum())) % 2**32
+    assert expected == replay_stride_kernel(tiles, warps, trips, loads, values)
+
+
+def test_dram_passes_read_every_tile_equally(bw):
+    warps = bw.full_occupancy_warps(H200)
+    layout = bw.stride_layout(H200, 4, 3, "dram", warps)
+    for passes in (1, 3):
+        q, r = bw.tile_reads(layout["tiles"], warps, passes * layout["trips_per_pass"])
+        assert (q, r) == (passes, 0)
+
+
+# -- validity -----------------------------------------------------------------------------------------------
+
+def test_dram_bound_comes_from_the_device_properties(bw):
+    peak = bw.dram_peak_bytes_per_s(H200)
+    assert peak == pytest.approx(3.201e9 * 6016 / 8 * 2)  # 4.81 TB/s
+    assert bw.bandwidth_bound(H200, "dram") == pytest.approx(peak * bw.DRAM_SLACK)
+    assert bw.dram_peak_bytes_per_s(OTHER) == pytest.approx(1.215e9 * 5120 / 8 * 2)
+    assert bw.bandwidth_bound({**H200, "memory_clock_hz": None}, "dram") is None
+    assert bw.bandwidth_bound(H200, "l2") == pytest.approx(132 * 1.98e9 * bw.MAX_BYTES_PER_CLK_SM)
+
+
+class FakeCtx:
+    def __init__(self, hz=1.98e9):
+        from probes.harness import Budget
+
+        self.device = H200
+        self.budget = Budget(warmup_s=0.0, min_repeats=3, max_repeats=3)
+        self.hz = hz
+
+    def sm_clock(self):
+        return self.hz
+
+    def throttle_flag(self, hz):
+        return "throttled" if hz < 0.85 * self.device["sm_clock_max_hz"] else ""
+
+
+def test_flags_invalid_above_the_bound_and_throttled_below_the_clock(bw):
+    ctx = FakeCtx()
+    assert bw.flag_for(ctx, 5e12, 4e12, 1.98e9) == "invalid"
+    assert bw.flag_for(ctx, 3e12, 4e12, 1.98e9) == ""
+    assert bw.flag_for(ctx, 3e12, 4e12, 1.0e9) == "throttled"
+    assert bw.flag_for(ctx, 3e12, None, 1.98e9) == ""
+
+
+@pytest.fixture
+def fake_timer(bw, monkeypatch):
+    """EventTimer replaced by one that reports fixed seconds per launch and calls launch once per sample."""
+    class Timer:
+        seconds = 1e-3
+
+        def __init__(self, launch, min_sample_s, stream=None):
+            self.launch, self.batch = launch, 1
+
+        def seconds_per_launch(self):
+            self.launch()
+            return Timer.seconds
+
+    monkeypatch.setattr(bw, "EventTimer", Timer)
+    return Timer
+
+
+def test_measure_reports_bytes_per_clock_per_sm_and_checks_every_sample(bw, fake_timer):
+    ctx = FakeCtx(hz=1.9e9)
+    calls = {"launch": 0, "reset": 0, "verify": 0}
+    per_launch = 120.0 * 132 * 1.9e9 * 1e-3  # 120 B/clk/SM for 1 ms
+
+    samples = bw._measure(ctx, lambda: calls.__setitem__("launch", calls["launch"] + 1),
+                          lambda: calls.__setitem__("reset", calls["reset"] + 1),
+                          lambda: calls.__setitem__("verify", calls["verify"] + 1),
+                          per_launch, per_clk_bound=bw.MAX_BYTES_PER_CLK_SM)
+    per_clk = [s for s in samples if s.metric == "bytes_per_clk_sm" and s.repeat >= 0]
+    assert len(per_clk) == 3 and all(s.value == pytest.approx(120.0) and s.unit == "B/cycle" for s in per_clk)
+    assert {s.flag for s in samples} == {""} and {s.sm_clock_hz for s in samples} == {1.9e9}
+    bandwidth = [s for s in samples if s.metric == "bandwidth"]
+    assert bandwidth[0].value == pytest.approx(per_launch / 1e-3) and bandwidth[0].unit == "B/s"
+    assert calls["reset"] == calls["verify"] == calls["launch"] == 4  # warm-up sample + 3 repeats
+
+
+def test_measure_flags_an_impossible_bandwidth_invalid_and_keeps_it(bw, fake_timer):
+    ctx = FakeCtx()
+    fake_timer.seconds = 1e-6  # 1e9 bytes in a microsecond: 1 PB/s
+    samples = bw._measure(ctx, lambda: None, lambda: None, lambda: None, 1e9,
+                          bound=bw.bandwidth_bound(H200, "dram"))
+    assert samples and all(s.flag == "invalid" for s in samples)
+    assert samples[0].value == pytest.approx(1e15)

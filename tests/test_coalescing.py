@@ -1,0 +1,237 @@
+"""analysis/coalescing.py: byte accounting against hand-computed answers, the block-model fit on synthetic
+curves, and the derived rows of the bw.* probes from a synthetic measurements frame."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes,
+                                 predicted_efficiency, ratio_ci, relative_efficiency, stride_table,
+                                 touched_blocks, useful_bytes)
+from analysis.quantities import QUANTITIES
+from tests.conftest import COMMITTED_RUN
+
+DEVICE = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
+
+
+# -- byte accounting, by hand ------------------------------------------------------------------------------
+
+def test_fp32_stride1_is_four_sectors_or_one_segment():
+    # 32 lanes x 4 B = 128 contiguous bytes from an aligned base
+    assert touched_blocks(1, 4, 32) == 4 and moved_bytes(1, 4, 32) == 128
+    assert touched_blocks(1, 4, 128) == 1 and moved_bytes(1, 4, 128) == 128
+    assert useful_bytes(1, 4) == 128
+    assert predicted_efficiency(1, 4, 32) == predicted_efficiency(1, 4, 128) == 1.0
+
+
+def test_fp32_stride32_is_one_eighth_with_sectors_and_the_lectures_one_32nd_with_segments():
+    # lanes 128 B apart: every lane in its own sector and its own segment
+    assert touched_blocks(32, 4, 32) == 32
+    assert moved_bytes(32, 4, 32) == 32 * 32 == 1024
+    assert useful_bytes(32, 4) == 128
+    assert predicted_efficiency(32, 4, 32) == pytest.approx(1 / 8)
+    assert moved_bytes(32, 4, 128) == 4096
+    assert predicted_efficiency(32, 4, 128) == pytest.approx(1 / 32)
+    assert moved_bytes(32, 4, 64) == 2048
+
+
+def test_fp16_strides():
+    # stride 2: 32 lanes x 4 B apart = 128-byte span, 2 useful bytes in every 4
+    assert moved_bytes(2, 2, 32) == 128 and touched_blocks(2, 2, 32) == 4
+    assert moved_bytes(2, 2, 128) == 128
+    assert useful_bytes(2, 2) == 64 and predicted_efficiency(2, 2, 32) == pytest.approx(1 / 2)
+    # stride 1: 64 bytes, two sectors, but a whole 128-byte segment
+    assert moved_bytes(1, 2, 32) == 64 and moved_bytes(1, 2, 128) == 128
+    # the lecture's stride-64 fp16 row: 32 segments x 128 B for 64 B (1/64); sectors: 1024 B (1/16)
+    assert moved_bytes(64, 2, 128) == 4096 and predicted_efficiency(64, 2, 128) == pytest.approx(1 / 64)
+    assert moved_bytes(64, 2, 32) == 1024 and predicted_efficiency(64, 2, 32) == pytest.approx(1 / 16)
+    # stride 16 = 32 B apart: one element per sector
+    assert moved_bytes(16, 2, 32) == 1024 and moved_bytes(16, 2, 128) == 1024
+
+
+def test_16_byte_elements():
+    assert moved_bytes(1, 16, 32) == 512 and touched_blocks(1, 16, 32) == 16
+    assert moved_bytes(1, 16, 128) == 512 and touched_blocks(1, 16, 128) == 4
+    assert moved_bytes(2, 16, 32) == 1024 and moved_bytes(2, 16, 128) == 1024  # half of every block
+    assert moved_bytes(8, 16, 32) == 1024 and moved_bytes(8, 16, 128) == 4096  # 128 B apart
+    assert useful_bytes(8, 16) == 512
+    assert predicted_efficiency(8, 16, 32) == pytest.approx(1 / 2)
+    assert predicted_efficiency(8, 16, 128) == pytest.approx(1 / 8)
+
+
+def test_a_misaligned_start_adds_a_block():
+    assert touched_blocks(1, 4, 32, misaligned_bytes=4) == 5 and moved_bytes(1, 4, 32, 4) == 160
+    assert touched_blocks(1, 4, 128, misaligned_bytes=4) == 2 and moved_bytes(1, 4, 128, 4) == 256
+    assert touched_blocks(1, 16, 32, misaligned_bytes=16) == 17
+    assert touched_blocks(1, 16, 128, misaligned_bytes=16) == 5
+    assert touched_blocks(1, 2, 32, misaligned_bytes=2) == 3  # bytes 2..65
+    assert touched_blocks(2, 2, 32, misaligned_bytes=2) == 4  # bytes 2..127: the shift fills the gap
+    # every lane already has a block of its own: shifting the start changes nothing
+    assert moved_bytes(32, 4, 32, misaligned_bytes=4) == moved_bytes(32, 4, 32) == 1024
+    # an element straddling a block boundary touches both blocks
+    assert touched_blocks(1, 16, 32, misaligned_bytes=24) == 17
+    assert touched_blocks(0, 16, 32, misaligned_bytes=24) == 2 and useful_bytes(0, 16) == 16
+
+
+@pytest.mark.parametrize("block", CANDIDATE_BLOCKS)
+@pytest.mark.parametrize("element", [2, 4, 16])
+def test_byte_accounting_matches_counting_every_byte(block, element):
+    """Against a brute-force count: mark every byte each lane reads, count the blocks that hold one."""
+    for stride in [*range(1, 40), 64, 128, 256]:
+        for offset in (0, element):
+            touched = set()
+            for lane in range(32):
+                start = offset + lane * stride * element
+                touched |= {b // block for b in range(start, start + element)}
+            assert moved_bytes(stride, element, block, offset) == len(touched) * block, (stride, offset)
+
+
+def test_relative_efficiency_is_normalised_to_the_aligned_stride_1_read():
+    assert relative_efficiency(1, 2, 128) == 1.0
+    assert relative_efficiency(64, 2, 128) == pytest.approx((1 / 64) / (1 / 2))
+    assert relative_efficiency(1, 4, 32, misaligned_bytes=4) == pytest.approx(128 / 160)
+
+
+# -- the model fit ------------------------------------------------------------------------------------------
+
+def synthetic_curve(block: int, noise: float = 0.03, seed: int = 1, strides=(*range(1, 65), 128, 256)):
+    """Measured efficiencies a memory system moving ``block``-byte blocks would give, with noise."""
+    rng = np.random.default_rng(seed)
+    rows = [{"stride_elements": s, "element_bytes": e, "misaligned_bytes": 0,
+             "efficiency": relative_efficiency(s, e, block) * float(np.exp(noise * rng.standard_normal()))}
+            for e in (2, 4, 16) for s in strides]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("block", CANDIDATE_BLOCKS)
+def test_fit_recovers_the_block_size_of_a_synthetic_curve(block):
+    fit = fit_models(synthetic_curve(block))
+    assert fit["block_bytes"] == block
+    assert fit["ci"] == (block, block)
+    assert fit["errors"][block] < 0.1 < min(e for b, e in fit["errors"].items() if b != block)
+    assert set(fit["errors"]) == set(CANDIDATE_BLOCKS)
+
+
+def test_fit_recovers_the_block_from_the_quick_strides_too():
+    fit = fit_models(synthetic_curve(32, strides=(1, 2, 4, 8, 16, 32, 64)))
+    assert fit["block_bytes"] == 32 and fit["errors"][128] > 1  # more than an octave off on average
+
+
+def test_fit_refuses_a_curve_that_cannot_tell_blocks_apart():
+    with pytest.raises(ValueError):
+        fit_models(synthetic_curve(32, strides=(1,)))
+
+
+def test_ratio_ci_brackets_the_ratio_of_medians():
+    value, lo, hi = ratio_ci([1.0, 1.1, 0.9, 1.0, 1.05], [8.0, 8.1, 7.9, 8.0, 8.05])
+    assert value == pytest.approx(1 / 8)
+    assert lo <= value <= hi and hi - lo < 0.03
+
+
+# -- derived rows from a synthetic run ----------------------------------------------------------------------
+
+CLOCK = 1.98e9
+PEAK = 3.3e12  # the synthetic GPU's useful HBM rate at stride 1 (bytes moved at this rate)
+L2_RATE = 10e12
+
+
+def _samples(probe, metric, unit, values, flag="", **params):
+    return [{"probe": probe, "metric": metric, "unit": unit, "value": v, "repeat": i, "sm_clock_hz": CLOCK,
+             "timer": "cuda_event", "flag": flag, **params} for i, v in enumerate(values)]
+
+
+def _noisy(value, n=5, seed=0):
+    return list(value * (1 + 0.002 * np.random.default_rng(seed).standard_normal(n)))
+
+
+def synthetic_measurements(block: int = 32, strides=(1, 2, 4, 8, 16, 32, 64)) -> pd.DataFrame:
+    rows = []
+    sms = DEVICE["sm_count"]
+    for level, per_clk in (("smem", 127.5), ("l1", 125.0)):
+        for i, v in enumerate(_noisy(per_clk, seed=len(level))):
+            rows += _samples("bw.onchip", "bytes_per_clk_sm", "B/cycle", [v], level=level)
+            rows += _samples("bw.onchip", "bandwidth", "B/s", [v * sms * CLOCK], level=level)
+    # flagged samples outnumber the good ones: a fit that used them would move
+    rows += _samples("bw.onchip", "bytes_per_clk_sm", "B/cycle", [999.0] * 7, flag="invalid", level="smem")
+    rows += _samples("bw.onchip", "bytes_per_clk_sm", "B/cycle", [60.0] * 7, flag="throttled", level="l1")
+    # a small footprint runs faster and needed more repeats: it must count once, like every footprint
+    rows += _samples("bw.l2", "bandwidth", "B/s", _noisy(1.35 * L2_RATE, n=21), footprint_bytes=1 << 20)
+    for footprint in (2 << 20, 8 << 20, 16 << 20, 24 << 20):
+        rows += _samples("bw.l2", "bandwidth", "B/s", _noisy(L2_RATE, seed=footprint), footprint_bytes=footprint)
+    for footprint in (40 << 20, 50 << 20, DEVICE["l2_bytes"]):  # beyond half the L2: left out
+        rows += _samples("bw.l2", "bandwidth", "B/s", _noisy(4e12, seed=footprint), footprint_bytes=footprint)
+    for op, rate in (("read", 4.6e12), ("write", 4.4e12), ("copy", 4.3e12)):
+        rows += _samples("bw.dram", "bandwidth", "B/s", _noisy(rate, seed=len(op)), op=op)
+    rows += _samples("bw.dram", "bandwidth", "B/s", [9e12] * 7, flag="invalid", op="read")
+    for level, rate in (("dram", PEAK), ("l2", L2_RATE)):
+        for e in (2, 4, 16):
+            for s in strides:
+                for aligned, offset in (("aligned", 0), ("misaligned", e)):
+                    # moved bytes go at the level's rate, useful = moved x efficiency; fp16 at stride 1
+                    # already wastes half a 128-byte segment, so scale by the stride-1 efficiency too
+                    eff = predicted_efficiency(s, e, block, offset) / predicted_efficiency(1, 4, block)
+                    rows += _samples("bw.stride", "bandwidth", "B/s", _noisy(rate * eff, seed=s * e),
+                                     element_bytes=e, stride_elements=s, aligned=aligned, level=level)
+    for e in (2, 4, 16):  # throttled samples at the coalesced rate: the table and fit must ignore them
+        rows += _samples("bw.stride", "bandwidth", "B/s", [PEAK] * 7, flag="throttled", element_bytes=e,
+                         stride_elements=32, aligned="aligned", level="dram")
+    return pd.DataFrame(rows)
+
+
+EXPECTED = {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm", "l2.bandwidth_bytes_per_s",
+            "dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
+            "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm",
+            "coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"}
+
+
+def test_bandwidth_rows_give_every_quantity_with_its_unit():
+    rows = bandwidth_rows(synthetic_measurements(), DEVICE)
+    by = {r["quantity"]: r for r in rows}
+    assert set(by) == EXPECTED and len(rows) == len(EXPECTED)
+    units = QUANTITIES
+    for r in rows:
+        assert r["unit"] == units[r["quantity"]][0]
+        assert r["ci_low"] <= r["value"] <= r["ci_high"], r
+        assert set(r) == {"quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note"}
+    assert {by[q]["unit"] for q in ("smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm")} == {"B/cycle"}
+    assert by["coalescing.efficiency_stride32_fp32"]["unit"] == "1"
+    assert by["coalescing.block_bytes"]["unit"] == "B"
+
+
+def test_bandwidth_rows_values_leave_flagged_samples_out():
+    by = {r["quantity"]: r for r in bandwidth_rows(synthetic_measurements(), DEVICE)}
+    assert by["smem.bandwidth_bytes_per_clk_sm"]["value"] == pytest.approx(127.5, rel=0.01)
+    assert by["l1.bandwidth_bytes_per_clk_sm"]["value"] == pytest.approx(125.0, rel=0.01)
+    assert by["l2.bandwidth_bytes_per_s"]["value"] == pytest.approx(L2_RATE, rel=0.01)  # not the full-L2 point
+    assert by["dram.read_bandwidth_bytes_per_s"]["value"] == pytest.approx(4.6e12, rel=0.01)
+    assert by["dram.write_bandwidth_bytes_per_s"]["value"] == pytest.approx(4.4e12, rel=0.01)
+    assert by["dram.copy_bandwidth_bytes_per_s"]["value"] == pytest.approx(4.3e12, rel=0.01)
+    fair = 4.6e12 / DEVICE["sm_count"] / CLOCK
+    assert by["dram.read_bytes_per_clk_sm"]["value"] == pytest.approx(fair, rel=0.01)
+
+
+@pytest.mark.parametrize("block, efficiency", [(32, 1 / 8), (128, 1 / 32)])
+def test_coalescing_rows_reconstruct_the_synthetic_memory_system(block, efficiency):
+    by = {r["quantity"]: r for r in bandwidth_rows(synthetic_measurements(block), DEVICE)}
+    assert by["coalescing.efficiency_stride32_fp32"]["value"] == pytest.approx(efficiency, rel=0.01)
+    assert by["coalescing.block_bytes"]["value"] == block
+    note = by["coalescing.block_bytes"]["note"]
+    assert "32 B:" in note and "128 B:" in note  # both models' errors
+
+
+def test_stride_table_efficiency_and_bytes_moved_per_useful_byte():
+    table = stride_table(synthetic_measurements(32))
+    row = table[(table["level"] == "dram") & (table["element_bytes"] == 4) & (table["stride_elements"] == 32)
+                & (table["aligned"] == "aligned")].iloc[0]
+    assert row["efficiency"] == pytest.approx(1 / 8, rel=0.01)
+    assert row["moved_per_useful"] == pytest.approx(8, rel=0.01)
+    assert row["pred_32"] == pytest.approx(1 / 8) and row["pred_128"] == pytest.approx(1 / 32)
+    mis = table[(table["level"] == "l2") & (table["element_bytes"] == 4) & (table["stride_elements"] == 1)
+                & (table["aligned"] == "misaligned")].iloc[0]
+    assert mis["misaligned_bytes"] == 4 and mis["efficiency"] == pytest.approx(0.8, rel=0.01)
+
+
+def test_no_bandwidth_probe_no_rows():
+    frame = pd.DataFrame(_samples("chase.latency", "latency", "cycles", [30.0], footprint_bytes=1024))
+    assert bandwidth_rows(frame, DEVICE) == []
