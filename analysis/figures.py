@@ -134,3 +134,45 @@ def bank_conflicts(measurements: pd.DataFrame, ax=None):
     ax.set_title("Shared-memory bank conflicts (lines: CuPy; crosses: Numba)")
     ax.legend(fontsize=6, ncol=2)
     return ax
+
+
+def coalescing(measurements: pd.DataFrame, ax=None):
+    """Useful-bandwidth efficiency against element stride from HBM (aligned), per element size, with the
+    32-byte sector and 128-byte segment models' predictions dashed and dotted."""
+    from analysis.coalescing import stride_table
+
+    ax = ax or plt.figure(figsize=(9, 4.5)).gca()
+    table = stride_table(measurements)
+    table = table[(table["level"] == "dram") & (table["aligned"] == "aligned")]
+    for (element, group), colour in zip(table.groupby("element_bytes"), sns.color_palette("deep")):
+        group = group.sort_values("stride_elements")
+        ax.plot(group["stride_elements"], group["efficiency"], "o-", markersize=3, color=colour,
+                label=f"{int(element)}-byte elements, measured")
+        ax.plot(group["stride_elements"], group["pred_32"], "--", color=colour, lw=0.8)
+        ax.plot(group["stride_elements"], group["pred_128"], ":", color=colour, lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("element stride between lanes")
+    ax.set_ylabel("useful bandwidth / stride-1 bandwidth")
+    ax.set_title("Coalescing from HBM (dashed: 32-B sector model; dotted: 128-B segment model)")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, ax=None):
+    """L2-only 16-byte read bandwidth against footprint, with HBM read bandwidth for scale."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "bw.l2") & (measurements["metric"] == "bandwidth")])
+    _median_lines(ax, frame.assign(series="L2-only reads"), "footprint_bytes", "series", lambda n: n)
+    dram = usable(measurements[(measurements["probe"] == "bw.dram") & (measurements["op"] == "read")
+                               & (measurements["metric"] == "bandwidth")]) if "op" in measurements else frame.iloc[:0]
+    if not dram.empty:
+        ax.axhline(dram["value"].median(), color="tab:red", ls="--", lw=0.8, label="HBM read")
+    ax.axvline(device["l2_bytes"], color="grey", ls=":", lw=0.8)
+    _bytes_axis(ax)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("footprint")
+    ax.set_ylabel("bytes per second")
+    ax.set_title("Bandwidth against footprint")
+    ax.legend(fontsize=7)
+    return ax

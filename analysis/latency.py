@@ -63,6 +63,8 @@ def frontend_agreement(measurements: pd.DataFrame, tolerance_octaves: float = 1 
     The CuPy side is the same footprint, or in a jittered sweep the nearest one within ``tolerance_octaves``
     (footprints that close lie on the same plateau); ``cupy_footprint`` says which was used."""
     columns = ["footprint_bytes", "flavour", "cupy_footprint", "cupy", "numba", "ratio"]
+    if not measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE]).any():
+        return pd.DataFrame(columns=columns)
     chase = usable(measurements[measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE])
                                 & (measurements["metric"] == "latency")])
     if "stride_bytes" in chase:
@@ -89,6 +91,10 @@ def _row(quantity, value, low, high, method, probe, note=""):
 
 
 def _chase(measurements, probe, metric="latency", **params) -> pd.DataFrame:
+    """Usable samples of ``probe``'s ``metric`` at the given parameters (none if a parameter column is absent:
+    a run of other probes only)."""
+    if any(name not in measurements for name in params):
+        return measurements.iloc[:0]
     frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
     for name, value in params.items():
         frame = frame[frame[name] == value]

@@ -41,18 +41,20 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
             return "-"
         return fmt_value(d.loc[quantity, "value"] / clock, "s")
 
-    bandwidth = f"not measured ({PENDING['bandwidth']})"
+    pending = f"bw probes ({PENDING['bandwidth']})"
     rows = [
         ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
-         measured("smem.latency_cycles", "issue #3"), as_time("smem.latency_cycles"), bandwidth, "one block"),
+         measured("smem.latency_cycles", "issue #3"), as_time("smem.latency_cycles"),
+         measured("smem.bandwidth_bytes_per_clk_sm", pending), "one block"),
         ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "issue #3"),
-         as_time("l1.latency_cycles"), bandwidth, "one SM"),
+         as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", pending), "one SM"),
         ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "issue #3"),
-         as_time("l2.latency_cycles"), bandwidth, "the SMs beside it"),
+         as_time("l2.latency_cycles"), measured("l2.bandwidth_bytes_per_s", pending), "the SMs beside it"),
         ("L2, far partition", measured("l2.capacity_bytes", "full profile") + f"; driver {fmt_bytes(device['l2_bytes'])}",
-         measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), bandwidth, "whole GPU"),
+         measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "issue #3"),
-         measured("dram.latency_ns", "issue #3"), bandwidth, "whole GPU"),
+         measured("dram.latency_ns", "issue #3"), measured("dram.read_bandwidth_bytes_per_s", pending) + " read",
+         "whole GPU"),
     ]
     return pd.DataFrame(rows, columns=["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)",
                                        "bandwidth", "shared by"])
@@ -114,6 +116,8 @@ FIGURES = (
     ("tlb-staircase.png", "chase.tlb", lambda meta, m, d: figures.tlb_staircase(m, d)),
     ("line-size.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
     ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),
+    ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
+    ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"])),
     ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
 )
 

@@ -124,3 +124,13 @@ def test_report_renders_a_simulated_run(tmp_path):
     assert "data:image/png;base64," in html and "Memory hierarchy, reconstructed" in html
     assert "33.0" in (tmp_path / "report" / "index.md").read_text()
     assert (tmp_path / "report" / "latency-staircase.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("probe_id", sorted(fakes_ids := [p.id for p in simulated_probes()]))
+def test_derive_and_render_work_on_a_run_of_any_single_probe(tmp_path, probe_id):
+    probes = [p for p in simulated_probes() if p.id == probe_id]
+    run, meta, _ = make_run(tmp_path, probes)
+    meta = runner.execute(run, meta, probes, isolate=False)
+    measurements = run.read_measurements()
+    render(meta, measurements, derive(meta, measurements), tmp_path / "report")
+    assert (tmp_path / "report" / "index.html").exists()
