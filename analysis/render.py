@@ -16,6 +16,7 @@ import pandas as pd
 from analysis import claims, figures
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
+from analysis.stats import SPREAD_WARNING, unstable_configs
 from analysis.units import fmt_bytes, fmt_value
 
 #: Probe families still to come, named in the report where their columns are empty.
@@ -107,6 +108,11 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
     for (probe, flag), group in flagged.groupby(["probe", "flag"]):
         out.append(f"{probe}: {len(group)} of {int((measurements['probe'] == probe).sum())} samples flagged "
                    f"{flag} and left out of fits")
+    unstable = unstable_configs(measurements)
+    for probe, group in unstable.groupby("probe", sort=False):
+        worst = group.iloc[0]
+        out.append(f"{probe}: {len(group)} configs spread more than {SPREAD_WARNING:.0%} (relative IQR); worst "
+                   f"{worst['config']} {worst['metric']} at {worst['rel_iqr']:.1%}")
     return out
 
 

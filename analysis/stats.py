@@ -30,3 +30,15 @@ def summarize(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                       q75=lambda v: v.quantile(0.75), min="min", max="max").reset_index()
     out["rel_iqr"] = (out["q75"] - out["q25"]) / out["median"].abs()
     return out
+
+
+#: A config whose samples' relative IQR exceeds this is unstable: warned in the run summary and the report.
+SPREAD_WARNING = 0.05
+
+
+def unstable_configs(measurements: pd.DataFrame, threshold: float = SPREAD_WARNING) -> pd.DataFrame:
+    """(probe, config, metric, n, median, rel_iqr) of every config whose usable samples spread more than
+    ``threshold`` (relative IQR), worst first."""
+    table = summarize(usable(measurements), ["probe", "config", "metric"])
+    table = table[(table["n"] >= 3) & (table["rel_iqr"] > threshold)]
+    return table.sort_values("rel_iqr", ascending=False)[["probe", "config", "metric", "n", "median", "rel_iqr"]]

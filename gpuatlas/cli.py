@@ -45,6 +45,7 @@ def cmd_list(args) -> int:
 def cmd_run(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from analysis.stats import SPREAD_WARNING, unstable_configs
     from probes import runner
     from probes.registry import parse_override, select
 
@@ -74,7 +75,13 @@ def cmd_run(args) -> int:
         line = f"{mark} {probe.id}: {state['configs_done']}/{state['configs_total']} configs in {state['seconds']:.1f} s"
         if state.get("error"):
             line += f" -- {state['error']}"
-        console.print(line)
+        elif state["configs_done"]:
+            measured = run.read_measurements()
+            unstable = unstable_configs(measured[measured["probe"] == probe.id])
+            if len(unstable):
+                line += (f" [yellow]({len(unstable)} configs spread more than {SPREAD_WARNING:.0%}; "
+                         "see the report's warnings)[/]")
+        console.print(line, highlight=False)
 
     run, meta, probes = runner.prepare(args.probe, args.profile, Path(args.out),
                                        Path(args.resume) if args.resume else None, overrides, args.seed)
@@ -169,9 +176,16 @@ def cmd_doctor(args) -> int:
     return 1 if bad else 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the fix, and exit code 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"gpuatlas: error: {message} (see `{self.prog} --help`)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpuatlas", description="Reconstruct a GPU's hardware from measurements.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="gpuatlas", description="Reconstruct a GPU's hardware from measurements.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("list", help="the probes, their sweeps and config counts (no GPU needed)")
     s.add_argument("-p", "--probe", action="append", help="only this probe (or prefix); repeatable")
@@ -208,7 +222,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed in one line
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         return args.func(args)
     except UsageError as exc:
