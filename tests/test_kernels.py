@@ -1,6 +1,7 @@
 """Every kernel compiled for sm_90 without a GPU: resources, and the instructions that make it the probe it
 claims to be."""
 import re
+from pathlib import Path
 
 import pytest
 
@@ -82,3 +83,9 @@ def test_numba_chase_compiles_to_the_same_chain(flavour, opcode):
     (code,) = sass(cubin).values()
     assert_dependent_chain(timed_region(code), opcode, at_least=32)
     assert "0 bytes stack frame" in log
+
+
+@pytest.mark.parametrize("filename", sorted(p.name for p in (Path(__file__).parents[1] / "probes").glob("*.cu")))
+def test_every_kernel_file_compiles_for_sm90(filename):
+    cubin, log = compile_cubin(filename)
+    assert cubin.startswith(b"\x7fELF") and resource_usage(log), filename
