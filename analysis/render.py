@@ -33,7 +33,7 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
 
     def measured(quantity: str, pending: str) -> str:
         if quantity not in d.index:
-            return f"not measured ({pending})"
+            return pending if pending.startswith("not in this run") else f"not measured ({pending})"
         r = d.loc[quantity]
         return f"{fmt_value(r['value'], r['unit'])} [{fmt_value(r['ci_low'], r['unit'])}, {fmt_value(r['ci_high'], r['unit'])}]"
 
@@ -42,7 +42,7 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
             return "-"
         return fmt_value(d.loc[quantity, "value"] / clock, "s")
 
-    pending = f"bw probes ({PENDING['bandwidth']})"
+    pending = f"not in this run: bw probes, {PENDING['bandwidth']}"
     rows = [
         ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
          measured("smem.latency_cycles", "issue #3"), as_time("smem.latency_cycles"),
@@ -54,8 +54,8 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("L2, far partition", measured("l2.capacity_bytes", "full profile") + f"; driver {fmt_bytes(device['l2_bytes'])}",
          measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "issue #3"),
-         measured("dram.latency_ns", "issue #3"), measured("dram.read_bandwidth_bytes_per_s", pending) + " read",
-         "whole GPU"),
+         measured("dram.latency_ns", "issue #3"),
+         measured("dram.read_bandwidth_bytes_per_s", pending).replace("]", "] read", 1), "whole GPU"),
     ]
     return pd.DataFrame(rows, columns=["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)",
                                        "bandwidth", "shared by"])
