@@ -67,14 +67,46 @@ def _per_sm_load(d: dict, device: dict) -> float:
     return 128.0 * device["sm_count"]
 
 
+def ratio(numerator: str, denominator: str) -> Callable:
+    """A figure recomputed as the ratio of two measured quantities."""
+    def measure(d: dict, device: dict) -> Measured | None:
+        if numerator not in d or denominator not in d:
+            return None
+        n, dn = d[numerator], d[denominator]
+        return n[0] / dn[0], n[1] / dn[2], n[2] / dn[1]
+
+    return measure
+
+
+def on_chip_bytes(device: dict) -> float | None:
+    """Registers + shared memory of every SM, plus the L2: the lecture's "on-chip total"."""
+    keys = ("sm_count", "regs_per_sm", "smem_per_sm_bytes", "l2_bytes")
+    if any(k not in device for k in keys):
+        return None
+    return device["sm_count"] * (4 * device["regs_per_sm"] + device["smem_per_sm_bytes"]) + device["l2_bytes"]
+
+
+def on_chip(scale_into: float | None = None) -> Callable:
+    """The on-chip total from driver properties; with ``scale_into``, how many times it fits into that many
+    bytes (the lecture's 13.5 GB of 7B-model weights)."""
+    def measure(d: dict, device: dict) -> Measured | None:
+        total = on_chip_bytes(device)
+        if total is None:
+            return None
+        value = total if scale_into is None else scale_into / total
+        return (value,) * 3
+
+    return measure
+
+
 CLAIMS = (
-    Claim("§7.1", "132 SMs", 132, "1", 0.0, device_property("sm_count"), "driver-reported SM count"),
+    Claim("§7.1", "132 SMs", 132, "1", 0.0, device_property("sm_count"), "driver-reported SM count", "#2"),
     Claim("§7.1", "2,048 threads (64 warps) per SM", 2048, "1", 0.0, device_property("max_threads_per_sm"),
-          "driver-reported threads per SM"),
+          "driver-reported threads per SM", "#2"),
     Claim("Numbers worth memorizing", "256 KB of registers per SM", 256 * 1024, "B", 0.0,
-          device_property("regs_per_sm", 4), "driver-reported 32-bit registers per SM x 4 B"),
+          device_property("regs_per_sm", 4), "driver-reported 32-bit registers per SM x 4 B", "#2"),
     Claim("§7.3", "228 KB of shared memory per SM", 228 * 1024, "B", 0.0, device_property("smem_per_sm_bytes"),
-          "driver-reported shared memory per SM"),
+          "driver-reported shared memory per SM", "#2"),
     Claim("§7.3", "shared memory ~30 cycles", 30, "cycles", 0.2, quantity("smem.latency_cycles"),
           "dependent-load chase in shared memory", "#3",
           "each load's address is the previous load's value (no index arithmetic between loads); chases "
@@ -117,6 +149,23 @@ CLAIMS = (
           quantity("tc.bf16.peak_flops"), "wgmma BF16 peak", "#7"),
     Claim("Numbers worth memorizing; §7.7", "FP32 vector ~67 TFLOP/s", 67e12, "FLOP/s", 0.1,
           quantity("fp32.peak_flops"), "FP32 FMA peak", "#7"),
+    Claim("Numbers worth memorizing; §7.7", "tensor vs vector peak ~15x", 989 / 67, "1", 0.1,
+          ratio("tc.bf16.peak_flops", "fp32.peak_flops"), "recomputed: measured BF16 tensor / FP32 peak", "#7"),
+    Claim("Numbers worth memorizing; §7.8", "ridge point 295 FLOP/byte (bf16)", 295, "1", 0.2,
+          ratio("tc.bf16.peak_flops", "dram.read_bandwidth_bytes_per_s"),
+          "recomputed: measured BF16 tensor peak / measured HBM read bandwidth", "#7",
+          "both sides are this GPU's own: its HBM is faster than the H100 SXM's"),
+    Claim("Numbers worth memorizing; §7.8", "SMEM tiling (BLOCK 128-256) reaches ~43% of peak", 0.43, "1", 0.25,
+          quantity("roofline.tiled_fraction_of_peak"), "Triton tiled matmul at BLOCK 128-256 over the peak", "#7"),
+    Claim("Numbers worth memorizing; §7.3", "on-chip total ~114 MB (registers + shared memory + L2)", 114e6,
+          "B", 0.1, on_chip(), "recomputed from driver properties: SMs x (registers + shared) + L2", "#2",
+          "the H200's 60 MiB L2 against the H100 SXM's 50 MB"),
+    Claim("Numbers worth memorizing; §7.3", "a 7B model's 13.5 GB is 118x the on-chip total", 118, "1", 0.1,
+          on_chip(scale_into=13.5e9), "recomputed: 13.5 GB / this GPU's on-chip total", "#2",
+          "the H200's larger L2 makes its on-chip total larger, so the weights are fewer times it"),
+    Claim("Numbers worth memorizing; §7.10", "fused softmax: 5 passes become 2, 2.5x faster", 2.5, "1", 0.2,
+          quantity("fusion.softmax_speedup"), "fused Triton softmax over three unfused kernels, 4096^2 bf16",
+          "#8"),
 )
 
 

@@ -53,6 +53,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma)"),
     "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma)"),
     "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
+    "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),
+    "fusion.softmax_speedup": ("1", "fused softmax time over three unfused kernels' time, 4096 x 4096 bf16"),
 }
 
 

@@ -48,3 +48,21 @@ def test_littles_law_figures_are_recomputed_from_measured_inputs():
     assert float(table.loc["~0.93 MB in flight saturates HBM", "ratio"]) == pytest.approx(1.0, abs=0.01)
     assert float(table.loc["~55 warps per SM, one 128-B load each", "ratio"]) == pytest.approx(1.0, abs=0.01)
     assert float(table.loc["one SM's fair share of HBM is 14.1 B/cycle", "ratio"]) == pytest.approx(1.0, abs=0.01)
+
+
+def test_every_claim_names_a_vocabulary_quantity_or_a_device_property():
+    from analysis.quantities import QUANTITIES
+
+    for claim in CLAIMS:
+        names = [c.cell_contents for c in (claim.measure.__closure__ or ()) if isinstance(c.cell_contents, str)]
+        assert all(n in QUANTITIES or n in DEVICE for n in names), (claim.text, names)
+    empty = judge(derived(), {})
+    assert (empty["verdict"] == "not measured").all() and empty["reason"].str.contains("issue #").all()
+
+
+def test_on_chip_total_is_recomputed_from_the_device():
+    table = judge(derived(), {**DEVICE, "sm_count": 132, "regs_per_sm": 65536, "smem_per_sm_bytes": 228 * 1024,
+                              "l2_bytes": 50_000_000}).set_index("claim")
+    # the lecture's own H100 inputs give its 114 MB and 118x
+    assert table.loc["on-chip total ~114 MB (registers + shared memory + L2)", "verdict"] == "holds"
+    assert table.loc["a 7B model's 13.5 GB is 118x the on-chip total", "verdict"] == "holds"
