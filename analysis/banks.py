@@ -168,12 +168,8 @@ def fit_banks(frame: pd.DataFrame, candidates=CANDIDATES, resamples: int = 2000,
 def bank_rows(measurements: pd.DataFrame) -> list[dict]:
     """Derived rows: the bank structure and cost per way from the latency form of ``smem.banks``, the
     pipeline's cost per way from its throughput form, and exercise 3's recovery factor."""
-    from analysis.quantities import QUANTITIES
+    from analysis.quantities import derived_row as row
     from analysis.stats import median_ci, usable
-
-    def row(quantity, value, low, high, method, probe, note=""):
-        return {"quantity": quantity, "value": float(value), "unit": QUANTITIES[quantity][0],
-                "ci_low": float(low), "ci_high": float(high), "method": method, "probe": probe, "note": note}
 
     rows = []
     banks = measurements[measurements["probe"] == "smem.banks"]

@@ -18,8 +18,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.quantities import QUANTITIES
-from analysis.stats import median_ci, usable
+from analysis.quantities import derived_row
+from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes, fmt_value
 
 LANES = 32
@@ -27,10 +27,6 @@ LANES = 32
 CANDIDATE_BLOCKS = (32, 64, 128)
 SECTOR_BYTES, SEGMENT_BYTES = 32, 128
 STRIDE_PROBE, DRAM_PROBE, L2_PROBE, ONCHIP_PROBE = "bw.stride", "bw.dram", "bw.l2", "bw.onchip"
-
-def _unit(quantity: str) -> str:
-    return QUANTITIES[quantity][0]
-
 
 # -- byte accounting ----------------------------------------------------------------------------------------
 
@@ -166,22 +162,8 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 
 
 # -- derived rows -------------------------------------------------------------------------------------------
 
-def _row(quantity, value, low, high, method, probe, note="") -> dict:
-    return {"quantity": quantity, "value": float(value), "unit": _unit(quantity), "ci_low": float(low),
-            "ci_high": float(high), "method": method, "probe": probe, "note": note}
-
-
-def _select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.DataFrame:
-    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
-    for name, value in params.items():
-        if name not in frame:
-            return frame.iloc[:0]
-        frame = frame[frame[name] == value]
-    return usable(frame)
-
-
 def _stride_samples(measurements, level, element_bytes, stride, aligned="aligned") -> pd.Series:
-    frame = _select(measurements, STRIDE_PROBE, "bandwidth", level=level)
+    frame = select(measurements, STRIDE_PROBE, "bandwidth", level=level)
     if frame.empty:
         return frame["value"]
     frame = frame[(frame["element_bytes"].astype(int) == element_bytes)
@@ -212,12 +194,12 @@ def _onchip_rows(measurements) -> list[dict]:
     rows = []
     for level, quantity, what in (("smem", "smem.bandwidth_bytes_per_clk_sm", "LDS.128"),
                                   ("l1", "l1.bandwidth_bytes_per_clk_sm", "LDG.E.128 L1 hits")):
-        frame = _select(measurements, ONCHIP_PROBE, "bytes_per_clk_sm", level=level)
+        frame = select(measurements, ONCHIP_PROBE, "bytes_per_clk_sm", level=level)
         if frame.empty:
             continue
         med, lo, hi = median_ci(frame["value"])
         clock = frame["sm_clock_hz"].median()
-        rows.append(_row(quantity, med, lo, hi,
+        rows.append(derived_row(quantity, med, lo, hi,
                          f"{what} from a 16 KiB buffer per block, every SM full: bytes / s / SMs / the SM clock "
                          "read after each sample (median, bootstrap 95% CI)", ONCHIP_PROBE,
                          f"{len(frame)} samples at {fmt_value(clock, 'Hz')}"))
@@ -227,7 +209,7 @@ def _onchip_rows(measurements) -> list[dict]:
 def _l2_rows(measurements, device) -> list[dict]:
     """The L2 plateau: the median over footprints up to half the L2 of each footprint's median (every
     footprint counts once, however many repeats it took), with a bootstrap CI over those footprints."""
-    frame = _select(measurements, L2_PROBE, "bandwidth")
+    frame = select(measurements, L2_PROBE, "bandwidth")
     if frame.empty:
         return []
     per = frame.groupby("footprint_bytes")["value"].median().sort_index()
@@ -238,7 +220,7 @@ def _l2_rows(measurements, device) -> list[dict]:
     note = (f"{len(window)} footprints {fmt_bytes(window.index.min())}..{fmt_bytes(window.index.max())}: "
             f"medians {fmt_value(window.min(), 'B/s')}..{fmt_value(window.max(), 'B/s')}; "
             f"at {fmt_bytes(per.index.max())}: {fmt_value(per.iloc[-1], 'B/s')}")
-    return [_row("l2.bandwidth_bytes_per_s", med, lo, hi,
+    return [derived_row("l2.bandwidth_bytes_per_s", med, lo, hi,
                  "16-byte ld.global.cg loads re-reading footprints up to half the L2, every SM full: median over "
                  "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note)]
 
@@ -250,19 +232,19 @@ def _dram_rows(measurements, device) -> list[dict]:
                                ("write", "dram.write_bandwidth_bytes_per_s", "16-byte stores"),
                                ("copy", "dram.copy_bandwidth_bytes_per_s", "16-byte loads and stores, bytes read "
                                                                            "plus written")):
-        frame = _select(measurements, DRAM_PROBE, "bandwidth", op=op)
+        frame = select(measurements, DRAM_PROBE, "bandwidth", op=op)
         if frame.empty:
             continue
         med, lo, hi = median_ci(frame["value"])
         note = f"{len(frame)} samples"
         if peak:
             note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
-        rows.append(_row(quantity, med, lo, hi, f"{what} over buffers of several times L2, grid-stride, every "
+        rows.append(derived_row(quantity, med, lo, hi, f"{what} over buffers of several times L2, grid-stride, every "
                          "SM full (median, bootstrap 95% CI)", DRAM_PROBE, note))
         if op == "read":
             per_clk = frame["value"] / device["sm_count"] / frame["sm_clock_hz"]
             pmed, plo, phi = median_ci(per_clk)
-            rows.append(_row("dram.read_bytes_per_clk_sm", pmed, plo, phi,
+            rows.append(derived_row("dram.read_bytes_per_clk_sm", pmed, plo, phi,
                              "HBM read bandwidth / (SMs x the SM clock read after each sample)", DRAM_PROBE,
                              f"{device['sm_count']} SMs at {fmt_value(frame['sm_clock_hz'].median(), 'Hz')}"))
     return rows
@@ -284,7 +266,7 @@ def _coalescing_rows(measurements) -> list[dict]:
                 f"{predicted_efficiency(32, 4, SEGMENT_BYTES):.4g} (1/32, the lecture) with 128-byte segments")
         if math.isfinite(l2):
             note += f"; from L2 (same kernel, L2-resident): {l2:.4g}"
-        rows.append(_row("coalescing.efficiency_stride32_fp32", value, lo, hi,
+        rows.append(derived_row("coalescing.efficiency_stride32_fp32", value, lo, hi,
                          "useful HBM bandwidth of fp32 loads at element stride 32 / at stride 1, aligned, "
                          "ld.global.cg (ratio of medians, bootstrap 95% CI)", STRIDE_PROBE, note))
     dram = table[(table["level"] == "dram") & (table["misaligned_bytes"] == 0)]
@@ -306,7 +288,7 @@ def _coalescing_rows(measurements) -> list[dict]:
     mis = table[(table["stride_elements"] == 1) & (table["element_bytes"] == 4) & (table["misaligned_bytes"] > 0)]
     for level, eff in zip(mis["level"], mis["efficiency"]):
         note += f"; fp32 stride 1 one element off, {level}: {eff:.3f} of aligned"
-    rows.append(_row("coalescing.block_bytes", fit["block_bytes"], *fit["ci"],
+    rows.append(derived_row("coalescing.block_bytes", fit["block_bytes"], *fit["ci"],
                      "block size B in {32, 64, 128} whose byte accounting (distinct B-byte blocks per warp load "
                      "x B) best predicts bandwidth(s)/bandwidth(1) of the HBM stride sweep (bootstrap over "
                      "configs)", STRIDE_PROBE, note))

@@ -6,36 +6,26 @@ import pandas as pd
 from analysis.banks import bank_rows
 from analysis.coalescing import bandwidth_rows
 from analysis.latency import hierarchy_rows
-from analysis.quantities import QUANTITIES
+from analysis.quantities import derived_row
 from analysis.results import DERIVED_COLUMNS
-from analysis.stats import median_ci, usable
+from analysis.stats import median_ci, select
 
 
-def _row(quantity: str, values, method: str, probe: str, note: str = "") -> dict:
-    med, lo, hi = median_ci(values)
-    return {"quantity": quantity, "value": med, "unit": QUANTITIES[quantity][0], "ci_low": lo, "ci_high": hi,
-            "method": method, "probe": probe, "note": note}
-
-
-def _select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.Series:
-    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
-    for name, value in params.items():
-        frame = frame[frame[name] == value]
-    return usable(frame)["value"]
+def _median_row(quantity: str, values, method: str, probe: str) -> dict:
+    return derived_row(quantity, *median_ci(values), method, probe)
 
 
 def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
     rows = []
-    clock = _select(measurements, "clock.sm", "sm_clock", busy_sms="all") if "busy_sms" in measurements else ()
+    clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
     if len(clock):
-        rows.append(_row("clock.sm_hz", clock, "median over repeats, every SM spinning on globaltimer",
-                         "clock.sm"))
-    if "mode" in measurements:
-        for mode, quantity in (("plain", "launch.overhead_s"), ("graph", "launch.graph_overhead_s")):
-            values = _select(measurements, "launch.overhead", "launch_interval", mode=mode)
-            if len(values):
-                rows.append(_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
-                                 "launch.overhead"))
+        rows.append(_median_row("clock.sm_hz", clock, "median over repeats, every SM spinning on globaltimer",
+                                "clock.sm"))
+    for mode, quantity in (("plain", "launch.overhead_s"), ("graph", "launch.graph_overhead_s")):
+        values = select(measurements, "launch.overhead", "launch_interval", mode=mode)["value"]
+        if len(values):
+            rows.append(_median_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
+                                    "launch.overhead"))
     rows += hierarchy_rows(measurements, meta["device"])
     rows += bank_rows(measurements)
     rows += bandwidth_rows(measurements, meta["device"])

@@ -13,8 +13,8 @@ import pandas as pd
 
 from analysis.linesize import fit_line_size
 from analysis.plateaus import fit_staircase
-from analysis.quantities import QUANTITIES
-from analysis.stats import median_ci, usable
+from analysis.quantities import derived_row
+from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes
 
 CUPY_PROBE, NUMBA_PROBE = "chase.latency", "chase.latency_numba"
@@ -85,22 +85,6 @@ def frontend_agreement(measurements: pd.DataFrame, tolerance_octaves: float = 1 
     return pd.DataFrame(rows, columns=columns)
 
 
-def _row(quantity, value, low, high, method, probe, note=""):
-    return {"quantity": quantity, "value": float(value), "unit": QUANTITIES[quantity][0], "ci_low": float(low),
-            "ci_high": float(high), "method": method, "probe": probe, "note": note}
-
-
-def _chase(measurements, probe, metric="latency", **params) -> pd.DataFrame:
-    """Usable samples of ``probe``'s ``metric`` at the given parameters (none if a parameter column is absent:
-    a run of other probes only)."""
-    if any(name not in measurements for name in params):
-        return measurements.iloc[:0]
-    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
-    for name, value in params.items():
-        frame = frame[frame[name] == value]
-    return usable(frame)
-
-
 def _plateau_text(fit) -> str:
     return "; ".join(f"{p.latency:.1f} cycles over {fmt_bytes(p.lo_bytes)}..{fmt_bytes(p.hi_bytes)}"
                      for p in fit.plateaus)
@@ -111,19 +95,18 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     rows = []
     if "footprint_bytes" not in measurements:
         return rows
-    through_l1 = _chase(measurements, CUPY_PROBE, flavour="default", stride_bytes=128)
-    l2_only = _chase(measurements, CUPY_PROBE, flavour="cg", stride_bytes=128)
+    through_l1 = select(measurements, CUPY_PROBE, "latency", flavour="default", stride_bytes=128)
+    l2_only = select(measurements, CUPY_PROBE, "latency", flavour="cg", stride_bytes=128)
     if through_l1["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
         rows += _l1_rows(through_l1)
     if l2_only["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
-        rows += _l2_dram_rows(l2_only, _chase(measurements, CUPY_PROBE, "latency_time", flavour="cg",
+        rows += _l2_dram_rows(l2_only, select(measurements, CUPY_PROBE, "latency_time", flavour="cg",
                                                stride_bytes=128))
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
-    rows += _smem_rows(_chase(measurements, "chase.smem", stride_bytes=4) if "stride_bytes" in measurements
-                       else measurements.iloc[:0])
+    rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
-    rows += _tlb_rows(_chase(measurements, "chase.tlb"))
+    rows += _tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
 
 
@@ -132,12 +115,12 @@ def _l1_rows(frame) -> list[dict]:
     first = fit.plateaus[0]
     in_l1 = [i for i, p in enumerate(fit.plateaus) if p.latency < SAME_LEVEL * first.latency]
     method = "staircase fit of the through-L1 chase (plateau levels: bootstrap 95% CI)"
-    rows = [_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
+    rows = [derived_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
                  f"plateaus: {_plateau_text(fit)}")]
     last = in_l1[-1]
     if last < len(fit.knees_bytes):
         lo, hi = fit.knee_ci[last]
-        rows.append(_row("l1.capacity_bytes", fit.knees_bytes[last], lo, hi,
+        rows.append(derived_row("l1.capacity_bytes", fit.knees_bytes[last], lo, hi,
                          "knee where latency crosses the geometric mean of L1 and the next level", CUPY_PROBE,
                          "kernel uses no shared memory, so the whole unified L1/shared array is L1"))
     return rows
@@ -149,22 +132,22 @@ def _l2_dram_rows(frame, times) -> list[dict]:
     method = "staircase fit of the L2-only (ld.global.cg) chase"
     note = f"plateaus: {_plateau_text(fit)}"
     near, dram = plateaus[0], plateaus[-1]
-    rows = [_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
+    rows = [derived_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
     if len(plateaus) >= 2:
-        rows.append(_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
+        rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
                          "knee after the near-partition plateau", CUPY_PROBE))
     if len(plateaus) >= 3:
         far = plateaus[1]
-        rows.append(_row("l2.far_latency_cycles", far.latency, far.ci_low, far.ci_high, method, CUPY_PROBE,
+        rows.append(derived_row("l2.far_latency_cycles", far.latency, far.ci_low, far.ci_high, method, CUPY_PROBE,
                          "first plateau after the near partition's knee"))
-        rows.append(_row("l2.capacity_bytes", knees[1], *fit.knee_ci[1],
+        rows.append(derived_row("l2.capacity_bytes", knees[1], *fit.knee_ci[1],
                          "knee after the far-partition plateau", CUPY_PROBE))
     if len(plateaus) >= 2:
-        rows.append(_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
+        rows.append(derived_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
                          f"last plateau, {fmt_bytes(dram.lo_bytes)}..{fmt_bytes(dram.hi_bytes)}"))
         span = times[(times["footprint_bytes"] >= dram.lo_bytes) & (times["footprint_bytes"] <= dram.hi_bytes)]
         med, lo, hi = median_ci(span["value"])
-        rows.append(_row("dram.latency_ns", med, lo, hi, "globaltimer seconds per load over the HBM plateau",
+        rows.append(derived_row("dram.latency_ns", med, lo, hi, "globaltimer seconds per load over the HBM plateau",
                          CUPY_PROBE, f"{len(span)} samples"))
     return rows
 
@@ -180,7 +163,7 @@ def _window_rows(measurements, device, have: set) -> list[dict]:
             continue
         r = hit.iloc[0]
         shown = ", ".join(fmt_bytes(f) for f in r["footprints"][:4]) + (", ..." if len(r["footprints"]) > 4 else "")
-        rows.append(_row(quantity, r["median"], r["ci_low"], r["ci_high"],
+        rows.append(derived_row(quantity, r["median"], r["ci_low"], r["ci_high"],
                          "median of chase samples in the level's footprint window (bootstrap 95% CI)",
                          CUPY_PROBE, f"{r['n']} samples at {shown}"))
     return rows
@@ -190,12 +173,12 @@ def _smem_rows(frame) -> list[dict]:
     if frame.empty:
         return []
     med, lo, hi = median_ci(frame["value"])
-    return [_row("smem.latency_cycles", med, lo, hi, "median of dependent LDS chase samples (bootstrap 95% CI)",
+    return [derived_row("smem.latency_cycles", med, lo, hi, "median of dependent LDS chase samples (bootstrap 95% CI)",
                  "chase.smem", f"footprints {', '.join(fmt_bytes(f) for f in sorted(frame['footprint_bytes'].unique()))}")]
 
 
 def _line_rows(measurements) -> list[dict]:
-    frame = _chase(measurements, "chase.line")
+    frame = select(measurements, "chase.line", "latency")
     if frame.empty:
         return []
     rows = []
@@ -205,7 +188,7 @@ def _line_rows(measurements) -> list[dict]:
         if data["stride_bytes"].nunique() < 3:
             continue
         fit = fit_line_size(data["stride_bytes"], data["value"])
-        rows.append(_row(quantity, fit["block_bytes"], *fit["ci"],
+        rows.append(derived_row(quantity, fit["block_bytes"], *fit["ci"],
                          "hinge fit hit + (miss-hit)*min(stride/L, 1), L a power of two", "chase.line",
                          f"{what}: hit {fit['hit']:.1f}, miss {fit['miss']:.1f} cycles, R2 {fit['r2']:.3f}"))
     return rows
@@ -218,17 +201,17 @@ def _tlb_rows(frame) -> list[dict]:
     rows, p = [], fit.plateaus
     if len(p) == 1:
         top = float(frame["footprint_bytes"].max())
-        return [_row("tlb.reach_lower_bound_bytes", top, top, top,
+        return [derived_row("tlb.reach_lower_bound_bytes", top, top, top,
                      "page-stride chase stayed on one plateau: no translation miss penalty up to this footprint",
                      "chase.tlb", f"plateau: {_plateau_text(fit)}")]
     for level in (1, 2):
         if len(p) <= level:
             break
         lo_level, hi_level = p[level - 1], p[level]
-        rows.append(_row(f"tlb.level{level}_reach_bytes", fit.knees_bytes[level - 1], *fit.knee_ci[level - 1],
+        rows.append(derived_row(f"tlb.level{level}_reach_bytes", fit.knees_bytes[level - 1], *fit.knee_ci[level - 1],
                          "knee of the page-stride chase (one element per 2 MiB page, L2-resident lines)",
                          "chase.tlb", f"plateaus: {_plateau_text(fit)}"))
-        rows.append(_row(f"tlb.level{level}_miss_cycles", hi_level.latency - lo_level.latency,
+        rows.append(derived_row(f"tlb.level{level}_miss_cycles", hi_level.latency - lo_level.latency,
                          hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
                          "step between adjacent plateaus of the page-stride chase", "chase.tlb"))
     return rows

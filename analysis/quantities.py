@@ -58,5 +58,7 @@ QUANTITIES: dict[str, tuple[str, str]] = {
 }
 
 
-def unit_of(quantity: str) -> str:
-    return QUANTITIES[quantity][0]
+def derived_row(quantity: str, value, low, high, method: str, probe: str, note: str = "") -> dict:
+    """One derived.csv row; the unit comes from the vocabulary, so a quantity outside it is an error."""
+    return {"quantity": quantity, "value": float(value), "unit": QUANTITIES[quantity][0], "ci_low": float(low),
+            "ci_high": float(high), "method": method, "probe": probe, "note": note}

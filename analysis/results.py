@@ -170,6 +170,11 @@ class RunDir:
         if missing:
             raise UsageError(f"{self.derived_path} lacks columns {sorted(missing)}: not a gpuatlas "
                              "derived.csv")
+        try:
+            frame[["value", "ci_low", "ci_high"]] = frame[["value", "ci_low", "ci_high"]].apply(pd.to_numeric)
+        except (ValueError, TypeError):
+            raise UsageError(f"{self.derived_path} has values that are not numbers: it is damaged; rebuild it "
+                             f"with `gpuatlas run --resume {self.path}`") from None
         return frame
 
     def done_configs(self, probe: str) -> set[str]:

@@ -10,6 +10,17 @@ def usable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["flag"].fillna("") == ""]
 
 
+def select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.DataFrame:
+    """Usable samples of ``probe``'s ``metric`` at the given parameters; none if a parameter's column is
+    absent (a run of other probes only)."""
+    if any(name not in measurements for name in params):
+        return measurements.iloc[:0]
+    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
+    for name, value in params.items():
+        frame = frame[frame[name] == value]
+    return usable(frame)
+
+
 def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Median and its percentile-bootstrap confidence interval."""
     values = np.asarray(values, dtype=float)

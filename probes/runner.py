@@ -108,6 +108,10 @@ def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
 PROBE_TIMEOUT_S = 900.0
 
 
+class ProbeFailed(Exception):
+    """A probe's own failure: recorded in run.json, and the run goes on with the next probe."""
+
+
 def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo: list[dict], ctx: Context,
                     report: Callable[[dict], None]) -> None:
     """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured."""
@@ -119,10 +123,6 @@ def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo
         rows = samples_frame(meta, probe_id, params, samples)
         run.write_part(probe_id, params, rows)
         report(params)
-
-
-class ProbeFailed(Exception):
-    """A probe's own failure: recorded in run.json, and the run goes on with the next probe."""
 
 
 def _child(run_path: str, probe_id: str, module: str, qualname: str, todo: list[dict], budget: Budget,

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 import fakes
 from analysis.results import RunDir

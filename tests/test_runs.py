@@ -134,3 +134,12 @@ def test_derive_and_render_work_on_a_run_of_any_single_probe(tmp_path, probe_id)
     measurements = run.read_measurements()
     render(meta, measurements, derive(meta, measurements), tmp_path / "report")
     assert (tmp_path / "report" / "index.html").exists()
+
+
+def test_a_derived_csv_with_text_in_its_numbers_is_refused(tmp_path):
+    run, meta, probes = make_run(tmp_path)
+    runner.execute(run, meta, probes, isolate=False)
+    text = run.derived_path.read_text().splitlines()
+    run.derived_path.write_text("\n".join(text[:2] + [text[2].replace(text[2].split(",")[1], "abc", 1)]) + "\n")
+    with pytest.raises(UsageError, match="not numbers"):
+        run.read_derived()
