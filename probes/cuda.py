@@ -26,11 +26,19 @@ def source(filename: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def module(filename: str, arch: str | None = None):
-    """The compiled RawModule for ``filename`` (cached per process)."""
+    """The compiled RawModule for ``filename`` (cached per process).
+
+    Without ``arch`` CuPy compiles for the device's own compute capability.  With one (``sm_90a``: the
+    architecture-specific target wgmma and setmaxnreg need, which CuPy's RawModule cannot request) the
+    cubin is built by ``compile_cubin`` -- the same NVRTC options -- and loaded as is."""
     import cupy
 
-    options = NVRTC_OPTIONS + ((f"--gpu-architecture={arch}",) if arch else ())
-    return cupy.RawModule(code=source(filename), options=options)
+    if arch is None:
+        return cupy.RawModule(code=source(filename), options=NVRTC_OPTIONS)
+    cubin, _ = compile_cubin(filename, arch)
+    path = Path(tempfile.mkdtemp(prefix="gpuatlas-")) / f"{Path(filename).stem}.{arch}.cubin"
+    path.write_bytes(cubin)
+    return cupy.RawModule(path=str(path))
 
 
 def kernel(filename: str, name: str, arch: str | None = None):
