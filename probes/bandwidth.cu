@@ -11,10 +11,14 @@
 //   stride_{2,4,16}      warp load i touches 32 elements at element stride s (one per lane), ld.global.cg
 //                        (L2 only: LDG.E.U16/LDG.E/LDG.E.128 .STRONG.GPU); the coalescing sweep and bw.l2.
 //   dram_read_u{4,8}     B loads, ld.global (LDG.E.128), U per thread in flight, grid-stride; u4 at full
-//                        occupancy, u8 at half (more loads per thread, fewer threads).  The host times
-//                        every bw.dram kernel at its occupancy and at half of it and measures the fastest.
+//                        occupancy, u8 at half (more loads per thread, fewer threads).
+//   dram_read_chunk_u{4,8}  the same loads, but a warp's trip reads U x 512 contiguous bytes, with the
+//                        L2 told to fetch 256-byte blocks (ld.global.L2::256B): fewer DRAM pages open at once.
 //   dram_write           B stores (STG.E.128) of a per-launch value, grid-stride.
-//   dram_copy            U B loads then U B stores (each word + seed), grid-stride.
+//   dram_copy            U B loads then U B stores (each word + seed), grid-stride; dram_copy_chunk_u{4,8}
+//                        with the chunked layout and 256-byte L2 fetches.
+//                        The host times every bw.dram kernel at its occupancy and at half of it and measures
+//                        the fastest (which one is recorded with the samples).
 //   smem_read            LDS.128 from a 16 KiB per-block shared buffer, re-read `reps` times.
 //   l1_read              LDG.E.128 from one 16 KiB global buffer every block re-reads `reps` times (L1 hits).
 //   fill_hash            w[i] = hash(i, seed): known, non-trivial contents for the checksums.
@@ -135,19 +139,45 @@ stride_16(const uint4* base, long long stride, long long tiles, long long step, 
 // vecs is a multiple of U * (threads in the grid), so every thread does the same work and no bounds check
 // is needed; `passes` sweeps of the whole buffer per launch.  Thread g's trip reads vectors
 // g + k * T + u * T (u < U): each of the U loads is a coalesced 512-byte warp access.
-template <int U>
+//
+// Two layouts of a trip.  Interleaved: thread g's load u reads vector g + u * T, so each warp load is a
+// 512-byte piece of a grid-wide row.  Chunked: warp w's trip reads the U x 32 consecutive vectors starting
+// at (k * W + w) * U * 32, load u being vectors + u * 32 (still one coalesced 512-byte access per load), and
+// asks the L2 to fetch 256 bytes per miss.  Both read every vector exactly once per pass.
+struct Trip {
+    long long first, step, spacing;  // the thread's first vector, vectors per trip of the grid, between loads
+};
+
+template <int U, bool CHUNKED>
+__device__ __forceinline__ Trip trip() {
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (!CHUNKED) return {thread, U * threads, threads};
+    const long long warp = thread >> 5, lane = thread & 31;
+    return {warp * U * 32 + lane, U * threads, 32};
+}
+
+template <bool CHUNKED>
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+    if (!CHUNKED) return *p;
+    uint4 v;
+    asm volatile("ld.global.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+template <int U, bool CHUNKED>
 __device__ __forceinline__ void read_body(const uint4* buf, long long vecs, long long passes,
                                           unsigned int* sink) {
-    const long long threads = (long long)gridDim.x * blockDim.x;
-    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const Trip t = trip<U, CHUNKED>();
     unsigned int acc = 0;
 #pragma unroll 1
     for (long long pass = 0; pass < passes; ++pass) {
 #pragma unroll 1
-        for (long long i = first; i < vecs; i += U * threads) {
+        for (long long i = t.first; i < vecs; i += t.step) {
             uint4 v[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = buf[i + u * threads];
+            for (int u = 0; u < U; ++u) v[u] = load_stream<CHUNKED>(buf + i + u * t.spacing);
 #pragma unroll
             for (int u = 0; u < U; ++u) acc += word_sum(v[u]);
         }
@@ -157,14 +187,24 @@ __device__ __forceinline__ void read_body(const uint4* buf, long long vecs, long
 
 extern "C" __global__ void __launch_bounds__(256)
 dram_read_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    read_body<4>(buf, vecs, passes, sink);
+    read_body<4, false>(buf, vecs, passes, sink);
 }
 
 // The ILP variant: 8 loads in flight per thread need 56 registers, so 4 blocks of 256 per SM (without the
 // bound, ptxas squeezes into 32 registers by summing early, leaving only 4-5 loads in flight).
 extern "C" __global__ void __launch_bounds__(256, 4)
 dram_read_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    read_body<8>(buf, vecs, passes, sink);
+    read_body<8, false>(buf, vecs, passes, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_read_chunk_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    read_body<4, true>(buf, vecs, passes, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4)
+dram_read_chunk_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    read_body<8, true>(buf, vecs, passes, sink);
 }
 
 constexpr int WRITE_U = 4;
@@ -189,24 +229,39 @@ dram_write(uint4* buf, long long vecs, long long passes, unsigned int seed) {
 constexpr int COPY_U = 4;
 
 // dst = src + seed (per 32-bit word): U loads in flight, then U stores.  The host checks
-// sum(dst) == sum(src) + 4 * vecs * seed after each sample.
-extern "C" __global__ void __launch_bounds__(256)
-dram_copy(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
-    const long long threads = (long long)gridDim.x * blockDim.x;
-    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+// dst == src + seed word by word after each sample.
+template <int U, bool CHUNKED>
+__device__ __forceinline__ void copy_body(const uint4* src, uint4* dst, long long vecs, long long passes,
+                                          unsigned int seed) {
+    const Trip t = trip<U, CHUNKED>();
 #pragma unroll 1
     for (long long pass = 0; pass < passes; ++pass) {
 #pragma unroll 1
-        for (long long i = first; i < vecs; i += COPY_U * threads) {
-            uint4 v[COPY_U];
+        for (long long i = t.first; i < vecs; i += t.step) {
+            uint4 v[U];
 #pragma unroll
-            for (int u = 0; u < COPY_U; ++u) v[u] = src[i + u * threads];
+            for (int u = 0; u < U; ++u) v[u] = load_stream<CHUNKED>(src + i + u * t.spacing);
 #pragma unroll
-            for (int u = 0; u < COPY_U; ++u) {
-                dst[i + u * threads] = make_uint4(v[u].x + seed, v[u].y + seed, v[u].z + seed, v[u].w + seed);
+            for (int u = 0; u < U; ++u) {
+                dst[i + u * t.spacing] = make_uint4(v[u].x + seed, v[u].y + seed, v[u].z + seed, v[u].w + seed);
             }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_copy(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
+    copy_body<COPY_U, false>(src, dst, vecs, passes, seed);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_copy_chunk_u4(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
+    copy_body<4, true>(src, dst, vecs, passes, seed);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4)
+dram_copy_chunk_u8(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
+    copy_body<8, true>(src, dst, vecs, passes, seed);
 }
 
 // ---- on-chip: shared memory and L1 ----------------------------------------------------------------------

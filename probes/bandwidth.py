@@ -48,6 +48,8 @@ DRAM_TOUCH_L2 = 4
 #: L2 level: the footprint, counted in the largest candidate block per element, is at most this fraction of
 #: L2 -- inside the near partition seen by the chase (the L2 latency plateau ends near half the L2).
 L2_TOUCH_FRACTION = 0.25
+#: bw.l2 sweeps footprints up to this many times the L2, so the sweep ends on the HBM plateau.
+L2_SWEEP_TOP = 4
 #: No buffer takes more than this fraction of device memory (the largest strides need spans of many GiB).
 MEMORY_FRACTION = 0.25
 #: bw.dram buffers: read and write sweep 8x L2; copy reads one 4x L2 buffer into another.
@@ -61,10 +63,18 @@ STRIDE_WARMUP_S = 5e-3
 #: bandwidth.cu's on-chip kernels: 256 threads, 4 loads of 16 B each per rep: a 16 KiB buffer per rep.
 ONCHIP_THREADS, ONCHIP_U = 256, 4
 ONCHIP_VECS = ONCHIP_THREADS * ONCHIP_U
-#: dram_read kernels by loads in flight per thread; every bw.dram kernel is tried at its occupancy and at
-#: half of it, and the fastest variant on this GPU is measured (its unroll and blocks/SM are recorded).
-READ_VARIANTS = {4: "dram_read_u4", 8: "dram_read_u8"}
+#: bw.dram kernels: (name, 16-byte accesses in flight per thread, bytes a warp's trip reads contiguously).
+#: Interleaved kernels spread a thread's U loads over a grid-wide row (512 contiguous bytes per warp load);
+#: chunked ones read U x 512 contiguous bytes per warp and ask the L2 for 256-byte fetches.  Every kernel of
+#: an op is tried at its occupancy and at half of it, and the fastest variant on this GPU is measured (its
+#: kernel's unroll, contiguous bytes and blocks/SM are recorded with the samples).
 WRITE_U, COPY_U = 4, 4
+DRAM_KERNELS = {
+    "read": (("dram_read_u4", 4, 512), ("dram_read_u8", 8, 512), ("dram_read_chunk_u4", 4, 4 * 512),
+             ("dram_read_chunk_u8", 8, 8 * 512)),
+    "write": (("dram_write", WRITE_U, 512),),
+    "copy": (("dram_copy", COPY_U, 512), ("dram_copy_chunk_u4", 4, 4 * 512), ("dram_copy_chunk_u8", 8, 8 * 512)),
+}
 
 #: Validity.  No SM moves more than 128 B/clk between its L1/shared array and registers on any NVIDIA GPU
 #: so far; twice that is a generous but physical bound for shared memory and L1 per SM, and (times SMs and
@@ -155,12 +165,18 @@ def tile_reads(tiles: int, warps: int, trips: int) -> tuple[int, int]:
     return divmod(warps * trips, tiles)
 
 
-def l2_footprints(device: dict, per_octave: int, jitter: bool = False) -> list[int]:
-    """1 MiB .. the L2's size, log-spaced, whole tiles of stride_16 (2 KiB)."""
+def l2_footprints(device: dict, per_octave: int, dense_per_octave: int, jitter: bool = False) -> list[int]:
+    """1 MiB .. L2_SWEEP_TOP x the L2's size, log-spaced, whole tiles of stride_16 (2 KiB): ``per_octave``
+    points per doubling, ``dense_per_octave`` from half to twice the L2, where the read bandwidth falls from
+    the L2's to HBM's (the L2 capacity knee)."""
     tile = LANES * STRIDE_KERNELS[16][1] * 16
-    top = device["l2_bytes"] // tile * tile
-    return geom(1 << 20, top, per_octave=per_octave, jitter_seed=device["l2_bytes"] if jitter else None,
-                align=tile)
+    l2 = device["l2_bytes"]
+    seed = l2 if jitter else None
+    edges = (1 << 20, l2 // 2, 2 * l2, L2_SWEEP_TOP * l2)
+    points = set()
+    for (lo, hi), density in zip(zip(edges, edges[1:]), (per_octave, dense_per_octave, per_octave)):
+        points.update(geom(lo, hi, per_octave=density, jitter_seed=seed, align=tile))
+    return sorted(points)
 
 
 def dram_vectors(device: dict, buffer_l2: float, threads: int, unroll: int) -> int:
@@ -400,12 +416,15 @@ def bw_stride(ctx, element_bytes: int, stride_elements: int, aligned: str, level
 
 
 @probe("bw.l2",
-       sweeps={"quick": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=1)},
-               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=4, jitter=True)}},
-       axes={"footprint_bytes": "bytes re-read, 1 MiB .. the L2's size (quick: 1 per octave; full: 4)"},
-       quantities=("l2.bandwidth_bytes_per_s",), kernels=("bandwidth.cu",))
+       sweeps={"quick": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=2, dense_per_octave=3)},
+               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=4, dense_per_octave=8,
+                                                                   jitter=True)}},
+       axes={"footprint_bytes": "bytes re-read, 1 MiB .. 4x the L2's size (quick: 2 per octave, 3 from half "
+                                "to twice the L2; full: 4, and 8 there)"},
+       quantities=("l2.bandwidth_bytes_per_s", "l2.capacity_bytes"), kernels=("bandwidth.cu",))
 def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
-    """L2 read bandwidth (B/s): 16-byte ld.global.cg loads of every SM re-reading a footprint."""
+    """L2 read bandwidth (B/s): 16-byte ld.global.cg loads of every SM re-reading a footprint; past the L2's
+    capacity the same loads stream from HBM."""
     loads = STRIDE_KERNELS[16][1]
     tiles = max(1, int(footprint_bytes) // (LANES * loads * 16))
     warps = ctx.device["sm_count"] * _blocks_per_sm(_kernel("stride_16")) * BLOCK_THREADS // LANES
@@ -432,31 +451,36 @@ def bw_dram(ctx, op: str) -> list[Sample]:
 
 @dataclasses.dataclass(frozen=True)
 class _Variant:
-    """One way to run a bw.dram kernel: which kernel, its loads in flight per thread, blocks per SM."""
+    """One way to run a bw.dram kernel: which kernel, its accesses in flight per thread, the bytes a warp's
+    trip reads contiguously, and blocks per SM."""
 
     func: object
     unroll: int
+    contiguous_bytes: int
     blocks_per_sm: int
 
 
-def dram_variants(device: dict, kernels: dict[int, object], blocks_per_sm: dict[int, int]) -> list[_Variant]:
-    """Each kernel (by unroll) at the occupancy the driver grants it and at half of it: the grid-stride
-    loops need no particular grid, and HBM sometimes streams better with fewer requests queued."""
+def dram_variants(kernels: list[tuple[object, int, int]], blocks_per_sm: list[int]) -> list[_Variant]:
+    """Each ``(func, unroll, contiguous_bytes)`` kernel at the occupancy the driver grants it and at half of
+    it: the grid-stride loops need no particular grid, and HBM sometimes streams better with fewer requests
+    queued."""
     out = []
-    for unroll, func in kernels.items():
-        full = blocks_per_sm[unroll]
+    for (func, unroll, contiguous), full in zip(kernels, blocks_per_sm):
         for blocks in sorted({full, max(1, full // 2)}, reverse=True):
-            out.append(_Variant(func, unroll, blocks))
+            out.append(_Variant(func, unroll, contiguous, blocks))
     return out
 
 
-def _dram_stream(ctx, kernels: dict[int, object], buffer_l2: float, make_args, verify, reset,
-                 bytes_per_vector: float) -> list[Sample]:
-    """Size the buffers for every variant, time each variant once, and measure the fastest until stable.
+def _dram_stream(ctx, op: str, buffer_l2: float, make_args, verify, reset, bytes_per_vector: float,
+                 counted=lambda func: func) -> list[Sample]:
+    """Size the buffers for every variant of ``op``'s kernels, time each variant once, and measure the
+    fastest until stable.
 
-    ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call)."""
+    ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call); ``counted``
+    wraps a kernel to count its launches."""
     sms = ctx.device["sm_count"]
-    variants = dram_variants(ctx.device, kernels, {u: _blocks_per_sm(f) for u, f in kernels.items()})
+    kernels = [(_kernel(name), unroll, contiguous) for name, unroll, contiguous in DRAM_KERNELS[op]]
+    variants = dram_variants(kernels, [_blocks_per_sm(func) for func, _, _ in kernels])
     per_trip = math.lcm(*[sms * v.blocks_per_sm * BLOCK_THREADS * v.unroll for v in variants])
     vecs = dram_vectors(ctx.device, buffer_l2, per_trip, 1)
     state = {"variant": variants[0]}
@@ -464,7 +488,7 @@ def _dram_stream(ctx, kernels: dict[int, object], buffer_l2: float, make_args, v
     def run(passes: int):
         def launch():
             v = state["variant"]
-            v.func((sms * v.blocks_per_sm,), (BLOCK_THREADS,), make_args(vecs, passes))
+            counted(v.func)((sms * v.blocks_per_sm,), (BLOCK_THREADS,), make_args(vecs, passes))
         return launch
 
     times = {}
@@ -474,6 +498,7 @@ def _dram_stream(ctx, kernels: dict[int, object], buffer_l2: float, make_args, v
     state["variant"] = best = min(times, key=times.get)
     passes, _ = _calibrate(run, 1)
     extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
+             ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
              ("blocks_per_sm", float(best.blocks_per_sm), "1"))
     return _measure(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
                     bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
@@ -492,16 +517,15 @@ def _dram_read(ctx) -> list[Sample]:
             buffers["total"] = _sum32(buffers["words"])
         return (buffers["words"], np.int64(vecs), np.int64(passes), sink.array)
 
-    def launch_counted(func):
+    def counted(func):
         def call(grid, block, arguments):
             func(grid, block, arguments)
             sink.launches += 1
-        call.ptr = getattr(func, "kernel", func).ptr
         return call
 
-    kernels = {u: launch_counted(_kernel(name)) for u, name in READ_VARIANTS.items()}
-    return _dram_stream(ctx, kernels, DRAM_BUFFER_L2, args,
-                        lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0)
+    return _dram_stream(ctx, "read", DRAM_BUFFER_L2, args,
+                        lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0,
+                        counted)
 
 
 def _dram_write(ctx) -> list[Sample]:
@@ -522,8 +546,7 @@ def _dram_write(ctx) -> list[Sample]:
             raise RuntimeError(f"dram_write: {wrong} of {words.size} words do not hold the last launch's "
                                f"value {seed['value']:#x}")
 
-    return _dram_stream(ctx, {WRITE_U: _kernel("dram_write")}, DRAM_BUFFER_L2, args, verify,
-                        lambda: None, 16.0)
+    return _dram_stream(ctx, "write", DRAM_BUFFER_L2, args, verify, lambda: None, 16.0)
 
 
 def _dram_copy(ctx) -> list[Sample]:
@@ -545,8 +568,7 @@ def _dram_copy(ctx) -> list[Sample]:
         if wrong:
             raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
 
-    return _dram_stream(ctx, {COPY_U: _kernel("dram_copy")}, DRAM_BUFFER_L2 / 2, args, verify,
-                        lambda: None, 32.0)
+    return _dram_stream(ctx, "copy", DRAM_BUFFER_L2 / 2, args, verify, lambda: None, 32.0)
 
 
 @probe("bw.onchip", sweeps={"quick": lambda d: {"level": list(ONCHIP_LEVELS)},

@@ -38,10 +38,12 @@ def cubin():
     return compile_cubin("bandwidth.cu")
 
 
-KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_write", "dram_copy",
+KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_read_chunk_u4",
+           "dram_read_chunk_u8", "dram_write", "dram_copy", "dram_copy_chunk_u4", "dram_copy_chunk_u8",
            "smem_read", "l1_read", "fill_hash", "sum_elements", "count_mismatches")
 #: Kernels that must run at full occupancy on sm_90: 256-thread blocks, 2048 threads/SM -> <= 32 registers.
-FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_write", "smem_read", "l1_read")
+FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_chunk_u4", "dram_write",
+                  "dram_copy_chunk_u4", "smem_read", "l1_read")
 
 
 def instructions(code: str) -> list[str]:
@@ -121,7 +123,10 @@ def assert_loads_in_the_loop(code: str, op: str, count: int) -> None:
 
 LOOP_LOADS = {"stride_2": ("LDG.E.U16.STRONG.GPU", 16), "stride_4": ("LDG.E.STRONG.GPU", 16),
               "stride_16": ("LDG.E.128.STRONG.GPU", 4), "dram_read_u4": ("LDG.E.128", 4),
-              "dram_read_u8": ("LDG.E.128", 8), "dram_write": ("STG.E.128", 4), "dram_copy": ("STG.E.128", 4),
+              "dram_read_u8": ("LDG.E.128", 8), "dram_read_chunk_u4": ("LDG.E.LTC256B.128", 4),
+              "dram_read_chunk_u8": ("LDG.E.LTC256B.128", 8), "dram_write": ("STG.E.128", 4),
+              "dram_copy": ("STG.E.128", 4), "dram_copy_chunk_u4": ("STG.E.128", 4),
+              "dram_copy_chunk_u8": ("STG.E.128", 8),
               "smem_read": ("LDS.128", 4), "l1_read": ("LDG.E.128", 4)}
 
 
@@ -158,7 +163,8 @@ def test_every_kernel_compiles_without_local_memory(cubin):
     for name in FULL_OCCUPANCY:
         assert usage[name]["registers"] <= H200["regs_per_sm"] // H200["max_threads_per_sm"], name
     assert usage["dram_copy"]["registers"] <= 40  # at least 6 blocks of 256 threads per SM
-    assert usage["dram_read_u8"]["registers"] <= 64  # 4 blocks per SM, 8 loads each in flight
+    for name in ("dram_read_u8", "dram_read_chunk_u8", "dram_copy_chunk_u8"):
+        assert usage[name]["registers"] <= 64, name  # 4 blocks per SM, 8 loads each in flight
     assert usage["smem_read"]["smem_bytes"] == 16 << 10
 
 
@@ -176,13 +182,33 @@ def test_stride_kernels_are_l2_only_loads_of_the_element_width(cubin, bw, name):
     assert_issued_before_use(code, op, count)
 
 
-@pytest.mark.parametrize("name, unroll", [("dram_read_u4", 4), ("dram_read_u8", 8)])
-def test_dram_read_is_16_byte_loads_in_flight(cubin, bw, name, unroll):
+#: Interleaved kernels load plainly; chunked ones carry the 256-byte L2 fetch hint (LTC256B).
+READ_OPS = {512: "LDG.E.128", 4 * 512: "LDG.E.LTC256B.128", 8 * 512: "LDG.E.LTC256B.128"}
+
+
+def test_dram_kernels_are_the_declared_ones(cubin, bw):
+    assert set(sass(cubin[0])) >= {f"{name}" for op in bw.DRAM_KERNELS.values() for name, _, _ in op}
+    for op, kernels in bw.DRAM_KERNELS.items():
+        for name, unroll, contiguous in kernels:
+            assert contiguous in (512, unroll * 512), name  # one warp load, or the whole trip's U loads
+            assert ("chunk" in name) == (contiguous > 512), name
+
+
+@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.bandwidth")
+                                                      .DRAM_KERNELS["read"]])
+def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
-    assert bw.READ_VARIANTS[unroll] == name
     loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
-    assert loads == ["LDG.E.128"] * unroll, loads
-    assert_issued_before_use(code, "LDG.E.128", unroll)
+    assert loads == [READ_OPS[contiguous]] * unroll, loads
+    assert_issued_before_use(code, READ_OPS[contiguous], unroll)
+
+
+def test_chunked_loads_are_one_warp_trip_of_contiguous_512_byte_pieces(cubin):
+    """Load u of a chunked trip is u x 512 bytes past load 0: the U x 512 bytes are contiguous."""
+    for name in ("dram_read_chunk_u8", "dram_copy_chunk_u8"):
+        lines = [l for l in instructions(sass(cubin[0])[name]) if opcode(l) == "LDG.E.LTC256B.128"]
+        offsets = [int(m.group(1), 16) if (m := re.search(r"\.64\+(0x[0-9a-f]+)\]", l)) else 0 for l in lines]
+        assert offsets == [u * 512 for u in range(8)], (name, lines)
 
 
 def test_dram_write_is_16_byte_stores_only(cubin, bw):
@@ -190,11 +216,13 @@ def test_dram_write_is_16_byte_stores_only(cubin, bw):
     assert [o for o in ops if o.startswith(("STG", "STS", "LDG", "LDS", "RED", "ATOM"))] == ["STG.E.128"] * bw.WRITE_U
 
 
-def test_dram_copy_loads_then_stores_16_bytes(cubin, bw):
-    code = sass(cubin[0])["dram_copy"]
+@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.bandwidth")
+                                                      .DRAM_KERNELS["copy"]])
+def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous):
+    code = sass(cubin[0])[name]
     ops = [opcode(l) for l in instructions(code) if opcode(l).startswith(("STG", "LDG"))]
-    assert ops == ["LDG.E.128"] * bw.COPY_U + ["STG.E.128"] * bw.COPY_U, ops
-    assert_issued_before_use(code, "LDG.E.128", bw.COPY_U)
+    assert ops == [READ_OPS[contiguous]] * unroll + ["STG.E.128"] * unroll, ops
+    assert_issued_before_use(code, READ_OPS[contiguous], unroll)
 
 
 def test_smem_read_is_lds128_in_flight(cubin, bw):
@@ -240,7 +268,7 @@ def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
     axes = {"bw.stride": {"element_bytes", "stride_elements", "aligned", "level"}, "bw.l2": {"footprint_bytes"},
             "bw.dram": {"op"}, "bw.onchip": {"level"}}
     quantities = {"bw.stride": {"coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"},
-                  "bw.l2": {"l2.bandwidth_bytes_per_s"},
+                  "bw.l2": {"l2.bandwidth_bytes_per_s", "l2.capacity_bytes"},
                   "bw.dram": {"dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
                               "dram.copy_bandwidth_bytes_per_s"},
                   "bw.onchip": {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm"}}
@@ -254,7 +282,7 @@ def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
 
 def test_config_counts_on_the_committed_h200(probes):
     counts = {pid: (len(p.configs(H200, "quick")), len(p.configs(H200, "full"))) for pid, p in probes.items()}
-    assert counts == {"bw.stride": (84, 792), "bw.l2": (7, 25), "bw.dram": (3, 3), "bw.onchip": (2, 2)}
+    assert counts == {"bw.stride": (84, 792), "bw.l2": (19, 41), "bw.dram": (3, 3), "bw.onchip": (2, 2)}
     full = probes["bw.stride"].configs(H200, "full")
     assert sorted({c["stride_elements"] for c in full}) == [*range(1, 65), 128, 256]
     assert {c["aligned"] for c in full} == {"aligned", "misaligned"}
@@ -264,11 +292,15 @@ def test_config_counts_on_the_committed_h200(probes):
 
 
 @pytest.mark.parametrize("device", [H200, OTHER], ids=["h200", "other"])
-def test_l2_sweep_spans_1_mib_to_the_l2_of_the_device(probes, device):
-    for profile in ("quick", "full"):
+def test_l2_sweep_spans_1_mib_to_four_l2s_dense_around_the_l2_of_the_device(bw, probes, device):
+    l2 = device["l2_bytes"]
+    for profile, dense in (("quick", 3), ("full", 8)):
         footprints = [c["footprint_bytes"] for c in probes["bw.l2"].configs(device, profile)]
-        assert footprints[0] == 1 << 20 and footprints[-1] == device["l2_bytes"]
+        assert footprints[0] == 1 << 20 and footprints[-1] == bw.L2_SWEEP_TOP * l2
         assert footprints == sorted(set(footprints)) and all(f % 2048 == 0 for f in footprints)
+        around = [f for f in footprints if l2 // 2 <= f <= 2 * l2]
+        assert len(around) >= 2 * dense, (profile, len(around))  # two octaves, dense where the knee is
+        assert len([f for f in footprints if f > 2 * l2]) >= 2  # the HBM plateau
 
 
 @pytest.mark.parametrize("device, capped_configs", [(H200, 0), (OTHER, 2)], ids=["h200", "other"])
@@ -322,10 +354,10 @@ def test_dram_buffers_are_whole_grid_trips_and_several_l2(bw):
 
 
 def test_dram_variants_are_each_kernel_at_full_and_half_occupancy(bw):
-    variants = bw.dram_variants(H200, {4: "u4", 8: "u8"}, {4: 8, 8: 4})
-    assert [(v.func, v.unroll, v.blocks_per_sm) for v in variants] == [("u4", 4, 8), ("u4", 4, 4), ("u8", 8, 4),
-                                                                       ("u8", 8, 2)]
-    assert [v.blocks_per_sm for v in bw.dram_variants(H200, {4: "copy"}, {4: 1})] == [1]
+    variants = bw.dram_variants([("u4", 4, 512), ("c8", 8, 4096)], [8, 5])
+    assert [(v.func, v.unroll, v.contiguous_bytes, v.blocks_per_sm) for v in variants] == [
+        ("u4", 4, 512, 8), ("u4", 4, 512, 4), ("c8", 8, 4096, 5), ("c8", 8, 4096, 2)]
+    assert [v.blocks_per_sm for v in bw.dram_variants([("copy", 4, 512)], [1])] == [1]
 
 
 def test_misaligned_start_is_one_element(bw):
