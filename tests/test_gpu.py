@@ -54,3 +54,50 @@ def test_a_faulting_probe_is_isolated_and_the_rest_of_the_suite_completes(tmp_pa
     assert meta["probes"]["clock.sm"]["status"] == "failed"
     assert "illegal" in meta["probes"]["clock.sm"]["error"].lower()
     assert meta["probes"]["launch.overhead"]["status"] == "ok" and meta["probes"]["chase.latency"]["status"] == "ok"
+
+
+def test_a_real_run_killed_with_sigkill_mid_probe_resumes_to_exactly_its_configs(tmp_path):
+    """The CLI measuring on the GPU is killed (SIGKILL to its whole process group, the probe's child process
+    too) once configs have landed; the run directory stays readable and ``--resume`` measures exactly the
+    missing configs."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pandas as pd
+
+    from analysis.results import RunDir
+    from probes import runner
+    from probes.registry import all_probes
+
+    probes = ("chase.latency", "smem.banks")
+    command = [sys.executable, "-m", "gpuatlas.cli", "run", "--profile", "quick", "--out", str(tmp_path)]
+    command += [arg for pid in probes for arg in ("-p", pid)]
+    child = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    parts = []
+    while time.monotonic() < deadline and child.poll() is None and len(parts) < 5:
+        time.sleep(0.05)
+        parts = list(tmp_path.glob("*/parts/*/*.parquet"))
+    assert child.poll() is None, "the run ended before it could be killed"
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    (path,) = tmp_path.iterdir()
+    run = RunDir(path)
+    meta = run.read_meta()
+    for part in run.parts.glob("*/*.parquet"):
+        pd.read_parquet(part)  # only complete files
+    done = subprocess.run([sys.executable, "-m", "gpuatlas.cli", "run", "--resume", str(path)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert not list(path.rglob("*.tmp"))
+    frame = run.read_measurements()
+    registry = all_probes()
+    for pid in probes:
+        rows = frame[frame["probe"] == pid]
+        want = {runner.config_key(c) for c in registry[pid].configs(meta["device"], "quick")}
+        assert set(rows["config"]) == want, f"{pid}: missing or foreign configs"
+        assert not rows.duplicated(["config", "metric", "repeat"]).any(), f"{pid}: duplicated samples"
+    assert {s["status"] for s in run.read_meta()["probes"].values()} == {"ok"}
