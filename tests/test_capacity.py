@@ -1,0 +1,59 @@
+"""analysis/capacity.py: a cache's capacity from an all-SM bandwidth sweep, on synthetic curves with known
+answers."""
+import numpy as np
+import pytest
+
+from analysis.capacity import bandwidth_model, fit_capacity
+
+MiB = 1 << 20
+
+
+def sweep(capacity, cache=9e12, miss=4.5e12, top=240 * MiB, repeats=5, noise=0.01, seed=0, curve=None):
+    rng = np.random.default_rng(seed)
+    sizes = np.unique(np.geomspace(4 * MiB, top, 40).astype(int))
+    clean = (curve or (lambda f: bandwidth_model(f, capacity, cache, miss)))(sizes)
+    footprint = np.repeat(sizes, repeats)
+    return footprint, np.repeat(clean, repeats) * (1 + noise * rng.standard_normal(footprint.size))
+
+
+@pytest.mark.parametrize("capacity, cache, miss", [(60 * MiB, 9e12, 4.5e12), (40 * MiB, 5.4e12, 1.7e12),
+                                                   (24 * MiB, 3e12, 2e12)])
+def test_recovers_a_known_capacity_and_both_bandwidths(capacity, cache, miss):
+    footprint, bandwidth = sweep(capacity, cache, miss)
+    fit = fit_capacity(footprint, bandwidth)
+    assert fit.capacity_bytes == pytest.approx(capacity, rel=0.05)
+    assert fit.ci[0] <= fit.capacity_bytes <= fit.ci[1]
+    assert fit.ci[0] <= capacity <= fit.ci[1] or fit.capacity_bytes == pytest.approx(capacity, rel=0.02)
+    assert fit.cache_bytes_per_s == pytest.approx(cache, rel=0.03)
+    assert fit.miss_bytes_per_s == pytest.approx(miss, rel=0.05)
+
+
+def test_a_throttled_repeat_does_not_move_the_capacity():
+    footprint, bandwidth = sweep(60 * MiB)
+    bandwidth[7] *= 0.4  # one repeat at a throttled clock
+    assert fit_capacity(footprint, bandwidth).capacity_bytes == pytest.approx(60 * MiB, rel=0.05)
+
+
+def test_an_lru_cliff_is_found_near_the_cliff():
+    """An LRU cache keeps nothing once the footprint exceeds it: a cliff, not the model's curve.  The fit
+    still puts C near the cliff, and its CI widens to show the misfit."""
+    cliff = lambda f: np.where(f <= 50 * MiB, 9e12, 4.5e12)  # noqa: E731
+    fit = fit_capacity(*sweep(None, curve=cliff))
+    assert 0.7 * 50 * MiB < fit.capacity_bytes < 1.3 * 50 * MiB
+    noisy_fit = fit_capacity(*sweep(50 * MiB))
+    assert fit.ci[1] - fit.ci[0] > noisy_fit.ci[1] - noisy_fit.ci[0]
+
+
+def test_a_sweep_that_never_leaves_the_cache_has_no_capacity():
+    footprint, bandwidth = sweep(1 << 40)
+    assert fit_capacity(footprint, bandwidth) is None
+    footprint, bandwidth = sweep(60 * MiB, top=64 * MiB)  # stops just past it: no clear drop
+    assert fit_capacity(footprint, bandwidth) is None
+
+
+def test_footprints_below_the_floor_are_left_out():
+    footprint, bandwidth = sweep(60 * MiB)
+    small = footprint < 8 * MiB
+    bandwidth[small] *= 1.5  # a faster level serves the smallest footprints
+    assert fit_capacity(footprint, bandwidth, min_footprint_bytes=8 * MiB).capacity_bytes == pytest.approx(
+        60 * MiB, rel=0.05)
