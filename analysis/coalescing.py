@@ -225,18 +225,34 @@ def _l2_rows(measurements, device) -> list[dict]:
                  "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note)]
 
 
+def _faster_copy(measurements) -> tuple[str, float | None]:
+    """``copy`` (gpuatlas's kernels) or ``memcpy`` (the driver's), whichever has the higher median, and the
+    other's median (None if it was not measured)."""
+    medians = {op: select(measurements, DRAM_PROBE, "bandwidth", op=op)["value"].median()
+               for op in ("copy", "memcpy")}
+    measured = {op: m for op, m in medians.items() if m == m}  # NaN: not measured
+    if len(measured) < 2:
+        return next(iter(measured), "copy"), None
+    best = max(measured, key=measured.get)
+    return best, measured["memcpy" if best == "copy" else "copy"]
+
+
 def _dram_rows(measurements, device) -> list[dict]:
     rows = []
     peak = dram_peak(device)
+    copy_op, other = _faster_copy(measurements)
+    copy_what = ("16-byte loads and stores" if copy_op == "copy" else "the driver's cudaMemcpyAsync (device to "
+                 "device), faster here than gpuatlas's copy kernels") + ", bytes read plus written"
     for op, quantity, what in (("read", "dram.read_bandwidth_bytes_per_s", "16-byte loads"),
                                ("write", "dram.write_bandwidth_bytes_per_s", "16-byte stores"),
-                               ("copy", "dram.copy_bandwidth_bytes_per_s", "16-byte loads and stores, bytes read "
-                                                                           "plus written")):
+                               (copy_op, "dram.copy_bandwidth_bytes_per_s", copy_what)):
         frame = select(measurements, DRAM_PROBE, "bandwidth", op=op)
         if frame.empty:
             continue
         med, lo, hi = median_ci(frame["value"])
         note = f"{len(frame)} samples"
+        if quantity.startswith("dram.copy") and other is not None:
+            note += f"; the {'driver copy' if copy_op == 'copy' else 'copy kernels'}: {fmt_value(other, 'B/s')}"
         if peak:
             note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
         rows.append(derived_row(quantity, med, lo, hi, f"{what} over buffers of several times L2, grid-stride, every "

@@ -6,7 +6,7 @@
   (L2 only, so L1 cannot merge what the L2 moves).  Useful bandwidth against stride says how many bytes the
   memory system moves per useful byte, and so its transfer block (``analysis/coalescing.py``).
 * ``bw.dram`` -- HBM read, write and copy (read plus written bytes) with 16-byte accesses over buffers of
-  several times L2.
+  several times L2, and the driver's own device-to-device copy (cudaMemcpyAsync) beside gpuatlas's.
 * ``bw.l2`` -- L2-only 16-byte reads over footprints from 1 MiB to the L2's size.
 * ``bw.onchip`` -- shared memory (LDS.128) and L1 hits (LDG.E.128) per SM per clock.
 
@@ -37,7 +37,7 @@ FULL_STRIDES = tuple(range(1, 65)) + (128, 256)
 QUICK_STRIDES = (1, 2, 4, 8, 16, 32, 64)
 ALIGNMENTS = ("aligned", "misaligned")
 STRIDE_LEVELS = ("dram", "l2")
-DRAM_OPS = ("read", "write", "copy")
+DRAM_OPS = ("read", "write", "copy", "memcpy")
 ONCHIP_LEVELS = ("smem", "l1")
 
 #: The transfer blocks the sweep must be able to tell apart (analysis/coalescing.py's candidates).
@@ -434,7 +434,8 @@ def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
 
 
 @probe("bw.dram", sweeps={"quick": lambda d: {"op": list(DRAM_OPS)}, "full": lambda d: {"op": list(DRAM_OPS)}},
-       axes={"op": "read (16-byte loads), write (16-byte stores) or copy (bytes read + written)"},
+       axes={"op": "read (16-byte loads), write (16-byte stores), copy (bytes read + written) or memcpy (the "
+                   "driver's cudaMemcpyAsync device to device, bytes read + written)"},
        quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
                    "dram.copy_bandwidth_bytes_per_s"),
        kernels=("bandwidth.cu",))
@@ -446,6 +447,8 @@ def bw_dram(ctx, op: str) -> list[Sample]:
         return _dram_write(ctx)
     if op == "copy":
         return _dram_copy(ctx)
+    if op == "memcpy":
+        return _dram_memcpy(ctx)
     raise ValueError(f"unknown op {op!r}: choose one of {', '.join(DRAM_OPS)}")
 
 
@@ -569,6 +572,35 @@ def _dram_copy(ctx) -> list[Sample]:
             raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
 
     return _dram_stream(ctx, "copy", DRAM_BUFFER_L2 / 2, args, verify, lambda: None, 32.0)
+
+
+def _dram_memcpy(ctx) -> list[Sample]:
+    """The driver's device-to-device copy of a buffer of half the copy kernels' size into another: what a
+    framework's tensor copy gets.  The destination is cleared before each sample and checked after it."""
+    import cupy
+
+    vecs = dram_vectors(ctx.device, DRAM_BUFFER_L2 / 2, 1, 1)
+    src = cupy.empty(vecs * 4, dtype=cupy.uint32)
+    _fill(src)
+    dst = cupy.zeros_like(src)
+    nbytes = vecs * 16
+    kind = cupy.cuda.runtime.memcpyDeviceToDevice
+
+    def run(copies: int):
+        def launch():
+            stream = cupy.cuda.get_current_stream().ptr
+            for _ in range(copies):
+                cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, stream)
+        return launch
+
+    def verify():
+        wrong = _mismatches(dst, src, 0)
+        if wrong:
+            raise RuntimeError(f"memcpy: {wrong} of {dst.size} words differ from the source")
+
+    copies, _ = _calibrate(run, 1)
+    return _measure(ctx, run(copies), lambda: dst.data.memset_async(0, nbytes), verify, copies * nbytes * 2.0,
+                    bound=bandwidth_bound(ctx.device, "dram"))
 
 
 @probe("bw.onchip", sweeps={"quick": lambda d: {"level": list(ONCHIP_LEVELS)},

@@ -92,7 +92,7 @@ def _bw_l2(ctx, footprint_bytes):
 
 
 def _bw_dram(ctx, op):
-    return [Sample("bandwidth", {"read": 4.5e12, "write": 4.3e12, "copy": 4.0e12}[op], "B/s", r, CLOCK_HZ,
+    return [Sample("bandwidth", {"read": 4.5e12, "write": 4.3e12, "copy": 4.0e12, "memcpy": 4.2e12}[op], "B/s", r, CLOCK_HZ,
                    "cuda_event") for r in range(5)]
 
 

@@ -282,7 +282,7 @@ def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
 
 def test_config_counts_on_the_committed_h200(probes):
     counts = {pid: (len(p.configs(H200, "quick")), len(p.configs(H200, "full"))) for pid, p in probes.items()}
-    assert counts == {"bw.stride": (84, 792), "bw.l2": (19, 41), "bw.dram": (3, 3), "bw.onchip": (2, 2)}
+    assert counts == {"bw.stride": (84, 792), "bw.l2": (19, 41), "bw.dram": (4, 4), "bw.onchip": (2, 2)}
     full = probes["bw.stride"].configs(H200, "full")
     assert sorted({c["stride_elements"] for c in full}) == [*range(1, 65), 128, 256]
     assert {c["aligned"] for c in full} == {"aligned", "misaligned"}

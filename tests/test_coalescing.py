@@ -235,3 +235,16 @@ def test_stride_table_efficiency_and_bytes_moved_per_useful_byte():
 def test_no_bandwidth_probe_no_rows():
     frame = pd.DataFrame(_samples("chase.latency", "latency", "cycles", [30.0], footprint_bytes=1024))
     assert bandwidth_rows(frame, DEVICE) == []
+
+
+@pytest.mark.parametrize("memcpy_rate, chosen", [(4.5e12, "memcpy"), (4.0e12, "copy")])
+def test_copy_bandwidth_is_the_faster_of_the_kernels_and_the_driver_copy_and_says_which(memcpy_rate, chosen):
+    rows = synthetic_measurements()
+    rows = pd.concat([rows, pd.DataFrame(_samples("bw.dram", "bandwidth", "B/s", _noisy(memcpy_rate, seed=3),
+                                                  op="memcpy"))], ignore_index=True)
+    by = {r["quantity"]: r for r in bandwidth_rows(rows, DEVICE)}
+    copy = by["dram.copy_bandwidth_bytes_per_s"]
+    assert copy["value"] == pytest.approx(max(memcpy_rate, 4.3e12), rel=0.01)
+    assert ("cudaMemcpyAsync" in copy["method"]) == (chosen == "memcpy")
+    other = "the copy kernels: 4.3" if chosen == "memcpy" else "the driver copy: 4.0"
+    assert other in copy["note"], copy["note"]
