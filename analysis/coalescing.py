@@ -1,4 +1,5 @@
-"""Coalescing and the bandwidth of every level, from the ``bw.*`` probes.
+"""Coalescing, the bandwidth of every level and the L2's capacity (where the L2 sweep falls to HBM), from the
+``bw.*`` probes.
 
 Byte accounting (the lecture's §7.6 rule, with the block size left open): one warp-wide load whose 32 lanes
 read one ``e``-byte element each, ``s`` elements apart, moves every distinct ``B``-byte block it touches,
