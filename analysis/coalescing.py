@@ -1,4 +1,5 @@
-"""Coalescing and the bandwidth of every level, from the ``bw.*`` probes.
+"""Coalescing, the bandwidth of every level and the L2's capacity (where the L2 sweep falls to HBM), from the
+``bw.*`` probes.
 
 Byte accounting (the lecture's §7.6 rule, with the block size left open): one warp-wide load whose 32 lanes
 read one ``e``-byte element each, ``s`` elements apart, moves every distinct ``B``-byte block it touches,
@@ -14,10 +15,12 @@ smallest RMS error in log2 (octaves: a factor of 2 off is an error of 1) wins.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from analysis.plateaus import Plateau, fit_staircase
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes, fmt_value
@@ -208,7 +211,8 @@ def _onchip_rows(measurements) -> list[dict]:
 
 def _l2_rows(measurements, device) -> list[dict]:
     """The L2 plateau: the median over footprints up to half the L2 of each footprint's median (every
-    footprint counts once, however many repeats it took), with a bootstrap CI over those footprints."""
+    footprint counts once, however many repeats it took), with a bootstrap CI over those footprints; and the
+    L2's capacity where the sweep falls to HBM, when it extends past the L2 (``bandwidth_capacity``)."""
     frame = select(measurements, L2_PROBE, "bandwidth")
     if frame.empty:
         return []
@@ -222,7 +226,67 @@ def _l2_rows(measurements, device) -> list[dict]:
             f"at {fmt_bytes(per.index.max())}: {fmt_value(per.iloc[-1], 'B/s')}")
     return [derived_row("l2.bandwidth_bytes_per_s", med, lo, hi,
                  "16-byte ld.global.cg loads re-reading footprints up to half the L2, every SM full: median over "
-                 "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note)]
+                 "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note),
+            *_capacity_row(frame, device)]
+
+
+#: The memory level costs at least this factor more seconds per byte than the cache before it. L2s read 2.5-3.5x
+#: faster than HBM on the A100, H100 and H200 curves of gpu-l2-cache; steps inside HBM (the A100 curve's 8%
+#: at 400 MiB, pages or TLB) are far smaller and belong to the memory level.
+CLEAR_STEP = 1.5
+#: The memory plateau must reach this factor beyond the knee: a sweep that stops inside the ramp has no knee.
+PAST_KNEE = 2.0
+
+
+@dataclass
+class CapacityKnee:
+    """Where an all-SM read sweep falls from a cache's bandwidth plateau to the memory behind it."""
+
+    bytes: float
+    ci: tuple[float, float]
+    cache: Plateau  # the last plateau before the knee (seconds per byte)
+    memory: Plateau  # the first plateau of the memory level
+    sweep_end: float  # the largest footprint measured
+
+
+def bandwidth_capacity(footprint_bytes, bandwidth) -> CapacityKnee | None:
+    """Capacity of the last cache an all-SM read sweep fills: the knee into the slowest level.
+
+    ``analysis.plateaus.fit_staircase`` on seconds per byte; the memory level is the trailing plateaus within
+    CLEAR_STEP of the slowest one (the last), and the knee is the one into its first plateau, where the
+    bandwidth first falls to the geometric mean of the two levels. None when the slowest level is not
+    CLEAR_STEP slower than the cache before it or the sweep ends less than PAST_KNEE beyond the knee.
+    """
+    footprint = np.asarray(footprint_bytes, dtype=float)
+    fit = fit_staircase(footprint, 1.0 / np.asarray(bandwidth, dtype=float))
+    p = fit.plateaus
+    if len(p) < 2 or p[-1].latency < max(q.latency for q in p):
+        return None
+    slowest = p[-1].latency
+    first = len(p) - 1
+    while first > 0 and p[first - 1].latency * CLEAR_STEP > slowest:
+        first -= 1
+    if first == 0 or p[first].latency < CLEAR_STEP * p[first - 1].latency:
+        return None
+    knee = fit.knees_bytes[first - 1]
+    if p[-1].hi_bytes < PAST_KNEE * knee:
+        return None
+    return CapacityKnee(knee, fit.knee_ci[first - 1], p[first - 1], p[first], float(np.nanmax(footprint)))
+
+
+def _capacity_row(frame, device) -> list[dict]:
+    knee = bandwidth_capacity(frame["footprint_bytes"], frame["value"])
+    if knee is None:
+        return []
+    cache, memory = knee.cache, knee.memory
+    note = (f"L2 plateau {fmt_value(1 / cache.latency, 'B/s')} over {fmt_bytes(cache.lo_bytes)}.."
+            f"{fmt_bytes(cache.hi_bytes)}, HBM plateau {fmt_value(1 / memory.latency, 'B/s')} from "
+            f"{fmt_bytes(memory.lo_bytes)} (sweep to {fmt_bytes(knee.sweep_end)}); driver L2 "
+            f"{fmt_bytes(device['l2_bytes'])}")
+    return [derived_row("l2.capacity_bytes", knee.bytes, *knee.ci,
+                        "knee of the all-SM read sweep (fit_staircase on seconds per byte): footprint where the "
+                        "bandwidth first falls to the geometric mean of the L2 and HBM plateaus (bootstrap 95% CI "
+                        "over repeats)", L2_PROBE, note)]
 
 
 def _faster_copy(measurements) -> tuple[str, float | None]:

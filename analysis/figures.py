@@ -16,7 +16,7 @@ from analysis.units import fmt_bytes  # noqa: E402
 LATENCY_LINES = {"smem.latency_cycles": "smem", "l1.latency_cycles": "L1", "l2.latency_cycles": "L2 near",
                  "l2.far_latency_cycles": "L2 far", "dram.latency_cycles": "HBM"}
 KNEE_LINES = {"l1.capacity_bytes": "L1 capacity", "l2.partition_bytes": "L2 partition",
-              "l2.capacity_bytes": "L2 capacity"}
+              "l2.far_reach_bytes": "L2 far reach (one SM)"}
 
 
 def _bytes_axis(ax):

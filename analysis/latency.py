@@ -2,7 +2,9 @@
 
 A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysis.plateaus): through-L1
 loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee
-where one partition's reach ends, the far plateau, the knee at the L2's capacity, and HBM.  A sparse sweep
+where one partition's reach ends, the far plateau, the knee where one SM's chase turns from far-partition
+hits to HBM misses (the L2 as one SM sees it, ``l2.far_reach_bytes``; the L2's capacity is the all-SM
+bandwidth knee of analysis.coalescing), and HBM.  A sparse sweep
 (``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
 window, sized from the device's own properties.
 """
@@ -140,8 +142,8 @@ def _l2_dram_rows(frame, times) -> list[dict]:
         far = plateaus[1]
         rows.append(derived_row("l2.far_latency_cycles", far.latency, far.ci_low, far.ci_high, method, CUPY_PROBE,
                          "first plateau after the near partition's knee"))
-        rows.append(derived_row("l2.capacity_bytes", knees[1], *fit.knee_ci[1],
-                         "knee after the far-partition plateau", CUPY_PROBE))
+        rows.append(derived_row("l2.far_reach_bytes", knees[1], *fit.knee_ci[1],
+                         "knee after the far-partition plateau of one SM's dependent chase", CUPY_PROBE))
     if len(plateaus) >= 2:
         rows.append(derived_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
                          f"last plateau, {fmt_bytes(dram.lo_bytes)}..{fmt_bytes(dram.hi_bytes)}"))

@@ -14,8 +14,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "l1.line_bytes": ("B", "L1 line size"),
     "l2.latency_cycles": ("cycles", "L2 hit latency, near partition"),
     "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition"),
-    "l2.capacity_bytes": ("B", "L2 capacity"),
+    "l2.capacity_bytes": ("B", "L2 capacity: footprint where the read bandwidth of every SM falls from the L2 "
+                               "plateau to the HBM plateau"),
     "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
+    "l2.far_reach_bytes": ("B", "footprint where one SM's dependent chase turns from far-partition L2 hits to HBM "
+                                "misses: the L2 as one SM sees it"),
     "dram.latency_cycles": ("cycles", "device-memory (HBM) load-to-use latency"),
     "dram.latency_ns": ("s", "device-memory load-to-use latency in seconds (globaltimer)"),
     "tlb.level1_reach_bytes": ("B", "footprint up to which the first TLB level holds every page's translation"),

@@ -6,9 +6,12 @@ Two kinds of rows:
   - latency plateaus and capacities from the single-warp random pointer chases of RRZE-HPC/gpu-benches
     (``gpu-latency__*.txt``) and of Luo et al.'s code (``hopper-benchmark/random_latency__*.txt``), fitted
     with ``analysis.plateaus.fit_staircase``, the fit gpuatlas applies to its own chases; plateaus in order
-    are L1, near L2, far L2 (when four or more) and DRAM (the last); capacities are its knees;
+    are L1, near L2, far L2 (when four or more) and DRAM (the last); its knees are the L1 capacity, the L2
+    partition and the far reach (where one SM's chase turns from L2 hits to HBM misses);
   - L2 bandwidth and L1 bandwidth: the first plateau of the same fit applied to seconds per byte
-    (``gpu-l2-cache__*.txt``, ``gpu-cache__*.txt``);
+    (``gpu-l2-cache__*.txt``, ``gpu-cache__*.txt``); L2 capacity: the knee of the gpu-l2-cache sweep into HBM
+    (``analysis.coalescing.bandwidth_capacity``, as gpuatlas fits its own bw.l2 sweep); L1 bandwidth where
+    no gpu-cache file exists: the stride-1 row of ``gpu-strides__*.txt``;
   - DRAM read / write / copy bandwidth: the best rate over gpu-stream's occupancy sweep (``gpu-stream__*.txt``);
 * transcribed from the curated tables of ``PUBLISHED.md`` (datasheet peaks, tensor-core rates, figures of
   other suites), each with its source and marker ([R] read in a primary file, [R2] read in a secondary
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.coalescing import bandwidth_capacity
 from analysis.plateaus import fit_staircase
 from analysis.quantities import QUANTITIES
 from analysis.references import PROBE, REFERENCE_COLUMNS, REFERENCE_DIR
@@ -83,6 +87,15 @@ def read_stream(path: Path) -> pd.DataFrame:
             rates = [float(v) * GIGA for v in m[3].split()]
             rows.append({"block_size": int(m[1]), "threads": int(m[2]), **dict(zip(STREAM_KERNELS, rates))})
     return pd.DataFrame(rows)
+
+
+def read_clock(path: Path) -> float:
+    """The SM clock (Hz) of a ``clock: <MHz ...>`` first line (one value per sample, all equal)."""
+    first = path.read_text().splitlines()[0]
+    clocks = {float(v) for v in first.removeprefix("clock:").split()}
+    if len(clocks) != 1:
+        raise ValueError(f"{path}: the run reported several clocks {sorted(clocks)} MHz")
+    return clocks.pop() * MHz
 
 
 def read_strides(path: Path) -> dict[str, float]:
@@ -163,7 +176,7 @@ def chase_rows(curve: Curve, suite: str, published: dict[str, str]) -> list[dict
 
     knee = ("knee of the staircase fit: footprint where latency first reaches the geometric mean of the two "
             "plateaus (gpuatlas's definition); no CI: one sample per footprint")
-    names = ["l1.capacity_bytes", "l2.partition_bytes"] + (["l2.capacity_bytes"] if len(p) >= 4 else [])
+    names = ["l1.capacity_bytes", "l2.partition_bytes"] + (["l2.far_reach_bytes"] if len(p) >= 4 else [])
     for quantity, value in zip(names, fit.knees_bytes):
         rows.append(row(quantity, value, f"{suite} random pointer chase, {mhz}; {knee}",
                         f"[I] computed from the raw file; a knee, not a size: a random chase's ramp and "
@@ -185,6 +198,34 @@ def l2_bandwidth_row(curve: Curve, note: str) -> dict:
                "of fit_staircase on seconds per byte (bootstrap 95% CI over its data-set sizes)",
                f"[I] computed from the raw file (GB/s read as 10^9 B/s); plateau {_mib(p.lo_bytes)}.."
                f"{_mib(p.hi_bytes)}; {note}; {curve.what}", curve.source, ci)
+
+
+def l2_capacity_row(curve: Curve, size: str) -> dict:
+    """The knee of a gpu-l2-cache sweep into HBM; ``size`` is the published L2 size, for the note."""
+    t = read_bandwidth_sweep(curve.path)
+    knee = bandwidth_capacity(t["bytes"], t["bytes_per_s"])
+    if knee is None:
+        raise ValueError(f"{curve.path}: no knee from the L2 into HBM")
+    cache, memory = knee.cache, knee.memory
+    return row("l2.capacity_bytes", knee.bytes,
+               "gpu-benches gpu-l2-cache: all SMs sum a buffer (double loads) of growing size; knee of "
+               "fit_staircase on seconds per byte into the HBM plateau, where the bandwidth first falls to the "
+               "geometric mean of the L2 and HBM plateaus (analysis.coalescing.bandwidth_capacity, gpuatlas's "
+               "method); no CI: one sample per data-set size",
+               f"[I] computed from the raw file; a knee, not a size: {size}; L2 plateau "
+               f"{1 / cache.latency / TERA:.2f} TB/s over {_mib(cache.lo_bytes)}..{_mib(cache.hi_bytes)}, HBM "
+               f"plateau {1 / memory.latency / TERA:.2f} TB/s from {_mib(memory.lo_bytes)}; {curve.what}",
+               curve.source)
+
+
+def l1_strides_row(path: Path, source: str, what: str) -> dict:
+    """L1 bandwidth per SM: gpu-strides' stride-1 double row (one block on one SM, B/clk/SM as printed)."""
+    found = read_strides(path)
+    return row("l1.bandwidth_bytes_per_clk_sm", found["double"],
+               "gpu-benches gpu-strides: one block on one SM reads an L1-resident buffer at stride 1, double "
+               "loads; bytes per SM clock as the benchmark printed",
+               f"[R] read in the raw file; float loads {found['float']:g} B/clk/SM; one SM only, not every SM "
+               f"at once; {what}", source)
 
 
 def l1_bandwidth_row(curve: Curve, sms: int, clock_hz: float, note: str) -> dict:
@@ -231,6 +272,23 @@ PC2_NOTE = ("[R] NVIDIA datasheet theoretical peak, not a measurement; read for 
 GL = f"glennklockwood.com/garden/processors/h100 (cites NVIDIA datasheet), via {PUB} §2a"
 GL_NOTE = "[R] NVIDIA datasheet theoretical peak (dense), not a measurement"
 DENSE_TC = "datasheet dense tensor-core peak"
+
+AZ_H200 = f"Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md, via {PUB} §5"
+H200_SPEC = f"lzwjava.github.io/nvidia-h200-gpu-specs-en (H200 vs H100 SXM: 'Identical'), via {PUB} §5"
+H200_SAME = "[R] the H200's compute peaks are the H100 SXM's (same GH100, 132 SMs); dense value from §2a [I]"
+_H100_SXM_PEAKS = [
+    row("fp32.peak_flops", 66.9 * TERA, "datasheet FP32 peak (132 SMs x 128 x 2 x 1.98 GHz)", GL_NOTE, GL),
+    row("fp64.peak_flops", 33.5 * TERA, "datasheet FP64 peak (CUDA cores, not FP64 tensor 66.9 TFLOPS)",
+        f"{GL_NOTE}; datasheet rounds to 34", GL),
+    row("tc.bf16.peak_flops", 989.4 * TERA, f"{DENSE_TC} (1978.9 sparse)",
+        f"{GL_NOTE}; = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM (NVIDIA/cudnn-frontend PR#650)", GL),
+    row("tc.fp16.peak_flops", 989.4 * TERA, f"{DENSE_TC} (1978.9 sparse)",
+        f"{GL_NOTE}; = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM (NVIDIA/cudnn-frontend PR#650)", GL),
+    row("tc.tf32.peak_flops", 494.7 * TERA, f"{DENSE_TC} (989.4 sparse)",
+        f"{GL_NOTE}; the source's column labels are misaligned, dense/sparse assignment [I]", GL),
+    row("tc.fp8.peak_flops", 1978.9 * TERA, f"{DENSE_TC} (3957.8 sparse)",
+        f"{GL_NOTE}; FP8 dense = 2x FP16 (NVIDIA/cudnn-frontend PR#650)", GL),
+]
 
 TRANSCRIBED: dict[str, list[dict]] = {
     "a100-sxm4-80gb": [
@@ -312,19 +370,19 @@ TRANSCRIBED: dict[str, list[dict]] = {
             "[R] 2.90 TB/s read as 10^12 B/s; Azure ND H100 v5 (SXM5); 87% of the 3.35 TB/s datasheet [I]",
             f"samuel-bohman/AI-benchmarking-guide (fork of Azure/AI-benchmarking-guide) "
             f"Azure_Results/ND_H100_v5_results.md, via {PUB} §2b"),
-        row("fp32.peak_flops", 66.9 * TERA, "datasheet FP32 peak (132 SMs x 128 x 2 x 1.98 GHz)", GL_NOTE, GL),
-        row("fp64.peak_flops", 33.5 * TERA, "datasheet FP64 peak (CUDA cores, not FP64 tensor 66.9 TFLOPS)",
-            f"{GL_NOTE}; datasheet rounds to 34", GL),
-        row("tc.bf16.peak_flops", 989.4 * TERA, f"{DENSE_TC} (1978.9 sparse)",
-            f"{GL_NOTE}; = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM (NVIDIA/cudnn-frontend PR#650)", GL),
-        row("tc.fp16.peak_flops", 989.4 * TERA, f"{DENSE_TC} (1978.9 sparse)",
-            f"{GL_NOTE}; = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM (NVIDIA/cudnn-frontend PR#650)", GL),
-        row("tc.tf32.peak_flops", 494.7 * TERA, f"{DENSE_TC} (989.4 sparse)",
-            f"{GL_NOTE}; the source's column labels are misaligned, dense/sparse assignment [I]", GL),
-        row("tc.fp8.peak_flops", 1978.9 * TERA, f"{DENSE_TC} (3957.8 sparse)",
-            f"{GL_NOTE}; FP8 dense = 2x FP16 (NVIDIA/cudnn-frontend PR#650)", GL),
+        *_H100_SXM_PEAKS,
     ],
     "h100-pcie": [],
+    "h200": [
+        row("dram.read_bandwidth_bytes_per_s", 4.48 * TERA, "BabelStream (CUDA) Dot: reads two arrays, no stores",
+            f"[R] 4.48 TB/s read as 10^12 B/s; Azure ND H200 v5 (H200 SXM); Dot includes a reduction; gpu-stream's "
+            f"read kernel peaks at 2756 GB/s at its largest block size, short of saturation ({PUB} §5 [R])", AZ_H200),
+        row("dram.copy_bandwidth_bytes_per_s", 4.01 * TERA, "BabelStream (CUDA) Copy: bytes read plus written",
+            f"[R] 4.01 TB/s read as 10^12 B/s; Azure ND H200 v5 (H200 SXM); 84% of the 4.8 TB/s spec [I]; "
+            f"gpu-stream's scale kernel: 3165 GB/s ({PUB} §5 [R])", AZ_H200),
+        *[row(r["quantity"], r["value"], r["method"], f"{H200_SAME}; {r['note']}", f"{H200_SPEC}; {r['source']}")
+          for r in _H100_SXM_PEAKS],
+    ],
     "h800-pcie": [
         row("smem.latency_cycles", 29, "Luo et al. shared-memory pointer chase (arXiv 2501.12084 Table 3)",
             "[R2] secondary compilation, primary table not opened; H800 PCIe at 1755 MHz (L25 Table 2 [R2])",
@@ -349,10 +407,10 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
             "(PUBLISHED.md §10), not stated")
     a100 = {"l1.capacity_bytes": "unified L1/shared memory is 192 KiB per SM [R]",
             "l2.partition_bytes": "one of two 20 MiB L2 halves (mt4g segmentSize 20971520 B) [R]",
-            "l2.capacity_bytes": "the L2 is 40 MiB (41943040 B) [R]"}
+            "l2.far_reach_bytes": "the L2 is 40 MiB (41943040 B) [R]"}
     hopper_pcie = {"l1.capacity_bytes": "unified L1/shared memory is 256 KiB per SM [R]",
                    "l2.partition_bytes": "one of two halves of the 50 MB L2 [R]",
-                   "l2.capacity_bytes": "the L2 is 50 MB [R]"}
+                   "l2.far_reach_bytes": "the L2 is 50 MB [R]"}
 
     out = {}
     curve = Curve(gb / "gpu-latency__a100_80.txt", _gb("gpu-latency", "a100_80"), sxm4)
@@ -362,6 +420,8 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
         *chase_rows(curve, "gpu-benches gpu-latency", a100),
         l2_bandwidth_row(Curve(gb / "gpu-l2-cache__a100_80.txt", _gb("gpu-l2-cache", "a100_80"), sxm4),
                          "theoretical 5120 B/clk [R2]"),
+        l2_capacity_row(Curve(gb / "gpu-l2-cache__a100_80.txt", _gb("gpu-l2-cache", "a100_80"), sxm4),
+                        a100["l2.far_reach_bytes"]),
         l1_bandwidth_row(Curve(gb / "gpu-cache__a100_80.txt", _gb("gpu-cache", "a100_80"), sxm4),
                          SM_COUNT["a100_80"], a100_clock,
                          f"gpu-strides__a100.txt, one block at stride 1: float {strides['float']:g}, double "
@@ -379,6 +439,8 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
                     "gpu-benches gpu-latency", hopper_pcie),
         l2_bandwidth_row(Curve(gb / "gpu-l2-cache__h100_pcie.txt", _gb("gpu-l2-cache", "h100_pcie"), pcie),
                          "Chips and Cheese: >5.5 TB/s near L2, 3.8 TB/s over all 50 MB"),
+        l2_capacity_row(Curve(gb / "gpu-l2-cache__h100_pcie.txt", _gb("gpu-l2-cache", "h100_pcie"), pcie),
+                        hopper_pcie["l2.far_reach_bytes"]),
         l1_bandwidth_row(Curve(gb / "gpu-cache__h100_pcie.txt", _gb("gpu-cache", "h100_pcie"), pcie),
                          SM_COUNT["h100_pcie"], h100_clock, "a lower clock during the run would raise it"),
         *stream_rows(Curve(gb / "gpu-stream__h100_pcie.txt", _gb("gpu-stream", "h100_pcie"), pcie)),
@@ -390,6 +452,19 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
               "Luo et al.'s H800 PCIe (an H100 PCIe variant; 114 SMs [I]), not H100 SXM5"),
         "NVIDIA-Hopper-Benchmark random_latency", h800)
     out["h100-sxm"] = []
+    h200 = "H200 SXM 141GB (132 SMs, 60 MB L2, HBM3e; PUBLISHED.md §5), the GPU gpuatlas measures"
+    strides = gb / "gpu-strides__h200.txt"
+    l2_curve = Curve(gb / "gpu-l2-cache__h200.txt", _gb("gpu-l2-cache", "h200"), h200)
+    out["h200"] = [
+        row("clock.sm_hz", read_clock(strides), "gpu-benches gpu-strides: SM clock the benchmark reported",
+            f"[R] clock line of the raw file (not a measured busy-SM clock); gpu-roofline/h200.txt reports the "
+            f"same (PUBLISHED.md §5); {h200}", _gb("gpu-strides", "h200")),
+        l1_strides_row(strides, _gb("gpu-strides", "h200"), h200),
+        l2_bandwidth_row(l2_curve, "PUBLISHED.md §5: ~9.7-10.2 TB/s over 5-40 MB, 13.5 TB/s at 1.5 MB [R]"),
+        l2_capacity_row(l2_curve, "the L2 is 60 MB per torch device properties (deepseek-ai/DeepGEMM#107) [R]"),
+        *[r for r in stream_rows(Curve(gb / "gpu-stream__h200.txt", _gb("gpu-stream", "h200"), h200))
+          if r["quantity"] == "dram.write_bandwidth_bytes_per_s"],
+    ]
     return out
 
 

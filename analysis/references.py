@@ -29,6 +29,7 @@ GPU_NAMES = {
     "h100-sxm": "NVIDIA H100 80GB HBM3 (SXM5)",
     "h100-pcie": "NVIDIA H100 PCIe",
     "h800-pcie": "NVIDIA H800 PCIe",
+    "h200": "NVIDIA H200 SXM 141GB",
 }
 
 

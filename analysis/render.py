@@ -50,9 +50,13 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "issue #3"),
          as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", pending), "one SM"),
         ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "issue #3"),
-         as_time("l2.latency_cycles"), measured("l2.bandwidth_bytes_per_s", pending), "the SMs beside it"),
-        ("L2, far partition", measured("l2.capacity_bytes", "full profile") + f"; driver {fmt_bytes(device['l2_bytes'])}",
+         as_time("l2.latency_cycles"), "-", "the SMs beside it"),
+        ("L2, far partition", ("one SM's reach " if "l2.far_reach_bytes" in d.index else "")
+         + measured("l2.far_reach_bytes", "full profile"),
          measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
+        ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
+         + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", pending),
+         "whole GPU"),
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "issue #3"),
          measured("dram.latency_ns", "issue #3"),
          measured("dram.read_bandwidth_bytes_per_s", pending).replace("]", "] read", 1), "whole GPU"),

@@ -1,13 +1,14 @@
 """analysis/coalescing.py: byte accounting against hand-computed answers, the block-model fit on synthetic
 curves, and the derived rows of the bw.* probes from a synthetic measurements frame."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes,
-                                 predicted_efficiency, ratio_ci, relative_efficiency, stride_table,
+from analysis.coalescing import (CANDIDATE_BLOCKS, CLEAR_STEP, bandwidth_capacity, bandwidth_rows, fit_models,
+                                 moved_bytes, predicted_efficiency, ratio_ci, relative_efficiency, stride_table,
                                  touched_blocks, useful_bytes)
 from analysis.quantities import QUANTITIES
 from tests.conftest import COMMITTED_RUN
@@ -246,5 +247,86 @@ def test_copy_bandwidth_is_the_faster_of_the_kernels_and_the_driver_copy_and_say
     copy = by["dram.copy_bandwidth_bytes_per_s"]
     assert copy["value"] == pytest.approx(max(memcpy_rate, 4.3e12), rel=0.01)
     assert ("cudaMemcpyAsync" in copy["method"]) == (chosen == "memcpy")
-    other = "the copy kernels: 4.3" if chosen == "memcpy" else "the driver copy: 4.0"
-    assert other in copy["note"], copy["note"]
+    label, other = ("the copy kernels", 4.3) if chosen == "memcpy" else ("the driver copy", memcpy_rate / 1e12)
+    named = re.search(label + r": ([\d.]+) TB/s", copy["note"])
+    assert named and float(named.group(1)) == pytest.approx(other, rel=0.01), copy["note"]
+
+
+# -- the L2 capacity: the all-SM read sweep's knee into HBM ------------------------------------------------
+
+MiB = 2**20
+
+
+def l2_sweep_footprints(l2_bytes, top=4):
+    """The bw.l2 sweep's shape: 1 MiB..top x L2, 4 points per octave, 8 per octave from L2/2 to 2x L2."""
+    coarse = 2 ** np.arange(20, np.log2(top * l2_bytes) + 1e-9, 1 / 4)
+    fine = l2_bytes * 2 ** np.arange(-1, np.log2(min(top, 2)) + 1e-9, 1 / 8)
+    return np.unique(np.round(np.concatenate([coarse, fine]) / 4096) * 4096)
+
+
+def l2_sweep(capacity, l2_rate=10e12, ratio=2.5, noise=0.01, repeats=5, seed=0, top=4, throttled=None,
+             hbm_step_at=None):
+    """bw.l2 samples of a GPU whose L2 (``capacity`` bytes) reads ``ratio`` times faster than its HBM: the
+    bandwidth falls log-linearly over the quarter octave either side of ``capacity``, so it crosses the
+    geometric mean of the two plateaus at ``capacity``. ``throttled``: a footprint whose every repeat ran at
+    half speed; ``hbm_step_at``: an 8% step inside HBM (pages), as the A100 curve has."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for f in l2_sweep_footprints(capacity, top):
+        ramp = np.clip((np.log2(f / capacity) + 0.25) / 0.5, 0, 1)
+        rate = l2_rate * ratio ** -ramp
+        if hbm_step_at and f >= hbm_step_at:
+            rate /= 1.08
+        if throttled and f == throttled:
+            rate /= 2
+        rows += _samples("bw.l2", "bandwidth", "B/s", rate * (1 + noise * rng.standard_normal(repeats)),
+                         footprint_bytes=f)
+    return pd.DataFrame(rows)
+
+
+def _knee(frame):
+    return bandwidth_capacity(frame["footprint_bytes"], frame["value"])
+
+
+#: The sweep is 8 points per octave around the L2: a knee within one step of the truth.
+STEP = 2 ** (1 / 8) - 1
+
+
+@pytest.mark.parametrize("capacity, ratio, noise", [(60 * MiB, 2.5, 0.01), (40 * MiB, 3.5, 0.02),
+                                                     (50 * MiB, 1.8, 0.01), (60 * MiB, 2.5, 0.05)])
+def test_bandwidth_knee_recovers_a_known_capacity(capacity, ratio, noise):
+    knee = _knee(l2_sweep(capacity, ratio=ratio, noise=noise, seed=int(ratio * 10)))
+    assert knee.bytes == pytest.approx(capacity, rel=STEP)
+    assert knee.ci[0] <= knee.bytes <= knee.ci[1]
+    assert knee.ci[0] > capacity / 2 ** 0.25 and knee.ci[1] < capacity * 2 ** 0.25  # inside the ramp
+    assert knee.memory.latency / knee.cache.latency == pytest.approx(ratio, rel=0.05)
+
+
+def test_bandwidth_knee_ignores_a_throttled_footprint_and_a_step_inside_hbm():
+    capacity = 60 * MiB
+    feet = l2_sweep_footprints(capacity)
+    throttled = feet[np.searchsorted(feet, 8 * MiB)]  # inside the L2 plateau, every repeat at half speed
+    knee = _knee(l2_sweep(capacity, throttled=throttled, hbm_step_at=3 * capacity))
+    assert knee.bytes == pytest.approx(capacity, rel=STEP)
+    assert knee.cache.lo_bytes < throttled < knee.cache.hi_bytes
+
+
+def test_no_knee_without_a_clear_hbm_plateau_past_it():
+    capacity = 60 * MiB
+    assert _knee(l2_sweep(capacity, top=1)) is None  # the sweep stops at the L2 (the committed runs' bw.l2)
+    assert _knee(l2_sweep(capacity, top=1.5)) is None  # it stops just past the ramp
+    assert _knee(l2_sweep(capacity, ratio=CLEAR_STEP / 1.1)) is None  # no clear step: not the L2 into HBM
+    assert _knee(l2_sweep(capacity, ratio=1.0)) is None  # flat
+
+
+def test_bandwidth_rows_give_the_l2_capacity_only_from_a_sweep_past_the_l2():
+    device = {**DEVICE, "l2_bytes": 60 * MiB}
+    rows = {r["quantity"]: r for r in bandwidth_rows(l2_sweep(58 * MiB), device)}
+    assert set(rows) == {"l2.bandwidth_bytes_per_s", "l2.capacity_bytes"}
+    capacity = rows["l2.capacity_bytes"]
+    assert capacity["value"] == pytest.approx(58 * MiB, rel=STEP)
+    assert capacity["ci_low"] <= capacity["value"] <= capacity["ci_high"]
+    assert capacity["unit"] == "B" and capacity["probe"] == "bw.l2" and "HBM plateau" in capacity["note"]
+    assert rows["l2.bandwidth_bytes_per_s"]["value"] == pytest.approx(10e12, rel=0.01)
+    short = bandwidth_rows(l2_sweep(58 * MiB, top=1), device)
+    assert [r["quantity"] for r in short] == ["l2.bandwidth_bytes_per_s"]

@@ -65,3 +65,27 @@ def test_committed_report_renders_headless_with_the_measured_values(committed_ru
     assert f"{dram:.4g} cycles" in text
     assert "deviates" in text or "holds" in text
     assert (COMMITTED_RUN / "report" / "index.html").exists(), "the rendered report is committed beside the run"
+
+
+#: Quantities the committed H200 runs and the published H200 figures (ref:h200) both give.
+SHARED_WITH_REF_H200 = ("dram.read_bandwidth_bytes_per_s", "dram.copy_bandwidth_bytes_per_s",
+                        "dram.write_bandwidth_bytes_per_s", "l2.bandwidth_bytes_per_s",
+                        "l1.bandwidth_bytes_per_clk_sm", "clock.sm_hz")
+
+
+def test_the_committed_h200_runs_and_ref_h200_measure_the_same_quantities_consistently():
+    """Same GPU, other suites: every shared quantity agrees within a factor of 1.5 either way. Kernels,
+    load widths and clocks differ (BabelStream's Dot reduces, gpu-strides uses one SM), so no tighter bound
+    is physics; a factor of 1.5 still catches a wrong unit, the wrong level (this GPU's L2 reads ~2.5x
+    faster than its HBM) or a per-SM figure read as a whole-GPU one."""
+    from analysis.compare import compare
+
+    runs = [COMMITTED_RUN, *COMPANION_RUNS]
+    table = compare([*runs, "ref:h200"])
+    ref = next(c for c in table.columns if "[ref:h200" in c and not c.startswith("ratio"))
+    measured = table[[c for c in table.columns if c not in ("unit", ref) and not c.startswith("ratio")]]
+    first = measured.bfill(axis=1).iloc[:, 0]  # each quantity from the first run that has it
+    both = first.notna() & table[ref].notna()
+    assert set(SHARED_WITH_REF_H200) <= set(table.index[both])
+    ratio = first[list(SHARED_WITH_REF_H200)] / table.loc[list(SHARED_WITH_REF_H200), ref]
+    assert ((ratio > 1 / 1.5) & (ratio < 1.5)).all(), ratio

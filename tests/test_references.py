@@ -10,7 +10,7 @@ from analysis.references import (GPU_NAMES, PROBE, REFERENCE_COLUMNS, REFERENCE_
                                  list_references, load_reference, problems, read_reference_csv)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
-REQUIRED = ("a100-sxm4-80gb", "h100-sxm", "h100-pcie")
+REQUIRED = ("a100-sxm4-80gb", "h100-sxm", "h100-pcie", "h200")
 NAMES = list_references()
 
 
@@ -89,6 +89,9 @@ def test_latencies_increase_down_the_hierarchy(name):
     levels = [value(frame, q) for q in ("smem.latency_cycles", "l1.latency_cycles", "l2.latency_cycles",
                                         "l2.far_latency_cycles", "dram.latency_cycles")]
     present = [v for v in levels if v is not None]
+    if name == "h200":  # PUBLISHED.md §5: no L1/L2/DRAM latency found for the H200
+        assert present == []
+        return
     assert value(frame, "l1.latency_cycles") and value(frame, "l2.latency_cycles")
     assert value(frame, "dram.latency_cycles")
     assert present == sorted(present) and len(set(present)) == len(present), levels
@@ -98,13 +101,28 @@ def test_latencies_increase_down_the_hierarchy(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_the_l2_capacity_is_a_bandwidth_knee_or_a_published_size_and_the_chase_knee_a_far_reach(name):
+    frame = load_reference(name)[1].set_index("quantity")
+    if "l2.capacity_bytes" in frame.index:
+        r = frame.loc["l2.capacity_bytes"]
+        assert "chase" not in r["method"]
+        assert "gpu-l2-cache" in r["source"] or "size" in r["note"], r["note"]
+    if "l2.far_reach_bytes" in frame.index:
+        assert "pointer chase" in frame.loc["l2.far_reach_bytes", "method"]
+    if name in ("a100-sxm4-80gb", "h100-pcie", "h200"):  # a gpu-l2-cache curve was published
+        assert "gpu-l2-cache" in frame.loc["l2.capacity_bytes", "source"]
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_capacities_and_bandwidths_are_ordered(name):
     frame = load_reference(name)[1]
-    l1, part, l2 = (value(frame, q) for q in ("l1.capacity_bytes", "l2.partition_bytes", "l2.capacity_bytes"))
+    l1, part, reach, l2 = (value(frame, q) for q in ("l1.capacity_bytes", "l2.partition_bytes",
+                                                      "l2.far_reach_bytes", "l2.capacity_bytes"))
     if l1 and part:
         assert l1 < part
-    if part and l2:
-        assert part < l2
+    for whole in (reach, l2):  # one partition holds less than the L2 one SM reaches or every SM fills
+        if part and whole:
+            assert part < whole
     l2_bw, read = value(frame, "l2.bandwidth_bytes_per_s"), value(frame, "dram.read_bandwidth_bytes_per_s")
     if l2_bw and read:
         assert l2_bw > read
@@ -115,6 +133,32 @@ def test_newer_gpus_are_faster_where_physics_says_so():
     for q in ("dram.copy_bandwidth_bytes_per_s", "dram.read_bandwidth_bytes_per_s", "tc.bf16.peak_flops",
               "fp32.peak_flops", "fp64.peak_flops"):
         assert value(h100, q) > value(a100, q), q
+    h200 = load_reference("h200")[1]  # HBM3e (4.8 TB/s spec) against the H100 SXM's HBM3 (3.35 TB/s)
+    for q in ("dram.copy_bandwidth_bytes_per_s", "dram.read_bandwidth_bytes_per_s"):
+        assert value(h200, q) > value(h100, q), q
     pcie = load_reference("h100-pcie")[1]
     assert value(pcie, "l2.bandwidth_bytes_per_s") > value(a100, "l2.bandwidth_bytes_per_s")
     assert value(pcie, "clock.sm_hz") < value(h100, "clock.sm_hz")
+
+
+#: Published L2 sizes of the GPUs whose gpu-l2-cache curves ship (PUBLISHED.md §1a, §3, §5).
+L2_SIZES = {"a100_80": 40 * 2**20, "h100_pcie": 50e6, "h200": 60 * 2**20}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"published reference files not found at {SHARED}")
+@pytest.mark.parametrize("gpu", sorted(L2_SIZES))
+def test_the_bandwidth_knee_of_published_l2_sweeps_is_near_the_l2_size(gpu):
+    """The knee is where bandwidth falls to the geometric mean of the L2 and HBM plateaus. A hashed L2 with
+    imperfect replacement starts missing before it is full and its ramp into HBM spans most of an octave
+    (the H200 curve falls from 44 to 74 MiB), so the knee lies below the size: +-20% (a quarter octave)
+    holds a knee inside such a ramp and still tells the L2 from half of it or from twice it."""
+    from analysis.coalescing import bandwidth_capacity
+    from analysis.reference_build import read_bandwidth_sweep
+
+    sweep = read_bandwidth_sweep(SHARED / "gpu-benches" / f"gpu-l2-cache__{gpu}.txt")
+    knee = bandwidth_capacity(sweep["bytes"], sweep["bytes_per_s"])
+    assert knee.bytes == pytest.approx(L2_SIZES[gpu], rel=0.2)
+    assert knee.cache.hi_bytes < knee.bytes < knee.memory.lo_bytes
+    assert 2 < knee.memory.latency / knee.cache.latency < 5  # L2 over HBM bandwidth on these GPUs
+    cut = sweep[sweep["bytes"] <= knee.bytes]  # a sweep that stops at the knee has none
+    assert bandwidth_capacity(cut["bytes"], cut["bytes_per_s"]) is None
