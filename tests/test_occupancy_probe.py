@@ -214,3 +214,85 @@ def test_a_simulated_run_fits_the_fakes_physics_renders_and_feeds_the_claims(tmp
     assert claims.loc["~55 warps per SM, one 128-B load each", "verdict"] == "deviates"
     render(meta, measurements, derived, tmp_path / "report")
     assert (tmp_path / "report" / "occupancy-throughput.png").stat().st_size > 10_000
+
+
+# -- the host side against a replay of the kernel (no CuPy device calls) ---------------------------------------
+
+class _Array(np.ndarray):
+    """A NumPy array standing in for a CuPy one: .get() and a zeroing memset."""
+
+    def get(self):
+        return np.asarray(self)
+
+
+class _ReplayKernel:
+    """stream_<W>b_ilp<N> replayed in NumPy: checks the launch's arguments against the kernel's signature and
+    adds what every warp would sum to the sink."""
+
+    def __init__(self, load_bytes, ilp, registers):
+        self.load_bytes, self.ilp, self.num_regs, self.shared_size_bytes = load_bytes, ilp, registers, 0
+        self.launches = []
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        words, tiles, first, trips, sink = args
+        assert (type(tiles), type(first), type(trips)) == (np.uint32, np.uint32, np.int64)
+        assert shared_mem == self.max_dynamic_shared_size_bytes and block[0] % 32 == 0
+        warps, tile_words = grid[0] * block[0] // 32, self.ilp * 32 * self.load_bytes // 4
+        per_tile = words[:int(tiles) * tile_words].reshape(int(tiles), tile_words).sum(axis=1, dtype=np.uint64)
+        read = (int(first) + np.arange(warps * int(trips))) % int(tiles)  # warp w, trip t: first + w + t x warps
+        sink[0] = (int(sink[0]) + int(per_tile[read].sum())) % 2**32
+        self.launches.append((grid[0], block[0], shared_mem, int(first)))
+
+
+def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
+    import probes.bandwidth as bw
+    import probes.cuda
+    from probes.harness import Budget, Context
+
+    device = {**OTHER, "sm_count": 3, "l2_bytes": 1 << 16}
+    replay = _ReplayKernel(16, 2, 22)
+    words = (np.arange(1 << 18, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
+    monkeypatch.setattr(probes.cuda, "kernel", lambda filename, name: replay)
+    monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: occupancy(
+        device, func.num_regs, threads, smem).blocks_per_sm)
+    monkeypatch.setattr(occ._Filled, "at_least", classmethod(lambda cls, nbytes, dev: words))
+    monkeypatch.setattr(occ, "_sum32", lambda w, offset, count: int(w[offset // 4:offset // 4 + count].sum()) % 2**32)
+    monkeypatch.setattr(bw._Sink, "__init__", lambda self, what: setattr(self, "array", np.zeros(1, np.uint32).view(
+        _Array)) or setattr(self, "launches", 0) or setattr(self, "what", what))
+    monkeypatch.setattr(bw._Sink, "reset", lambda self: self.array.fill(0) or setattr(self, "launches", 0))
+    monkeypatch.setattr(occ, "_calibrate", lambda run, unit, target: (7, target))
+    checked = []
+
+    def measure(ctx, launch, reset, verify, nbytes, **kw):
+        for _ in range(3):  # three samples of 1, 2 and 3 launches, each checked
+            reset()
+            for _ in range(len(checked) + 1):
+                launch()
+            verify()
+            checked.append(nbytes)
+        return []
+
+    monkeypatch.setattr(occ, "_measure", measure)
+    ctx = Context(device=device, budget=Budget())
+    for warps, level in ((3, "l2"), (40, "dram")):
+        replay.launches.clear()
+        occ.measure_throughput(ctx, warps, 2, 16, level)
+        grid, block, smem, _ = replay.launches[0]
+        assert grid * block == 3 * warps * 32 and smem == occ.plan_residency(device, warps, 22).dynamic_smem_bytes
+        assert len({first for *_, first in replay.launches}) > 1  # the cursor moves from launch to launch
+    # a kernel that skipped a tile would not match: the check itself can fail
+    monkeypatch.setattr(occ, "_sum32", lambda w, offset, count: 1)
+    with pytest.raises(RuntimeError, match="checksum mismatch"):
+        occ.measure_throughput(ctx, 3, 2, 16, "l2")
+
+
+
+def test_the_probe_refuses_a_residency_the_api_does_not_grant(monkeypatch):
+    import probes.cuda
+    from probes.harness import Budget, Context
+
+    monkeypatch.setattr(probes.cuda, "kernel", lambda filename, name: _ReplayKernel(16, 4, 29))
+    monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: 1)  # 1 block: 20 of 40 warps
+    with pytest.raises(RuntimeError, match="intended 40 resident warps per SM, the occupancy API grants 20, "
+                                           "the calculator 40: refusing"):
+        occ.measure_throughput(Context(device=H200, budget=Budget()), 40, 4, 16, "dram")
