@@ -67,6 +67,14 @@ def _per_sm_load(d: dict, device: dict) -> float:
     return 128.0 * device["sm_count"]
 
 
+def first_of(*measures: Callable) -> Callable:
+    """The first measure this run can answer: a direct measurement before a recomputation from others."""
+    def measure(d: dict, device: dict) -> Measured | None:
+        return next((m for m in (f(d, device) for f in measures) if m is not None), None)
+
+    return measure
+
+
 def ratio(numerator: str, denominator: str) -> Callable:
     """A figure recomputed as the ratio of two measured quantities."""
     def measure(d: dict, device: dict) -> Measured | None:
@@ -128,12 +136,19 @@ CLAIMS = (
           "recomputed: measured HBM read bandwidth / (SMs x the clock measured with it)", "#4",
           "the share scales with this GPU's own HBM bandwidth per SM and clock"),
     Claim("§7.4", "~0.93 MB in flight saturates HBM", 0.93e6, "B", 0.2,
-          product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns"),
-          "recomputed: measured HBM bandwidth x measured HBM latency (Little's law)", "#4",
-          "bytes in flight = bandwidth x latency, both of this GPU"),
+          first_of(quantity("littles.bytes_in_flight"),
+                   product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns")),
+          "the Little's-law fit of the occupancy sweep (plateau x loaded latency); without that probe, "
+          "measured HBM read bandwidth x unloaded chase latency", "#6",
+          "bytes in flight = bandwidth x latency, both of this GPU; HBM latency under load exceeds the idle "
+          "chase's"),
     Claim("§7.4", "~55 warps per SM, one 128-B load each", 55, "1", 0.2,
-          product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns", divide_by=_per_sm_load),
-          "recomputed: bytes in flight / 128 B / SMs", "#4"),
+          first_of(quantity("occupancy.warps_to_saturate_dram_ilp1"),
+                   product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns", divide_by=_per_sm_load)),
+          "the occupancy sweep's fitted knee in warps per SM at one 128-B load each; without that probe, "
+          "bandwidth x chase latency / 128 B / SMs", "#6",
+          "warps needed = this GPU's bytes in flight / 128 B / SMs; above the SM's warp limit, only ILP "
+          "(several loads in flight per warp) saturates HBM"),
     Claim("Numbers worth memorizing; §7.6", "fp32 at stride >= 32 moves 1/32 useful bytes", 1 / 32, "1", 0.2,
           quantity("coalescing.efficiency_stride32_fp32"), "stride-32 fp32 bandwidth over stride-1", "#4",
           "the memory system moves 32-byte sectors, not 128-byte segments"),

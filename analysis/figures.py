@@ -176,3 +176,50 @@ def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, ax=None):
     ax.set_title("Bandwidth against footprint")
     ax.legend(fontsize=7)
     return ax
+
+
+def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame):
+    """Read bandwidth against resident warps per SM, one line per ILP; rows HBM and L2, columns 4- and
+    16-byte loads; dashed: the panel's Little's-law fit min(SMs x warps x ILP x bytes / latency, peak) drawn
+    at each ILP; HBM panels also show the bandwidth probe's HBM read and the fitted ILP-1 knee (CI shaded)."""
+    import numpy as np
+
+    from analysis.littles_law import HEADLINE_LOAD_BYTES, fit_sweep, model, throughput_samples, throughput_table
+
+    samples, table = throughput_samples(measurements), throughput_table(measurements)
+    levels = [lv for lv in ("dram", "l2") if lv in set(table["level"])]
+    widths = sorted(table["load_bytes"].unique())
+    fig, axes = plt.subplots(len(levels), len(widths), figsize=(5 * len(widths), 3.8 * len(levels)),
+                             squeeze=False, sharex=True)
+    palette = dict(zip(sorted(table["ilp"].unique()), sns.color_palette("deep")))
+    d = derived.set_index("quantity")
+    max_warps = device["max_threads_per_sm"] // 32
+    for row, level in enumerate(levels):
+        for col, width in enumerate(widths):
+            ax = axes[row][col]
+            panel = table[(table["level"] == level) & (table["load_bytes"] == width)]
+            fit = fit_sweep(samples, level, int(width), device["sm_count"], resamples=20)
+            warps = np.geomspace(1, max_warps, 64)
+            for ilp, group in panel.groupby("ilp"):
+                group = group.sort_values("resident_warps_per_sm")
+                ax.plot(group["resident_warps_per_sm"], group["bandwidth"], "o-", ms=4, color=palette[ilp],
+                        label=f"ILP {ilp}")
+                if fit:
+                    ax.plot(warps, model(warps * ilp * device["sm_count"], fit["bytes_per_load"], fit["latency_s"],
+                                         fit["peak_bytes_per_s"]), "--", lw=0.8, color=palette[ilp])
+            if level == "dram" and "dram.read_bandwidth_bytes_per_s" in d.index:
+                ax.axhline(d.loc["dram.read_bandwidth_bytes_per_s", "value"], color="tab:red", ls=":", lw=0.8,
+                           label="bw.dram read")
+            if level == "dram" and width == HEADLINE_LOAD_BYTES and "occupancy.warps_to_saturate_dram_ilp1" in d.index:
+                knee = d.loc["occupancy.warps_to_saturate_dram_ilp1"]
+                ax.axvline(knee["value"], color="black", ls=":", lw=0.8, label=f"ILP-1 knee {knee['value']:.0f}")
+                ax.axvspan(knee["ci_low"], knee["ci_high"], color="black", alpha=0.06)
+            ax.axvline(max_warps, color="grey", lw=0.6)
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{'HBM' if level == 'dram' else 'L2'}, {width}-byte loads ({32 * width} B per warp load)",
+                         fontsize=9)
+            ax.set_xlabel("resident warps per SM")
+            ax.set_ylabel("bytes per second")
+            ax.legend(fontsize=7)
+    return axes[0][0]

@@ -129,6 +129,8 @@ FIGURES = (
     ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
     ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"])),
     ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
+    ("occupancy-throughput.png", "occupancy.throughput",
+     lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
 )
 
 

@@ -18,7 +18,11 @@ TLB_REACH, TLB_MISS = 64 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
           "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
-          "smem_per_block_bytes": 48 << 10}
+          "smem_per_block_bytes": 48 << 10, "smem_per_block_optin_bytes": 227 << 10, "max_threads_per_sm": 2048,
+          "max_threads_per_block": 1024, "max_blocks_per_sm": 32, "warp_size": 32}
+#: occupancy.throughput follows Little's law exactly: min(warp loads in flight x bytes / latency, peak).
+OCCUPANCY_LATENCY_S = {"dram": 700e-9, "l2": 300e-9}
+OCCUPANCY_PEAK = {"dram": 4.4e12, "l2": 9e12}
 
 
 def latency_of(footprint_bytes: float) -> float:
@@ -100,10 +104,23 @@ def _bw_onchip(ctx, level):
     return [Sample("bytes_per_clk_sm", 125.0, "B/cycle", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
+def _occupancy(ctx, resident_warps_per_sm, ilp, load_bytes, level):
+    from analysis.littles_law import model
+
+    loads = ctx.device["sm_count"] * resident_warps_per_sm * ilp
+    bandwidth = float(model(loads, 32 * load_bytes, OCCUPANCY_LATENCY_S[level], OCCUPANCY_PEAK[level]))
+    rng = np.random.default_rng([resident_warps_per_sm, ilp, load_bytes])
+    return [s for r in range(5) for s in (
+        Sample("bandwidth", bandwidth * (1 + 0.002 * rng.standard_normal()), "B/s", r, CLOCK_HZ, "cuda_event"),
+        Sample("resident_warps_per_sm_api", resident_warps_per_sm, "1", r, CLOCK_HZ, "config"),
+        Sample("resident_warps_per_sm_calc", resident_warps_per_sm, "1", r, CLOCK_HZ, "config"))]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
-         "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip}
+         "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
+         "occupancy.throughput": _occupancy}
 
 
 def simulated_probes():

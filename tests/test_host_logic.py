@@ -63,7 +63,9 @@ def test_geom_is_log_spaced_and_jitter_is_seeded():
 
 def test_every_probe_declares_quick_and_full_and_counts_configs():
     device = {"sm_count": 132, "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "smem_per_block_bytes": 48 << 10,
-              "total_memory_bytes": 141 << 30}
+              "total_memory_bytes": 141 << 30, "compute_capability": "9.0", "max_threads_per_sm": 2048,
+              "max_threads_per_block": 1024, "max_blocks_per_sm": 32, "regs_per_sm": 65536,
+              "smem_per_block_optin_bytes": 227 << 10}
     for probe in all_probes().values():
         quick, full = probe.configs(device, "quick"), probe.configs(device, "full")
         assert 0 < len(quick) <= len(full)
