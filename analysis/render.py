@@ -125,6 +125,7 @@ FIGURES = (
     ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
     ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"])),
     ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
+    ("compute-peaks.png", "compute.vector", lambda meta, m, d: figures.compute_peaks(d)),
 )
 
 
