@@ -192,12 +192,14 @@ def compute_peaks(derived: pd.DataFrame, ax=None):
         family = next(f for prefix, f in families.items() if label.startswith(prefix))
         ax.barh(i, row["value"] / 1e12, color=palette[family],
                 xerr=[[(row["value"] - row["ci_low"]) / 1e12], [(row["ci_high"] - row["value"]) / 1e12]])
-        ax.text(row["value"] / 1e12 * 1.05, i, f"{row['value'] / 1e12:.3g}", va="center", fontsize=7)
+        ax.text(row["value"] / 1e12 * 1.05, i, f"{row['value'] / 1e12:.0f}", va="center", fontsize=7)
     ax.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    if bars:  # room for the largest bar's label
+        ax.set_xlim(right=max(row["value"] for _, row in bars) / 1e12 * 2)
     ax.set_xlabel("TFLOP/s (dense)")
-    ax.set_title("Compute peaks: vector units, mma.sync, wgmma")
+    ax.set_title("Dense compute peaks: vector units, mma.sync, wgmma, libraries")
     ax.legend(handles=[Patch(color=color, label=family) for family, color in palette.items()],
-              loc="lower right", fontsize=7)
+              loc="upper right", fontsize=7)
     return ax
