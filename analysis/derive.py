@@ -5,6 +5,7 @@ import pandas as pd
 
 from analysis.banks import bank_rows
 from analysis.coalescing import bandwidth_rows
+from analysis.compute import compute_rows
 from analysis.latency import hierarchy_rows
 from analysis.littles_law import littles_rows
 from analysis.quantities import derived_row
@@ -31,5 +32,6 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
     rows += bank_rows(measurements)
     rows += bandwidth_rows(measurements, meta["device"])
     rows += littles_rows(measurements, meta["device"])
+    rows += compute_rows(measurements)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 

@@ -7,6 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from analysis.latency import CUPY_PROBE, NUMBA_PROBE  # noqa: E402
@@ -223,3 +224,27 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
             ax.set_ylabel("bytes per second")
             ax.legend(fontsize=7)
     return axes[0][0]
+def compute_peaks(derived: pd.DataFrame, ax=None):
+    """Measured peaks as bars: vector units, mma.sync, wgmma, and cuBLAS / Triton matmuls where measured."""
+    from analysis.compute import PEAK_BARS
+
+    values = derived.set_index("quantity")
+    bars = [(label, values.loc[q]) for label, q in PEAK_BARS.items() if q in values.index]
+    ax = ax or plt.figure(figsize=(7, 0.35 * max(len(bars), 4) + 1)).gca()
+    families = {"FP": "vector", "mma.sync": "mma.sync", "wgmma": "wgmma", "cuBLAS": "library", "Triton": "library"}
+    palette = dict(zip(dict.fromkeys(families.values()), sns.color_palette("deep", 4)))
+    for i, (label, row) in enumerate(bars):
+        family = next(f for prefix, f in families.items() if label.startswith(prefix))
+        ax.barh(i, row["value"] / 1e12, color=palette[family],
+                xerr=[[(row["value"] - row["ci_low"]) / 1e12], [(row["ci_high"] - row["value"]) / 1e12]])
+        ax.text(row["value"] / 1e12 * 1.05, i, f"{row['value'] / 1e12:.0f}", va="center", fontsize=7)
+    ax.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    if bars:  # room for the largest bar's label
+        ax.set_xlim(right=max(row["value"] for _, row in bars) / 1e12 * 2)
+    ax.set_xlabel("TFLOP/s (dense)")
+    ax.set_title("Dense compute peaks: vector units, mma.sync, wgmma, libraries")
+    ax.legend(handles=[Patch(color=color, label=family) for family, color in palette.items()],
+              loc="upper right", fontsize=7)
+    return ax

@@ -68,6 +68,17 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma)"),
     "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma)"),
     "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
+    "tc.fp16.mma_sync_peak_flops": ("FLOP/s", "dense FP16 tensor-core peak through mma.sync"),
+    "tc.tf32.mma_sync_peak_flops": ("FLOP/s", "dense TF32 tensor-core peak through mma.sync"),
+    "tc.fp8.mma_sync_peak_flops": ("FLOP/s", "dense FP8 E4M3 peak through mma.sync (m16n8k32; SASS shows how the "
+                                             "GPU runs it)"),
+    "int32.peak_ops": ("op/s", "INT32 multiply-add (IMAD) peak, an IMAD counted as 2 integer ops"),
+    "fp32.flop_per_clk_sm": ("FLOP/cycle", "FP32 FMA FLOP per clock per SM (2 x the FMA lanes)"),
+    "tc.bf16.flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma FLOP per clock per SM"),
+    "tc.fp16.flop_per_clk_sm": ("FLOP/cycle", "dense FP16 wgmma FLOP per clock per SM"),
+    "tc.tf32.flop_per_clk_sm": ("FLOP/cycle", "dense TF32 wgmma FLOP per clock per SM"),
+    "tc.fp8.flop_per_clk_sm": ("FLOP/cycle", "dense FP8 E4M3 wgmma FLOP per clock per SM"),
+    "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (wgmma) over the FP32 FMA peak"),
     "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),
     "fusion.softmax_speedup": ("1", "fused softmax time over three unfused kernels' time, 4096 x 4096 bf16"),
 }

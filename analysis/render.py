@@ -131,6 +131,7 @@ FIGURES = (
     ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
     ("occupancy-throughput.png", "occupancy.throughput",
      lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
+    ("compute-peaks.png", "compute.vector", lambda meta, m, d: figures.compute_peaks(d)),
 )
 
 

@@ -25,7 +25,7 @@ def fmt_value(value: float, unit: str) -> str:
             if abs(value) >= scale:
                 return f"{value / scale:.4g} {suffix}"
         return f"{value / 1e-9:.3g} ns"
-    if unit in ("Hz", "B/s", "FLOP/s"):
+    if unit in ("Hz", "B/s", "FLOP/s", "op/s"):
         for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
             if abs(value) >= scale:
                 return f"{value / scale:.4g} {prefix}{unit}"

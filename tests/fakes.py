@@ -114,13 +114,47 @@ def _occupancy(ctx, resident_warps_per_sm, ilp, load_bytes, level):
         Sample("bandwidth", bandwidth * (1 + 0.002 * rng.standard_normal()), "B/s", r, CLOCK_HZ, "cuda_event"),
         Sample("resident_warps_per_sm_api", resident_warps_per_sm, "1", r, CLOCK_HZ, "config"),
         Sample("resident_warps_per_sm_calc", resident_warps_per_sm, "1", r, CLOCK_HZ, "config"))]
+#: Simulated compute widths (per clock per SM) and the FP32 FMA latency, H100-like.
+VECTOR_PER_CLK = {"fp32": 256.0, "fp64": 128.0, "fp16x2": 512.0, "int32": 128.0}
+FMA_LATENCY = 4.0
+MMA_SYNC_PER_CLK = {"bf16": 2048.0, "fp16": 2048.0, "tf32": 1024.0, "e4m3": 2048.0}
+WGMMA_PER_CLK = {"bf16": 4096.0, "fp16": 4096.0, "tf32": 2048.0, "e4m3": 8192.0}
+
+
+def wgmma_per_clk(dtype, n):
+    """Wider N reuses A over more columns: N=256 reaches the peak, narrower N a smaller fraction."""
+    return WGMMA_PER_CLK[dtype] * (0.7 + 0.3 * int(n) / 256)
+
+
+def _rates(per_clk, unit="FLOP"):
+    rate = per_clk * DEVICE["sm_count"] * CLOCK_HZ
+    return [s for r in range(5) for s in (Sample("per_clk_sm", per_clk, f"{unit}/cycle", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("throughput", rate, f"{unit}/s", r, CLOCK_HZ, "cuda_event"))]
+
+
+def _compute_vector(ctx, op):
+    return _rates(VECTOR_PER_CLK[op], "op" if op == "int32" else "FLOP")
+
+
+def _compute_latency(ctx, op):
+    return [Sample("latency", FMA_LATENCY, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
+def _compute_mma_sync(ctx, dtype):
+    return _rates(MMA_SYNC_PER_CLK[dtype])
+
+
+def _compute_wgmma(ctx, dtype, n):
+    return _rates(wgmma_per_clk(dtype, n))
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
-         "occupancy.throughput": _occupancy}
+         "occupancy.throughput": _occupancy,
+         "compute.vector": _compute_vector, "compute.latency": _compute_latency,
+         "compute.mma_sync": _compute_mma_sync, "compute.wgmma": _compute_wgmma}
 
 
 def simulated_probes():

@@ -101,3 +101,21 @@ def test_a_real_run_killed_with_sigkill_mid_probe_resumes_to_exactly_its_configs
         assert set(rows["config"]) == want, f"{pid}: missing or foreign configs"
         assert not rows.duplicated(["config", "metric", "repeat"]).any(), f"{pid}: duplicated samples"
     assert {s["status"] for s in run.read_meta()["probes"].values()} == {"ok"}
+@pytest.mark.parametrize("probe_id, params", [("compute.vector", {"op": "fp32"}), ("compute.vector", {"op": "int32"}),
+                                              ("compute.latency", {"op": "fp32"}),
+                                              ("compute.mma_sync", {"dtype": "e4m3"}),
+                                              ("compute.wgmma", {"dtype": "bf16", "n": 256}),
+                                              ("compute.wgmma", {"dtype": "e4m3", "n": 64})])
+def test_compute_probes_pass_their_own_result_checks(probe_id, params):
+    """Each kernel's stored results match the host's recomputation (the wgmma layout check included), and
+    no rate exceeds its physical bound."""
+    from probes.device import device_properties
+    from probes.harness import Budget, Context
+    from probes.registry import all_probes
+
+    device = device_properties()
+    probe = all_probes()[probe_id]
+    if tuple(int(x) for x in device["compute_capability"].split(".")) < probe.min_cc:
+        pytest.skip(f"{probe_id} needs compute capability {probe.min_cc}")
+    samples = probe.func(Context(device=device, budget=Budget(min_repeats=3, max_repeats=3, time_s=0.05)), **params)
+    assert samples and not [s for s in samples if s.flag == "invalid"]
