@@ -10,8 +10,8 @@ seconds, so
 The fit gives C, the cache's bandwidth and the bandwidth of the level behind it.  C's CI is the wider of a
 bootstrap over the repeats at each footprint (measurement noise) and the fit's own 95% interval from the
 residuals (how far the curve departs from the model).  A sweep with one sample per footprint (a published
-curve) has nothing to resample: its CI is the residual interval alone.  A sweep that never leaves the cache (no footprint past the
-fitted C with a bandwidth clearly below the plateau) yields no capacity.
+curve) has nothing to resample: its CI is the residual interval alone.  A sweep that never leaves the cache
+(no footprint past the fitted C with a bandwidth clearly below the plateau) yields no capacity.
 """
 from __future__ import annotations
 
