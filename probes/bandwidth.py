@@ -168,7 +168,7 @@ def tile_reads(tiles: int, warps: int, trips: int) -> tuple[int, int]:
 def l2_footprints(device: dict, per_octave: int, dense_per_octave: int, jitter: bool = False) -> list[int]:
     """1 MiB .. L2_SWEEP_TOP x the L2's size, log-spaced, whole tiles of stride_16 (2 KiB): ``per_octave``
     points per doubling, ``dense_per_octave`` from half to twice the L2, where the read bandwidth falls from
-    the L2's to HBM's (where the L2 capacity is fitted)."""
+    the L2's to HBM's (the L2 capacity knee)."""
     tile = LANES * STRIDE_KERNELS[16][1] * 16
     l2 = device["l2_bytes"]
     seed = l2 if jitter else None
