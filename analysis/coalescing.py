@@ -15,6 +15,7 @@ smallest RMS error in log2 (octaves: a factor of 2 off is an error of 1) wins.
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pandas as pd
 
