@@ -9,8 +9,9 @@ seconds, so
 
 The fit gives C, the cache's bandwidth and the bandwidth of the level behind it.  C's CI is the wider of a
 bootstrap over the repeats at each footprint (measurement noise) and the fit's own 95% interval from the
-residuals (how far the curve departs from the model).  A sweep that never leaves the cache (no footprint past the
-fitted C with a bandwidth clearly below the plateau) yields no capacity.
+residuals (how far the curve departs from the model).  A sweep with one sample per footprint (a published
+curve) has nothing to resample: its CI is the residual interval alone.  A sweep that never leaves the cache
+(no footprint past the fitted C with a bandwidth clearly below the plateau) yields no capacity.
 """
 from __future__ import annotations
 
@@ -72,7 +73,9 @@ def fit_capacity(footprint_bytes, bandwidth, min_footprint_bytes: float = 0.0, r
         return None
     rng = np.random.default_rng(seed)
     boot = []
-    for _ in range(resamples):
+    # one sample per footprint: every resample is the sweep itself, the residual term alone carries the CI
+    repeated = any(g.size > 1 for g in groups)
+    for _ in range(resamples if repeated else 0):
         resampled = np.array([np.median(g[rng.integers(0, g.size, g.size)]) for g in groups])
         try:
             boot.append(_fit(sizes, resampled)[0][0])

@@ -15,12 +15,11 @@ smallest RMS error in log2 (octaves: a factor of 2 off is an error of 1) wins.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from analysis.plateaus import Plateau, fit_staircase
+from analysis.capacity import fit_capacity
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes, fmt_value
@@ -212,7 +211,7 @@ def _onchip_rows(measurements) -> list[dict]:
 def _l2_rows(measurements, device) -> list[dict]:
     """The L2 plateau: the median over footprints up to half the L2 of each footprint's median (every
     footprint counts once, however many repeats it took), with a bootstrap CI over those footprints; and the
-    L2's capacity where the sweep falls to HBM, when it extends past the L2 (``bandwidth_capacity``)."""
+    L2's capacity where the sweep extends past the L2 (``_capacity_row``)."""
     frame = select(measurements, L2_PROBE, "bandwidth")
     if frame.empty:
         return []
@@ -230,63 +229,30 @@ def _l2_rows(measurements, device) -> list[dict]:
             *_capacity_row(frame, device)]
 
 
-#: The memory level costs at least this factor more seconds per byte than the cache before it. L2s read 2.5-3.5x
-#: faster than HBM on the A100, H100 and H200 curves of gpu-l2-cache; steps inside HBM (the A100 curve's 8%
-#: at 400 MiB, pages or TLB) are far smaller and belong to the memory level.
-CLEAR_STEP = 1.5
-#: The memory plateau must reach this factor beyond the knee: a sweep that stops inside the ramp has no knee.
-PAST_KNEE = 2.0
-
-
-@dataclass
-class CapacityKnee:
-    """Where an all-SM read sweep falls from a cache's bandwidth plateau to the memory behind it."""
-
-    bytes: float
-    ci: tuple[float, float]
-    cache: Plateau  # the last plateau before the knee (seconds per byte)
-    memory: Plateau  # the first plateau of the memory level
-    sweep_end: float  # the largest footprint measured
-
-
-def bandwidth_capacity(footprint_bytes, bandwidth) -> CapacityKnee | None:
-    """Capacity of the last cache an all-SM read sweep fills: the knee into the slowest level.
-
-    ``analysis.plateaus.fit_staircase`` on seconds per byte; the memory level is the trailing plateaus within
-    CLEAR_STEP of the slowest one (the last), and the knee is the one into its first plateau, where the
-    bandwidth first falls to the geometric mean of the two levels. None when the slowest level is not
-    CLEAR_STEP slower than the cache before it or the sweep ends less than PAST_KNEE beyond the knee.
-    """
-    footprint = np.asarray(footprint_bytes, dtype=float)
-    fit = fit_staircase(footprint, 1.0 / np.asarray(bandwidth, dtype=float))
-    p = fit.plateaus
-    if len(p) < 2 or p[-1].latency < max(q.latency for q in p):
-        return None
-    slowest = p[-1].latency
-    first = len(p) - 1
-    while first > 0 and p[first - 1].latency * CLEAR_STEP > slowest:
-        first -= 1
-    if first == 0 or p[first].latency < CLEAR_STEP * p[first - 1].latency:
-        return None
-    knee = fit.knees_bytes[first - 1]
-    if p[-1].hi_bytes < PAST_KNEE * knee:
-        return None
-    return CapacityKnee(knee, fit.knee_ci[first - 1], p[first - 1], p[first], float(np.nanmax(footprint)))
+#: Footprints below this fraction of the driver's L2 are left out of the capacity fit: there the sweep runs
+#: faster than the L2's own plateau (an H200 reads 1-4 MiB at 10-13 TB/s against ~9 TB/s over most of the L2).
+CAPACITY_FLOOR = 1 / 8
 
 
 def _capacity_row(frame, device) -> list[dict]:
-    knee = bandwidth_capacity(frame["footprint_bytes"], frame["value"])
-    if knee is None:
+    """``l2.capacity_bytes`` from the miss model (``analysis.capacity.fit_capacity``) fitted to the usable
+    samples at footprints from L2 / 8 up; none when the sweep does not fall clearly below the L2 plateau
+    (a sweep that stops at the L2)."""
+    floor = device["l2_bytes"] * CAPACITY_FLOOR
+    fit = fit_capacity(frame["footprint_bytes"], frame["value"], min_footprint_bytes=floor)
+    if fit is None:
         return []
-    cache, memory = knee.cache, knee.memory
-    note = (f"L2 plateau {fmt_value(1 / cache.latency, 'B/s')} over {fmt_bytes(cache.lo_bytes)}.."
-            f"{fmt_bytes(cache.hi_bytes)}, HBM plateau {fmt_value(1 / memory.latency, 'B/s')} from "
-            f"{fmt_bytes(memory.lo_bytes)} (sweep to {fmt_bytes(knee.sweep_end)}); driver L2 "
-            f"{fmt_bytes(device['l2_bytes'])}")
-    return [derived_row("l2.capacity_bytes", knee.bytes, *knee.ci,
-                        "knee of the all-SM read sweep (fit_staircase on seconds per byte): footprint where the "
-                        "bandwidth first falls to the geometric mean of the L2 and HBM plateaus (bootstrap 95% CI "
-                        "over repeats)", L2_PROBE, note)]
+    footprints = np.unique(frame["footprint_bytes"].to_numpy(dtype=float))
+    used = footprints[footprints >= floor]
+    note = (f"fitted L2 bandwidth {fmt_value(fit.cache_bytes_per_s, 'B/s')}, miss (HBM) bandwidth "
+            f"{fmt_value(fit.miss_bytes_per_s, 'B/s')}; sweep {fmt_bytes(footprints[0])}..{fmt_bytes(footprints[-1])}, "
+            f"fitted over its {used.size} footprints from L2/8 ({fmt_bytes(used[0])}..{fmt_bytes(used[-1])}); "
+            f"driver L2 {fmt_bytes(device['l2_bytes'])}")
+    return [derived_row("l2.capacity_bytes", fit.capacity_bytes, *fit.ci,
+                        "miss model fitted to the all-SM read sweep (analysis.capacity.fit_capacity): an L2 of C "
+                        "bytes re-read cyclically over a footprint F keeps a fraction h = min(1, C/F) resident, "
+                        "bandwidth(F) = 1 / (h / B_L2 + (1 - h) / B_HBM); 95% CI the wider of a bootstrap over "
+                        "repeats and the fit's residual interval", L2_PROBE, note)]
 
 
 def _faster_copy(measurements) -> tuple[str, float | None]:

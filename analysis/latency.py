@@ -4,7 +4,7 @@ A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysi
 loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee
 where one partition's reach ends, the far plateau, the knee where one SM's chase turns from far-partition
 hits to HBM misses (the L2 as one SM sees it, ``l2.far_reach_bytes``; the L2's capacity is the all-SM
-bandwidth knee of analysis.coalescing), and HBM.  A sparse sweep
+bandwidth fit of analysis.coalescing), and HBM.  A sparse sweep
 (``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
 window, sized from the device's own properties.
 """

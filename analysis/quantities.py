@@ -14,8 +14,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "l1.line_bytes": ("B", "L1 line size"),
     "l2.latency_cycles": ("cycles", "L2 hit latency, near partition"),
     "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition"),
-    "l2.capacity_bytes": ("B", "L2 capacity: footprint where the read bandwidth of every SM falls from the L2 "
-                               "plateau to the HBM plateau"),
+    "l2.capacity_bytes": ("B", "L2 capacity C of a miss model fitted to every SM's read bandwidth (a footprint F "
+                               "keeps min(1, C/F) of itself resident)"),
     "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
     "l2.far_reach_bytes": ("B", "footprint where one SM's dependent chase turns from far-partition L2 hits to HBM "
                                 "misses: the L2 as one SM sees it"),

@@ -9,8 +9,8 @@ Two kinds of rows:
     are L1, near L2, far L2 (when four or more) and DRAM (the last); its knees are the L1 capacity, the L2
     partition and the far reach (where one SM's chase turns from L2 hits to HBM misses);
   - L2 bandwidth and L1 bandwidth: the first plateau of the same fit applied to seconds per byte
-    (``gpu-l2-cache__*.txt``, ``gpu-cache__*.txt``); L2 capacity: the knee of the gpu-l2-cache sweep into HBM
-    (``analysis.coalescing.bandwidth_capacity``, as gpuatlas fits its own bw.l2 sweep); L1 bandwidth where
+    (``gpu-l2-cache__*.txt``, ``gpu-cache__*.txt``); L2 capacity: the miss model fitted to the gpu-l2-cache
+    sweep (``analysis.capacity.fit_capacity``, as gpuatlas fits its own bw.l2 sweep); L1 bandwidth where
     no gpu-cache file exists: the stride-1 row of ``gpu-strides__*.txt``;
   - DRAM read / write / copy bandwidth: the best rate over gpu-stream's occupancy sweep (``gpu-stream__*.txt``);
 * transcribed from the curated tables of ``PUBLISHED.md`` (datasheet peaks, tensor-core rates, figures of
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.coalescing import bandwidth_capacity
+from analysis.capacity import fit_capacity
 from analysis.plateaus import fit_staircase
 from analysis.quantities import QUANTITIES
 from analysis.references import PROBE, REFERENCE_COLUMNS, REFERENCE_DIR
@@ -41,7 +41,7 @@ from analysis.stats import median_ci
 #: ../shared/reference as seen from the repository root (/work/main -> /work/shared/reference).
 SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 
-KiB, MHz, GIGA, TERA = 1024, 1e6, 1e9, 1e12
+KiB, MiB, MHz, GIGA, TERA = 1024, 2**20, 1e6, 1e9, 1e12
 
 GB_REPO = "RRZE-HPC/gpu-benches (mirror te42kyfo/gpu-benches @1c36d50)"
 HB_REPO = "HPMLL/NVIDIA-Hopper-Benchmark @ded6f57"
@@ -200,22 +200,34 @@ def l2_bandwidth_row(curve: Curve, note: str) -> dict:
                f"{_mib(p.hi_bytes)}; {note}; {curve.what}", curve.source, ci)
 
 
-def l2_capacity_row(curve: Curve, size: str) -> dict:
-    """The knee of a gpu-l2-cache sweep into HBM; ``size`` is the published L2 size, for the note."""
+def l2_capacity_row(curve: Curve, size_bytes: float, size: str) -> dict:
+    """The L2 capacity of a gpu-l2-cache sweep from the miss model (``analysis.capacity.fit_capacity``, as
+    gpuatlas fits its own bw.l2 sweep), from ``size_bytes`` / 8 up; ``size`` states the published L2 size."""
     t = read_bandwidth_sweep(curve.path)
-    knee = bandwidth_capacity(t["bytes"], t["bytes_per_s"])
-    if knee is None:
-        raise ValueError(f"{curve.path}: no knee from the L2 into HBM")
-    cache, memory = knee.cache, knee.memory
-    return row("l2.capacity_bytes", knee.bytes,
-               "gpu-benches gpu-l2-cache: all SMs sum a buffer (double loads) of growing size; knee of "
-               "fit_staircase on seconds per byte into the HBM plateau, where the bandwidth first falls to the "
-               "geometric mean of the L2 and HBM plateaus (analysis.coalescing.bandwidth_capacity, gpuatlas's "
-               "method); no CI: one sample per data-set size",
-               f"[I] computed from the raw file; a knee, not a size: {size}; L2 plateau "
-               f"{1 / cache.latency / TERA:.2f} TB/s over {_mib(cache.lo_bytes)}..{_mib(cache.hi_bytes)}, HBM "
-               f"plateau {1 / memory.latency / TERA:.2f} TB/s from {_mib(memory.lo_bytes)}; {curve.what}",
-               curve.source)
+    floor = size_bytes / 8
+    fit = fit_capacity(t["bytes"], t["bytes_per_s"], min_footprint_bytes=floor)
+    if fit is None:
+        raise ValueError(f"{curve.path}: the sweep does not fall from the L2 to HBM")
+    t = t.sort_values("bytes")
+    fitted = t[t["bytes"] >= floor]
+    held = fitted["bytes"][fitted["bytes"] < fitted.loc[fitted["bytes_per_s"] < 0.9 * fit.cache_bytes_per_s,
+                                                       "bytes"].min()].max()
+    hbm = t.loc[t["bytes"] >= 4 * size_bytes, "bytes_per_s"].median()  # the curve's own HBM rate
+    fallen = t.loc[t["bytes_per_s"] <= 1.1 * hbm, "bytes"].min()
+    return row("l2.capacity_bytes", fit.capacity_bytes,
+               "gpu-benches gpu-l2-cache: all SMs sum a buffer (double loads) of growing size; miss model fitted "
+               "to the sweep (analysis.capacity.fit_capacity, gpuatlas's method): an L2 of C bytes re-read over a "
+               "footprint F keeps a fraction h = min(1, C/F) resident, bandwidth(F) = 1 / (h / B_L2 + (1 - h) / "
+               "B_HBM); 95% CI the fit's residual interval (one sample per data-set size: no repeats to "
+               "bootstrap)",
+               f"[I] computed from the raw file; the model under-reads a cliff-shaped curve: this one keeps 90% "
+               f"of the fitted L2 rate up to {_mib(held)} and is within 10% of its HBM rate (median beyond 4x "
+               f"the L2: {hbm / TERA:.2f} TB/s) from {_mib(fallen)}, where the model expects a gradual fall "
+               f"from C, so the fit places C below the cliff and below the L2's size; {size}; fitted L2 "
+               f"{fit.cache_bytes_per_s / TERA:.2f} TB/s, miss (HBM) {fit.miss_bytes_per_s / TERA:.2f} TB/s; "
+               f"sweep {_mib(t['bytes'].min())}..{_mib(t['bytes'].max())}, fitted over its {len(fitted)} sizes "
+               f"from L2/8 ({_mib(fitted['bytes'].min())}..{_mib(fitted['bytes'].max())}); {curve.what}",
+               curve.source, fit.ci)
 
 
 def l1_strides_row(path: Path, source: str, what: str) -> dict:
@@ -356,8 +368,8 @@ TRANSCRIBED: dict[str, list[dict]] = {
         row("mem.sector_bytes", 32, "mt4g probe: fetch granularity (sector)", "[R]",
             _mt("NVIDIA H100 80GB HBM3", "§2b")),
         row("l2.capacity_bytes", 52428800, "mt4g l2.size (50 MiB = 52428800 B, as given in bytes)",
-            "[R] the L2 size, not a latency knee: compare with care against gpuatlas knees",
-            _mt("NVIDIA H100 80GB HBM3", "§2a")),
+            "[R] the L2 size, not a fitted capacity: the miss-model fit of an all-SM read sweep (gpuatlas's "
+            "l2.capacity_bytes) reads below the size", _mt("NVIDIA H100 80GB HBM3", "§2a")),
         row("l2.partition_bytes", 26214400, "mt4g segmentSize (25 MiB = 26214400 B, as given in bytes)",
             "[R] the size of one of the two L2 segments, not a latency knee",
             _mt("NVIDIA H100 80GB HBM3", "§2a")),
@@ -421,7 +433,7 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
         l2_bandwidth_row(Curve(gb / "gpu-l2-cache__a100_80.txt", _gb("gpu-l2-cache", "a100_80"), sxm4),
                          "theoretical 5120 B/clk [R2]"),
         l2_capacity_row(Curve(gb / "gpu-l2-cache__a100_80.txt", _gb("gpu-l2-cache", "a100_80"), sxm4),
-                        a100["l2.far_reach_bytes"]),
+                        40 * MiB, a100["l2.far_reach_bytes"]),
         l1_bandwidth_row(Curve(gb / "gpu-cache__a100_80.txt", _gb("gpu-cache", "a100_80"), sxm4),
                          SM_COUNT["a100_80"], a100_clock,
                          f"gpu-strides__a100.txt, one block at stride 1: float {strides['float']:g}, double "
@@ -440,7 +452,8 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
         l2_bandwidth_row(Curve(gb / "gpu-l2-cache__h100_pcie.txt", _gb("gpu-l2-cache", "h100_pcie"), pcie),
                          "Chips and Cheese: >5.5 TB/s near L2, 3.8 TB/s over all 50 MB"),
         l2_capacity_row(Curve(gb / "gpu-l2-cache__h100_pcie.txt", _gb("gpu-l2-cache", "h100_pcie"), pcie),
-                        hopper_pcie["l2.far_reach_bytes"]),
+                        50 * MiB, f"{hopper_pcie['l2.far_reach_bytes']}, taken as 50 MiB (52428800 B, the size "
+                        "mt4g reads on the H100 SXM) [I]"),
         l1_bandwidth_row(Curve(gb / "gpu-cache__h100_pcie.txt", _gb("gpu-cache", "h100_pcie"), pcie),
                          SM_COUNT["h100_pcie"], h100_clock, "a lower clock during the run would raise it"),
         *stream_rows(Curve(gb / "gpu-stream__h100_pcie.txt", _gb("gpu-stream", "h100_pcie"), pcie)),
@@ -461,7 +474,8 @@ def _computed(shared: Path) -> dict[str, list[dict]]:
             f"same (PUBLISHED.md §5); {h200}", _gb("gpu-strides", "h200")),
         l1_strides_row(strides, _gb("gpu-strides", "h200"), h200),
         l2_bandwidth_row(l2_curve, "PUBLISHED.md §5: ~9.7-10.2 TB/s over 5-40 MB, 13.5 TB/s at 1.5 MB [R]"),
-        l2_capacity_row(l2_curve, "the L2 is 60 MB per torch device properties (deepseek-ai/DeepGEMM#107) [R]"),
+        l2_capacity_row(l2_curve, 60 * MiB, "the L2 is 60 MB per torch device properties (deepseek-ai/DeepGEMM#107) "
+                        "[R], 60 MiB (62914560 B) as torch counts MB [I]"),
         *[r for r in stream_rows(Curve(gb / "gpu-stream__h200.txt", _gb("gpu-stream", "h200"), h200))
           if r["quantity"] == "dram.write_bandwidth_bytes_per_s"],
     ]

@@ -57,3 +57,20 @@ def test_footprints_below_the_floor_are_left_out():
     bandwidth[small] *= 1.5  # a faster level serves the smallest footprints
     assert fit_capacity(footprint, bandwidth, min_footprint_bytes=8 * MiB).capacity_bytes == pytest.approx(
         60 * MiB, rel=0.05)
+
+
+@pytest.mark.parametrize("curve", [None, lambda f: np.where(f <= 50 * MiB, 9e12, 4.5e12)],
+                         ids=["model", "lru-cliff"])
+def test_one_sample_per_footprint_the_residuals_carry_the_ci(curve):
+    """A published curve has one sample per footprint: a bootstrap over repeats has nothing to resample (every
+    resample is the sweep itself), so the fit's residual interval must give the CI its width."""
+    footprint, bandwidth = sweep(50 * MiB, repeats=1, curve=curve)
+    assert np.unique(footprint).size == footprint.size
+    fit = fit_capacity(footprint, bandwidth)
+    lo, hi = fit.ci
+    assert lo < fit.capacity_bytes < hi
+    assert hi - lo > 0.005 * fit.capacity_bytes  # non-degenerate: 1% noise or a misfit leaves a spread
+    assert fit.capacity_bytes - lo == pytest.approx(hi - fit.capacity_bytes)  # +-1.96 standard errors
+    assert fit_capacity(footprint, bandwidth, resamples=0) == fit  # no bootstrap to add
+    if curve is None:
+        assert lo <= 50 * MiB <= hi
