@@ -53,8 +53,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma)"),
     "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma)"),
     "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
+    "matmul.cublas_bf16_flops": ("FLOP/s", "cuBLAS (torch.matmul) BF16 matmul throughput, 8192^3"),
+    "matmul.triton_bf16_flops": ("FLOP/s", "Triton tl.dot BF16 matmul throughput, 8192^3, best of a few configs"),
     "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),
-    "fusion.softmax_speedup": ("1", "fused softmax time over three unfused kernels' time, 4096 x 4096 bf16"),
+    "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),
 }
 
 

@@ -18,7 +18,10 @@ TLB_REACH, TLB_MISS = 64 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
           "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
-          "smem_per_block_bytes": 48 << 10}
+          "smem_per_block_bytes": 48 << 10, "smem_per_block_optin_bytes": 227 << 10}
+#: Tensor-core BF16 peak and HBM read bandwidth of the simulated GPU (bw.dram's read figure).
+TC_PEAK, HBM_READ = 900e12, 4.5e12
+LIBRARY_FRACTION = {"cublas": 0.8, "triton": 0.7}
 
 
 def latency_of(footprint_bytes: float) -> float:
@@ -92,7 +95,7 @@ def _bw_l2(ctx, footprint_bytes):
 
 
 def _bw_dram(ctx, op):
-    return [Sample("bandwidth", {"read": 4.5e12, "write": 4.3e12, "copy": 4.0e12}[op], "B/s", r, CLOCK_HZ,
+    return [Sample("bandwidth", {"read": HBM_READ, "write": 4.3e12, "copy": 4.0e12}[op], "B/s", r, CLOCK_HZ,
                    "cuda_event") for r in range(5)]
 
 
@@ -100,10 +103,33 @@ def _bw_onchip(ctx, level):
     return [Sample("bytes_per_clk_sm", 125.0, "B/cycle", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
+def _flops(rate):
+    return [s for r in range(5) for s in (Sample("flop_rate", rate, "FLOP/s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("seconds", 1.0 / rate, "s", r, CLOCK_HZ, "cuda_event"))]
+
+
+def _matmul_library(ctx, impl, matrix_side):
+    return _flops(LIBRARY_FRACTION[impl] * TC_PEAK)
+
+
+def _matmul_roofline(ctx, block, matrix_side):
+    """Exactly the roofline: min(peak, BLOCK/2 x HBM bandwidth)."""
+    return _flops(min(TC_PEAK, block / 2 * HBM_READ))
+
+
+def _softmax(ctx, launch, variant, matrix_side):
+    """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
+    from analysis.fusion import total_bytes
+
+    seconds = total_bytes(matrix_side, matrix_side, variant) / HBM_READ
+    return [Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
-         "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip}
+         "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
+         "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax}
 
 
 def simulated_probes():
