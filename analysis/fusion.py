@@ -13,7 +13,7 @@ import pandas as pd
 from analysis.coalescing import ratio_ci
 from analysis.quantities import derived_row
 from analysis.stats import select
-from analysis.units import fmt_bytes, fmt_value
+from analysis.units import fmt_value
 
 PROBE = "fusion.softmax"
 VARIANTS = ("unfused", "fused")
@@ -70,9 +70,9 @@ def fusion_rows(measurements: pd.DataFrame) -> list[dict]:
     side = int(select(measurements, PROBE, "seconds", launch=launch)["matrix_side"].iloc[0])
     value, lo, hi = ratio_ci(unfused, fused)
     moved = {v: total_bytes(side, side, v) for v in VARIANTS}
-    note = (f"{side} x {side} bf16, {launch} launches; bytes moved (counted): unfused {fmt_bytes(moved['unfused'])} "
+    note = (f"{side} x {side} bf16, {launch} launches; bytes moved (counted): unfused {moved['unfused'] / 1e6:.1f} MB "
             f"({traversals(side, side, 'unfused'):.3f} traversals) in {fmt_value(unfused.median(), 's')} = "
-            f"{fmt_value(moved['unfused'] / unfused.median(), 'B/s')}, fused {fmt_bytes(moved['fused'])} "
+            f"{fmt_value(moved['unfused'] / unfused.median(), 'B/s')}, fused {moved['fused'] / 1e6:.1f} MB "
             f"({traversals(side, side, 'fused'):.0f}) in {fmt_value(fused.median(), 's')} = "
             f"{fmt_value(moved['fused'] / fused.median(), 'B/s')}; byte ratio {moved['unfused'] / moved['fused']:.3f} "
             f"(lecture {LECTURE_RATIO})")
