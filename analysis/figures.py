@@ -24,6 +24,12 @@ def _bytes_axis(ax):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
 
 
+def _no_data(ax, title: str):
+    ax.set_title(title)
+    ax.set_axis_off()
+    return ax
+
+
 def _median_lines(ax, frame: pd.DataFrame, x: str, by: str, label) -> None:
     """Median per x with an IQR band, one line per ``by`` group; sparse groups are drawn as points."""
     names = sorted(frame[by].unique())
@@ -187,6 +193,8 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
 
     ax = ax or plt.figure(figsize=(8, 5)).gca()
     table = roofline_table(measurements, derived)
+    if table.empty:
+        return _no_data(ax, "Roofline: no usable matmul.roofline samples (see the warnings)")
     d = derived.set_index("quantity")["value"]
     lo, hi = table["intensity"].min() / 2, max(table["intensity"].max() * 4, 1.0)
     if PEAK_QUANTITY in d and BANDWIDTH_QUANTITY in d:
@@ -208,7 +216,7 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity BLOCK/2 (FLOP per HBM byte, square bf16 tiles)")
     ax.set_ylabel("FLOP/s")
-    ax.set_title("Roofline: Triton square-tiled matmul, predicted (hollow) against measured, labelled by BLOCK")
+    ax.set_title("Roofline: square-tiled Triton matmul (hollow: predicted; filled: measured; label: BLOCK)")
     ax.legend(fontsize=7, loc="lower right")
     return ax
 
@@ -218,6 +226,8 @@ def fusion(measurements: pd.DataFrame, ax=None):
     from analysis.fusion import fusion_table
 
     table = fusion_table(measurements)
+    if table.empty:
+        return _no_data(ax or plt.figure(figsize=(6, 3)).gca(), "Fused softmax: no usable samples (see the warnings)")
     if ax is None:
         fig, (ax, right) = plt.subplots(1, 2, figsize=(9, 3.8))
     else:
@@ -227,8 +237,8 @@ def fusion(measurements: pd.DataFrame, ax=None):
     ax.set_ylabel("time per softmax (us)")
     ax.set_xlabel("")
     ax.set_title("Time")
-    sizes = table.drop_duplicates("variant")
-    right.bar(sizes["variant"], sizes["mb"], color=sns.color_palette("deep")[:len(sizes)])
+    sizes = table.drop_duplicates("variant").set_index("variant").reindex(["unfused", "fused"]).dropna()
+    right.bar(sizes.index, sizes["mb"], color=sns.color_palette()[:len(sizes)])
     right.set_ylabel("bytes moved, counted (MB)")
     right.set_title("Bytes (5 traversals against 2)")
     return ax
