@@ -10,7 +10,8 @@ input comes from HBM, not from the previous launch's L2 lines.  (The intermediat
 written and read back within one softmax: what of it the L2 keeps is the hardware's business, and part of the
 answer.)  Launches are timed with CUDA events on torch's current stream, batched over the ring, either as plain
 launches or replayed from a CUDA graph (no host gaps between kernels); the SM clock is read after each sample.
-Every output is checked against torch.softmax in fp32 before timing and one ring slot after every sample.  A
+Every output is checked against torch.softmax in fp32 before timing and one ring slot after every sample (outputs start as
+NaN, so a kernel that wrote nothing fails).  A
 softmax faster than reading its input once at the HBM interface's peak is flagged ``invalid``.
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ def _slot_buffers(side: int, slots: int, seed: int):
     from probes.matmul import random_bf16
 
     def empty(*shape, dtype=torch.bfloat16):
-        return torch.empty(shape, device="cuda", dtype=dtype)
+        """NaN-filled: a reused allocation may hold a previous config's (correct) softmax."""
+        return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
 
     return [{"x": random_bf16((side, side), seed * 104729 + i), "e": empty(side, side), "y": empty(side, side),
              "max": empty(side, dtype=torch.float32), "sum": empty(side, dtype=torch.float32)} for i in range(slots)]

@@ -9,8 +9,8 @@
   the same run's measured ceilings and sets the measured points beside the prediction.
 
 Operands are random normal bf16 (never zeros: zeros run faster).  Every launch is timed with CUDA events on
-torch's current stream, and the SM clock is read after each sample.  Results are checked before timing:
-sampled rows of C against an fp64 product of the same rows, relative Frobenius error below CHECK_TOLERANCE.
+torch's current stream, and the SM clock is read after each sample.  Results are checked before and after
+timing: sampled rows of C against an fp64 product of the same rows, relative Frobenius error below CHECK_TOLERANCE.
 FLOP/s above what any tensor core so far could do on this device's SMs and clock is flagged ``invalid``.
 """
 from __future__ import annotations
@@ -90,7 +90,7 @@ def triton_matmul(a, b, c, block_m: int, block_n: int, block_k: int, group_m: in
 
 def check_product(c, a, b, what: str, seed: int) -> float:
     """Relative Frobenius error of CHECK_ROWS random rows of ``c`` against an fp64 product; raises above the
-    tolerance (or if ``c`` is all zeros, which a skipped kernel would leave)."""
+    tolerance (``c`` starts as NaN, so a kernel that wrote nothing fails too)."""
     import torch
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -130,7 +130,8 @@ def _operands(ctx, side: int):
     import torch
 
     a, b = random_bf16((side, side), ctx.seed * 7919 + 1), random_bf16((side, side), ctx.seed * 7919 + 2)
-    return a, b, torch.empty((side, side), device="cuda", dtype=torch.bfloat16)
+    # NaN, not torch.empty: a reused allocation may still hold the previous config's (correct) product
+    return a, b, torch.full((side, side), float("nan"), device="cuda", dtype=torch.bfloat16)
 
 
 @probe("matmul.library",
@@ -162,7 +163,9 @@ def matmul_library(ctx, impl: str, matrix_side: int) -> list[Sample]:
         raise ValueError(f"unknown impl {impl!r}: choose cublas or triton")
     launch()
     check_product(c, a, b, f"{impl} {side}^3", ctx.seed)
-    return measure_flops(ctx, launch, matmul_flops(side, side, side), extra)
+    samples = measure_flops(ctx, launch, matmul_flops(side, side, side), extra)
+    check_product(c, a, b, f"{impl} {side}^3 after timing", ctx.seed + 1)
+    return samples
 
 
 def _roofline_sweep(sides):
@@ -184,5 +187,7 @@ def matmul_roofline(ctx, block: int, matrix_side: int) -> list[Sample]:
     launch = triton_matmul(a, b, c, block, block, block, 1, roofline_warps(block), 2)
     launch()
     check_product(c, a, b, f"square-tiled BLOCK {block}, {side}^3", ctx.seed)
-    return measure_flops(ctx, launch, matmul_flops(side, side, side),
-                         (("num_warps", float(roofline_warps(block)), "1"),))
+    samples = measure_flops(ctx, launch, matmul_flops(side, side, side),
+                            (("num_warps", float(roofline_warps(block)), "1"),))
+    check_product(c, a, b, f"square-tiled BLOCK {block}, {side}^3 after timing", ctx.seed + 1)
+    return samples
