@@ -110,7 +110,10 @@ def test_roofline_prediction_comes_from_the_runs_own_ceilings():
     assert table.loc[128, "measured_over_predicted"] == pytest.approx(300 / 256)
     assert roofline_table(m, ceilings(peak=100e12)).set_index("block").loc[128, "bound"] == "compute (peak)"
     lines = gap_explanation(roofline_table(m, ceilings()), DEVICE)
-    assert len(lines) == 3 and "L2" in lines[-1] and "below" in lines[0]
+    assert len(lines) == 3 and "below" in lines[0] and "mma.sync" in lines[0]  # 50 of 64 predicted
+    assert "L2" in lines[1] and "L2" in lines[2]  # 200 of 128, 300 of 256
+    on = gap_explanation(roofline_table(roofline_measurements({128: 260e12}), ceilings()), DEVICE)
+    assert "on the prediction" in on[0]
 
 
 def test_tiled_fraction_is_the_best_block_128_to_256_over_the_measured_peak():
