@@ -138,6 +138,7 @@ def fusion_softmax(ctx, launch: str, variant: str, matrix_side: int) -> list[Sam
         flag = "invalid" if bound is not None and matrix_bytes / seconds > bound else ctx.throttle_flag(hz)
         return [Sample("seconds", seconds, "s", repeat, hz, "cuda_event", flag),
                 Sample("bandwidth", moved / seconds, "B/s", repeat, hz, "cuda_event", flag),
+                Sample("bytes_moved", float(moved), "B", repeat, hz, "config", flag),
                 Sample("ring_slots", float(len(slots)), "1", repeat, hz, "config", flag),
                 Sample("kernels", float(len(softmax_bytes(side, side)[variant])), "1", repeat, hz, "config", flag)]
 
