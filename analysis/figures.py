@@ -25,6 +25,12 @@ def _bytes_axis(ax):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
 
 
+def _no_data(ax, title: str):
+    ax.set_title(title)
+    ax.set_axis_off()
+    return ax
+
+
 def _median_lines(ax, frame: pd.DataFrame, x: str, by: str, label) -> None:
     """Median per x with an IQR band, one line per ``by`` group; sparse groups are drawn as points."""
     names = sorted(frame[by].unique())
@@ -247,4 +253,61 @@ def compute_peaks(derived: pd.DataFrame, ax=None):
     ax.set_title("Dense compute peaks: vector units, mma.sync, wgmma, libraries")
     ax.legend(handles=[Patch(color=color, label=family) for family, color in palette.items()],
               loc="upper right", fontsize=7)
+def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """The roofline, log-log: the run's measured ceilings (HBM read bandwidth as the slope, the BF16 tensor
+    peak as the roof) with each square-tile BLOCK's predicted point (hollow) and measured point (filled)."""
+    import numpy as np
+
+    from analysis.roofline import BANDWIDTH_QUANTITY, PEAK_QUANTITY, roofline_table
+
+    ax = ax or plt.figure(figsize=(8, 5)).gca()
+    table = roofline_table(measurements, derived)
+    if table.empty:
+        return _no_data(ax, "Roofline: no usable matmul.roofline samples (see the warnings)")
+    d = derived.set_index("quantity")["value"]
+    lo, hi = table["intensity"].min() / 2, max(table["intensity"].max() * 4, 1.0)
+    if PEAK_QUANTITY in d and BANDWIDTH_QUANTITY in d:
+        peak, bw = d[PEAK_QUANTITY], d[BANDWIDTH_QUANTITY]
+        hi = max(hi, 4 * peak / bw)
+        x = np.geomspace(lo, hi, 200)
+        ax.plot(x, np.minimum(peak, x * bw), color="black", lw=1.2,
+                label=f"measured roofline: HBM {bw / 1e12:.2f} TB/s, BF16 peak {peak / 1e12:.0f} TFLOP/s "
+                      f"(ridge {peak / bw:.0f} FLOP/B)")
+    for (side, group), colour in zip(table.groupby("matrix_side"), sns.color_palette("deep")):
+        ax.plot(group["intensity"], group["measured_flops"], "o-", color=colour, label=f"{side}^3 measured")
+        if group["predicted_flops"].notna().any():
+            ax.plot(group["intensity"], group["predicted_flops"], "o", mfc="none", color=colour, ms=9,
+                    label=f"{side}^3 predicted")
+        for row in group.itertuples(index=False):
+            ax.annotate(f"{row.block}", (row.intensity, row.measured_flops), fontsize=7,
+                        textcoords="offset points", xytext=(4, -10))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity BLOCK/2 (FLOP per HBM byte, square bf16 tiles)")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title("Roofline: square-tiled Triton matmul (hollow: predicted; filled: measured; label: BLOCK)")
+    ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def fusion(measurements: pd.DataFrame, ax=None):
+    """Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel."""
+    from analysis.fusion import fusion_table
+
+    table = fusion_table(measurements)
+    if table.empty:
+        return _no_data(ax or plt.figure(figsize=(6, 3)).gca(), "Fused softmax: no usable samples (see the warnings)")
+    if ax is None:
+        fig, (ax, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    else:
+        right = ax.twinx()
+    table = table.assign(us=table["seconds"] * 1e6, mb=table["bytes"] / 1e6)
+    sns.barplot(data=table, x="launch", y="us", hue="variant", hue_order=["unfused", "fused"], ax=ax)
+    ax.set_ylabel("time per softmax (us)")
+    ax.set_xlabel("")
+    ax.set_title("Time")
+    sizes = table.drop_duplicates("variant").set_index("variant").reindex(["unfused", "fused"]).dropna()
+    right.bar(sizes.index, sizes["mb"], color=sns.color_palette()[:len(sizes)])
+    right.set_ylabel("bytes moved, counted (MB)")
+    right.set_title("Bytes (5 traversals against 2)")
     return ax

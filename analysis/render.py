@@ -16,6 +16,7 @@ import pandas as pd
 from analysis import claims, figures
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
+from analysis.roofline import gap_explanation, roofline_table
 from analysis.stats import SPREAD_WARNING, unstable_configs
 from analysis.units import fmt_bytes, fmt_value
 
@@ -103,6 +104,17 @@ def agreement_table(measurements: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def roofline_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The roofline table with units."""
+    return pd.DataFrame({
+        "M = N = K": table["matrix_side"], "BLOCK": table["block"], "intensity (FLOP/B)": table["intensity"],
+        "predicted": [fmt_value(v, "FLOP/s") if pd.notna(v) else "-" for v in table["predicted_flops"]],
+        "bound": table["bound"].replace("", "-"),
+        "measured": [f"{fmt_value(v, 'FLOP/s')} [{fmt_value(lo, 'FLOP/s')}, {fmt_value(hi, 'FLOP/s')}]"
+                     for v, lo, hi in zip(table["measured_flops"], table["ci_low"], table["ci_high"])],
+        "measured / predicted": ["-" if pd.isna(r) else f"{r:.2f}" for r in table["measured_over_predicted"]]})
+
+
 def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
     out = []
     for pid, state in meta["probes"].items():
@@ -132,6 +144,8 @@ FIGURES = (
     ("occupancy-throughput.png", "occupancy.throughput",
      lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
     ("compute-peaks.png", "compute.vector", lambda meta, m, d: figures.compute_peaks(d)),
+    ("roofline.png", "matmul.roofline", lambda meta, m, d: figures.roofline(m, d)),
+    ("fused-softmax.png", "fusion.softmax", lambda meta, m, d: figures.fusion(m)),
 )
 
 
@@ -184,6 +198,10 @@ def _sections(meta, measurements, derived):
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))
+    roof = roofline_table(measurements, derived)
+    if not roof.empty:
+        sections += [("Roofline: square tiles, predicted against measured", roofline_display(roof)),
+                     ("Roofline: the gap, explained", gap_explanation(roof, device))]
     banks = banks_agreement_table(measurements) if "offset_words" in measurements else pd.DataFrame()
     if not banks.empty:
         sections.append(("Bank conflicts: CuPy against Numba", banks))

@@ -23,6 +23,9 @@ DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9
 #: occupancy.throughput follows Little's law exactly: min(warp loads in flight x bytes / latency, peak).
 OCCUPANCY_LATENCY_S = {"dram": 700e-9, "l2": 300e-9}
 OCCUPANCY_PEAK = {"dram": 4.4e12, "l2": 9e12}
+#: Tensor-core BF16 peak and HBM read bandwidth of the simulated GPU (bw.dram's read figure).
+TC_PEAK, HBM_READ = 900e12, 4.5e12
+LIBRARY_FRACTION = {"cublas": 0.8, "triton": 0.7}
 
 
 def latency_of(footprint_bytes: float) -> float:
@@ -96,7 +99,8 @@ def _bw_l2(ctx, footprint_bytes):
 
 
 def _bw_dram(ctx, op):
-    return [Sample("bandwidth", {"read": 4.5e12, "write": 4.3e12, "copy": 4.0e12, "memcpy": 4.2e12}[op], "B/s", r, CLOCK_HZ,
+    return [Sample("bandwidth", {"read": HBM_READ, "write": 4.3e12, "copy": 4.0e12, "memcpy": 4.2e12}[op], "B/s", r,
+                   CLOCK_HZ,
                    "cuda_event") for r in range(5)]
 
 
@@ -146,6 +150,26 @@ def _compute_mma_sync(ctx, dtype):
 
 def _compute_wgmma(ctx, dtype, n):
     return _rates(wgmma_per_clk(dtype, n))
+def _flops(rate):
+    return [s for r in range(5) for s in (Sample("flop_rate", rate, "FLOP/s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("seconds", 1.0 / rate, "s", r, CLOCK_HZ, "cuda_event"))]
+
+
+def _matmul_library(ctx, impl, matrix_side):
+    return _flops(LIBRARY_FRACTION[impl] * TC_PEAK)
+
+
+def _matmul_roofline(ctx, block, matrix_side):
+    """Exactly the roofline: min(peak, BLOCK/2 x HBM bandwidth)."""
+    return _flops(min(TC_PEAK, block / 2 * HBM_READ))
+
+
+def _softmax(ctx, launch, variant, matrix_side):
+    """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
+    from analysis.fusion import total_bytes
+
+    seconds = total_bytes(matrix_side, matrix_side, variant) / HBM_READ
+    return [Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
@@ -154,7 +178,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "occupancy.throughput": _occupancy,
          "compute.vector": _compute_vector, "compute.latency": _compute_latency,
-         "compute.mma_sync": _compute_mma_sync, "compute.wgmma": _compute_wgmma}
+         "compute.mma_sync": _compute_mma_sync, "compute.wgmma": _compute_wgmma,
+         "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax}
 
 
 def simulated_probes():
