@@ -253,6 +253,9 @@ def compute_peaks(derived: pd.DataFrame, ax=None):
     ax.set_title("Dense compute peaks: vector units, mma.sync, wgmma, libraries")
     ax.legend(handles=[Patch(color=color, label=family) for family, color in palette.items()],
               loc="upper right", fontsize=7)
+    return ax
+
+
 def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     """The roofline, log-log: the run's measured ceilings (HBM read bandwidth as the slope, the BF16 tensor
     peak as the roof) with each square-tile BLOCK's predicted point (hollow) and measured point (filled)."""

@@ -118,6 +118,8 @@ def _occupancy(ctx, resident_warps_per_sm, ilp, load_bytes, level):
         Sample("bandwidth", bandwidth * (1 + 0.002 * rng.standard_normal()), "B/s", r, CLOCK_HZ, "cuda_event"),
         Sample("resident_warps_per_sm_api", resident_warps_per_sm, "1", r, CLOCK_HZ, "config"),
         Sample("resident_warps_per_sm_calc", resident_warps_per_sm, "1", r, CLOCK_HZ, "config"))]
+
+
 #: Simulated compute widths (per clock per SM) and the FP32 FMA latency, H100-like.
 VECTOR_PER_CLK = {"fp32": 256.0, "fp64": 128.0, "fp16x2": 512.0, "int32": 128.0}
 FMA_LATENCY = 4.0
