@@ -5,6 +5,7 @@ import pandas as pd
 
 from analysis.banks import bank_rows
 from analysis.coalescing import bandwidth_rows
+from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
 from analysis.quantities import derived_row
 from analysis.results import DERIVED_COLUMNS
@@ -29,5 +30,6 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
     rows += hierarchy_rows(measurements, meta["device"])
     rows += bank_rows(measurements)
     rows += bandwidth_rows(measurements, meta["device"])
+    rows += hopper_rows(measurements)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
