@@ -103,8 +103,8 @@ def tma_rows(measurements: pd.DataFrame) -> list[dict]:
         (chunk,), best = _best(group, ["chunk_bytes"])
         quantity = f"{PATH_PREFIX[path]}.{'l2_' if level == 'l2' else ''}bandwidth_bytes_per_s"
         rows.append(derived_row(quantity, *median_ci(best["value"]),
-                                f"global->shared streaming, summed in shared memory; best chunk size "
-                                f"(median, bootstrap 95% CI)", COPY_BANDWIDTH, f"{int(chunk)} B chunks"))
+                                "global->shared streaming, summed in shared memory; best chunk size "
+                                "(median, bootstrap 95% CI)", COPY_BANDWIDTH, f"{int(chunk)} B chunks"))
     return rows
 
 
@@ -138,3 +138,39 @@ def dpx_rows(measurements: pd.DataFrame) -> list[dict]:
 def hopper_rows(measurements: pd.DataFrame) -> list[dict]:
     """Derived rows of every hopper.* probe present in ``measurements``."""
     return dsmem_rows(measurements) + tma_rows(measurements) + dpx_rows(measurements)
+
+
+#: The Hopper units beside their classic paths: (unit, its quantity, [(classic path, its quantity)]).
+COMPARISONS = (
+    ("DSMEM latency (another block's shared memory)", "dsmem.latency_cycles",
+     [("own shared memory (LDS)", "smem.latency_cycles"), ("L2 hit (ld.global)", "l2.latency_cycles")]),
+    ("DSMEM read bandwidth per SM", "dsmem.bandwidth_bytes_per_clk_sm",
+     [("own shared memory (LDS.128)", "smem.bandwidth_bytes_per_clk_sm")]),
+    ("TMA bulk copy latency from L2", "tma.latency_cycles", [("L2 hit (ld.global)", "l2.latency_cycles")]),
+    ("TMA bulk copy latency from HBM", "tma.dram_latency_cycles", [("HBM (ld.global)", "dram.latency_cycles")]),
+    ("TMA HBM -> shared", "tma.bandwidth_bytes_per_s",
+     [("cp.async", "cp_async.bandwidth_bytes_per_s"), ("ld.global via registers", "ldg_smem.bandwidth_bytes_per_s"),
+      ("HBM read into registers (bw.dram)", "dram.read_bandwidth_bytes_per_s")]),
+    ("TMA L2 -> shared", "tma.l2_bandwidth_bytes_per_s",
+     [("cp.async", "cp_async.l2_bandwidth_bytes_per_s"), ("ld.global via registers", "ldg_smem.l2_bandwidth_bytes_per_s"),
+      ("L2 read into registers (bw.l2)", "l2.bandwidth_bytes_per_s")]),
+    ("DPX max(a + b, c) latency", "dpx.viaddmax_latency_cycles",
+     [("IMAD + VIMNMX", "dpx.viaddmax_emulated_latency_cycles")]),
+    ("DPX max(a + b, c) throughput", "dpx.viaddmax_ops_per_clk_sm",
+     [("IMAD + VIMNMX", "dpx.viaddmax_emulated_ops_per_clk_sm")]),
+)
+
+
+def comparison_rows(derived: pd.DataFrame) -> list[tuple[str, str, float, str, str, float, float]]:
+    """(unit, quantity, value, unit of measure, classic path, its value, unit / classic) for every pair the
+    run measured both sides of."""
+    d = derived.set_index("quantity")
+    rows = []
+    for name, quantity, classics in COMPARISONS:
+        if quantity not in d.index:
+            continue
+        for classic, other in classics:
+            if other in d.index:
+                value, base = float(d.loc[quantity, "value"]), float(d.loc[other, "value"])
+                rows.append((name, quantity, value, d.loc[quantity, "unit"], classic, base, value / base))
+    return rows
