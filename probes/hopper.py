@@ -156,7 +156,7 @@ def _cluster_launch(func, cluster_size: int, launch):
         cupy.cuda.get_current_stream().synchronize()
         return result
     except cupy.cuda.driver.CUDADriverError as exc:
-        if "CLUSTER" in str(exc).upper() or "INVALID_VALUE" in str(exc).upper():
+        if any(word in str(exc).upper() for word in ("CLUSTER", "INVALID_VALUE", "OUT_OF_RESOURCES")):
             raise ClusterRefused(str(exc)) from None
         raise
 
