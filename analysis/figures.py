@@ -210,12 +210,18 @@ def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
 def tma_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     """Cycles from issuing one bulk copy to its completion against copy size, from L2 and HBM, with the
     run's load-to-use latencies of L2 and HBM (one 8-byte ld.global) dashed."""
-    from analysis.hopper import TMA_LATENCY
+    from analysis.hopper import TMA_LATENCY, TMA_TENSOR
 
     ax = ax or plt.figure(figsize=(7, 4)).gca()
-    frame = usable(measurements[(measurements["probe"] == TMA_LATENCY) & (measurements["metric"] == "latency")])
-    _median_lines(ax, frame.assign(series="TMA bulk copy from " + frame["level"].map({"l2": "L2", "dram": "HBM"})),
-                  "copy_bytes", "series", lambda n: n)
+    latency = usable(measurements[measurements["metric"] == "latency"])
+    where = {"l2": "L2", "dram": "HBM"}
+    bulk = latency[latency["probe"] == TMA_LATENCY]
+    frame = bulk.assign(series="1-D bulk copy from " + bulk["level"].map(where))
+    if "box_cols" in latency:
+        boxes = latency[latency["probe"] == TMA_TENSOR]
+        frame = pd.concat([frame, boxes.assign(series="2-D box (tensor map) from " + boxes["level"].map(where),
+                                               copy_bytes=boxes["box_cols"] * boxes["box_rows"] * 4)])
+    _median_lines(ax, frame, "copy_bytes", "series", lambda n: n)
     d = derived.set_index("quantity")
     for quantity, name in (("l2.latency_cycles", "ld.global from L2"), ("dram.latency_cycles", "ld.global from HBM")):
         if quantity in d.index:
@@ -226,7 +232,7 @@ def tma_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     ax.set_ylim(bottom=0)
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("cycles, issue to mbarrier completion")
-    ax.set_title("TMA (cp.async.bulk) latency against copy size")
+    ax.set_title("TMA latency against copy size")
     ax.legend(fontsize=7)
     return ax
 

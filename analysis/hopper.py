@@ -18,6 +18,7 @@ from analysis.stats import median_ci, select
 
 DSMEM_LATENCY, DSMEM_BANDWIDTH = "hopper.dsmem_latency", "hopper.dsmem_bandwidth"
 TMA_LATENCY, COPY_BANDWIDTH, DPX = "hopper.tma_latency", "hopper.copy_bandwidth", "hopper.dpx"
+TMA_TENSOR = "hopper.tma_tensor"
 #: copy_bandwidth's path -> the quantity prefix it reports under
 PATH_PREFIX = {"tma": "tma", "cp_async": "cp_async", "ldg": "ldg_smem"}
 
@@ -96,6 +97,14 @@ def tma_rows(measurements: pd.DataFrame) -> list[dict]:
                                     "median per copy size: " + ", ".join(
                                         f"{int(b)} B: {g['value'].median():.0f}"
                                         for b, g in frame.groupby("copy_bytes"))))
+    frame = select(measurements, TMA_TENSOR, "latency", level="l2")
+    if len(frame):
+        area = frame["box_cols"] * frame["box_rows"]
+        rows.append(derived_row("tma.tensor_latency_cycles", *median_ci(frame[area == area.min()]["value"]),
+                                "one 2-D box (cp.async.bulk.tensor) at a time, clock64 from issue to the mbarrier's "
+                                "completion, smallest box (median, bootstrap 95% CI)", TMA_TENSOR,
+                                "median per box: " + ", ".join(f"{int(c)}x{int(r)}: {g['value'].median():.0f}"
+                                                               for (c, r), g in frame.groupby(["box_cols", "box_rows"]))))
     frame = select(measurements, COPY_BANDWIDTH, "bandwidth")
     if "path" not in frame:
         return rows
@@ -147,6 +156,7 @@ COMPARISONS = (
     ("DSMEM read bandwidth per SM", "dsmem.bandwidth_bytes_per_clk_sm",
      [("own shared memory (LDS.128)", "smem.bandwidth_bytes_per_clk_sm")]),
     ("TMA bulk copy latency from L2", "tma.latency_cycles", [("L2 hit (ld.global)", "l2.latency_cycles")]),
+    ("TMA 2-D box latency from L2", "tma.tensor_latency_cycles", [("L2 hit (ld.global)", "l2.latency_cycles")]),
     ("TMA bulk copy latency from HBM", "tma.dram_latency_cycles", [("HBM (ld.global)", "dram.latency_cycles")]),
     ("TMA HBM -> shared", "tma.bandwidth_bytes_per_s",
      [("cp.async", "cp_async.bandwidth_bytes_per_s"), ("ld.global via registers", "ldg_smem.bandwidth_bytes_per_s"),

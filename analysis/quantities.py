@@ -64,6 +64,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "dsmem.bandwidth_bytes_per_clk_sm": ("B/cycle", "distributed shared-memory read bandwidth per SM per clock"),
     "tma.latency_cycles": ("cycles", "one TMA bulk copy (cp.async.bulk, smallest size) from L2, issue to mbarrier "
                                      "completion"),
+    "tma.tensor_latency_cycles": ("cycles", "one TMA 2-D box copy (cp.async.bulk.tensor, smallest box) from L2, "
+                                            "issue to mbarrier completion"),
     "tma.dram_latency_cycles": ("cycles", "one TMA bulk copy (smallest size) from HBM, issue to mbarrier completion"),
     "tma.bandwidth_bytes_per_s": ("B/s", "HBM -> shared memory by TMA bulk copies (best chunk size)"),
     "tma.l2_bandwidth_bytes_per_s": ("B/s", "L2 -> shared memory by TMA bulk copies (best chunk size)"),

@@ -21,6 +21,7 @@
 //   bulk_latency              one thread: copies of `copy_bytes` global->shared, one at a time, each
 //                             cp.async.bulk completing on an mbarrier (expect_tx + try_wait.parity); cycles
 //                             from issue to completion summed over the copies; the last copy is summed.
+//   tensor_latency            the same for 2-D boxes by cp.async.bulk.tensor through a CUtensorMap.
 //   stream_<path>_v<V>        a grid of 256-thread blocks streams chunks of 4096 * V bytes from global into
 //                             shared memory and sums them: ldg (16-byte ld.global into registers, stored to
 //                             shared; the next chunk's loads in flight while this one is summed), cp_async
@@ -294,6 +295,64 @@ extern "C" __global__ void bulk_latency(const unsigned char* src, unsigned int s
     out[1] = t1 - t0;
     out[2] = sum;
     out[3] = slot;
+    out[4] = end - start;
+}
+
+// One 2-D box of a tensor (a CUtensorMap in global memory, encoded by the host with cuTensorMapEncodeTiled)
+// into this block's shared memory (128-byte aligned), completing on the mbarrier.  x is the innermost
+// coordinate (elements), y the row.
+__device__ __forceinline__ void tensor_copy_2d(unsigned int dst, const void* tensor_map, int x, int y,
+                                               unsigned int bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(dst), "l"(tensor_map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
+// bulk_latency for 2-D boxes of box_cols x box_rows 32-bit words: box k (counting the warm ones, from
+// `first`) is box (k * odd) mod (boxes_x * boxes_y) (a power of two) of the tensor's grid of boxes.
+// out = {cycles issue->completion summed, ns and cycles of the timed loop (out[1], out[4]), sum of the last
+// box's words, its box index}; errors counts timed-out waits.
+extern "C" __global__ void tensor_latency(const unsigned long long* tensor_map, unsigned int boxes_x,
+                                          unsigned int boxes, unsigned int box_cols, unsigned int box_rows,
+                                          unsigned int first, long long warm, long long copies,
+                                          unsigned long long* out, unsigned int* errors) {
+    extern __shared__ uint4 raw[];
+    __shared__ unsigned long long bar_storage;
+    const unsigned int bar = smem_addr(&bar_storage);
+    const unsigned int dst = (smem_addr(raw) + 127u) & ~127u;
+    const unsigned int box_bytes = box_cols * box_rows * 4u;
+    // The map was written by the host before the launch: order that against the tensormap proxy's reads.
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tensor_map) : "memory");
+    mbar_init(bar, 1);
+    mbar_init_fence();
+    bool failed = false;
+    unsigned int parity = 0, box = 0;
+    unsigned long long cycles = 0, t0 = 0, start = 0;
+    for (long long k = -warm; k < copies; ++k) {
+        if (k == 0) {
+            t0 = globaltimer();
+            start = clock64_now();
+        }
+        box = (first + (unsigned int)(k + warm)) * 0x9E3779B1u & (boxes - 1u);
+        const int x = (int)((box % boxes_x) * box_cols), y = (int)((box / boxes_x) * box_rows);
+        const unsigned long long c0 = clock64_now();
+        mbar_expect(bar, box_bytes);
+        tensor_copy_2d(dst, tensor_map, x, y, bar);
+        mbar_wait(bar, parity, failed, errors);
+        const unsigned long long c1 = clock64_now();
+        if (k >= 0) cycles += c1 - c0;
+        parity ^= 1u;
+    }
+    const unsigned long long end = clock64_now();
+    const unsigned long long t1 = globaltimer();
+    const unsigned int* words = reinterpret_cast<const unsigned int*>(reinterpret_cast<const unsigned char*>(raw) +
+                                                                      (dst - smem_addr(raw)));
+    unsigned int sum = 0;
+    for (unsigned int i = 0; i < box_bytes / 4; ++i) sum += words[i];
+    out[0] = cycles;
+    out[1] = t1 - t0;
+    out[2] = sum;
+    out[3] = box;
     out[4] = end - start;
 }
 

@@ -8,6 +8,9 @@
   rank ^ 1; ring: rank + 1) or its own (local) with 16-byte loads.
 * ``hopper.tma_latency`` -- one ``cp.async.bulk`` global->shared at a time, cycles from issue to the
   mbarrier's completion, from an L2-resident and an HBM footprint.
+* ``hopper.tma_tensor`` -- the same for one 2-D box through a tensor map (``cp.async.bulk.tensor``); the
+  128-byte CUtensorMap is encoded by the driver's ``cuTensorMapEncodeTiled`` (libcuda via ctypes) and kept
+  in global memory.
 * ``hopper.copy_bandwidth`` -- a grid streams chunks from global into shared memory and sums them: by TMA
   (one bulk copy per chunk, 4 in flight), by Ampere ``cp.async`` (16 B per thread, 4 chunks in flight) and by
   plain 16-byte ``ld.global`` through registers; L2-resident and HBM footprints.
@@ -394,6 +397,116 @@ def tma_latency(ctx, copy_bytes: int, level: str) -> list[Sample]:
     first_run = run(16, 256)
     copies = _steps_for(float(first_run[1]) * 1e-9 / 256, 1)
     copies = min(copies, 1 << 16)
+
+    def sample(repeat: int) -> list[Sample]:
+        result = run(0, copies).astype(float)
+        hz = result[4] / result[1] * 1e9
+        flag = ctx.throttle_flag(hz)
+        return [Sample("latency", result[0] / copies, "cycles", repeat, hz, "clock64", flag),
+                Sample("latency_time", result[0] / copies / hz, "s", repeat, hz, "clock64", flag)]
+
+    return repeat_until_stable(sample, "latency", ctx.budget)
+
+
+#: 2-D tensor for hopper.tma_tensor: rows of TENSOR_COLS 32-bit words; boxes (cols x rows) of 1, 4, 16 KiB.
+TENSOR_COLS = 4096
+TENSOR_BOXES = ((16, 16), (64, 16), (64, 64))
+CU_TENSOR_MAP_DATA_TYPE_UINT32 = 2
+
+
+def tensor_shape(device: dict, level: str) -> int:
+    """Rows of the tensor: a power of two, 1 MiB in all (L2) or at least 8x the L2 (HBM)."""
+    span = 1 << 20 if level == "l2" else 8 * device["l2_bytes"]
+    return 1 << math.ceil(math.log2(max(span // (TENSOR_COLS * 4), 64)))
+
+
+def tensor_map_args(cols: int, rows: int, box_cols: int, box_rows: int) -> dict:
+    """cuTensorMapEncodeTiled's shape arguments for a row-major uint32 tensor, checked against its rules:
+    dims innermost first, rank - 1 byte strides (multiples of 16), box sides of 1..256 elements with the
+    inner side a multiple of 16 bytes."""
+    if not (0 < box_cols <= 256 and 0 < box_rows <= 256) or box_cols * 4 % 16 or cols * 4 % 16:
+        raise ValueError(f"box {box_cols} x {box_rows} of a {cols}-column uint32 tensor breaks TMA's rules")
+    if cols % box_cols or rows % box_rows:
+        raise ValueError(f"box {box_cols} x {box_rows} does not tile a {cols} x {rows} tensor")
+    return {"dims": [cols, rows], "strides": [cols * 4], "box": [box_cols, box_rows], "element_strides": [1, 1]}
+
+
+def encode_tensor_map(address: int, cols: int, rows: int, box_cols: int, box_rows: int) -> bytes:
+    """The 128-byte CUtensorMap of a row-major uint32 tensor at ``address``, tiled in boxes, from the
+    driver's cuTensorMapEncodeTiled (libcuda through ctypes: CuPy does not wrap it); no interleave, swizzle,
+    L2 promotion or out-of-bounds fill."""
+    import ctypes
+
+    args = tensor_map_args(cols, rows, box_cols, box_rows)
+    encode = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    encode.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, ctypes.POINTER(u64),
+                       ctypes.POINTER(u64), ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int]
+    encode.restype = ctypes.c_int
+    tensor_map = (u64 * 16)()
+    status = encode(ctypes.addressof(tensor_map), CU_TENSOR_MAP_DATA_TYPE_UINT32, 2, address,
+                    (u64 * 2)(*args["dims"]), (u64 * 1)(*args["strides"]), (u32 * 2)(*args["box"]),
+                    (u32 * 2)(*args["element_strides"]), 0, 0, 0, 0)
+    if status:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {status}")
+    return bytes(tensor_map)
+
+
+def box_sum(box: int, cols: int, box_cols: int, box_rows: int) -> tuple[int, int, int]:
+    """(x, y, 32-bit sum of the words) of box number ``box`` of a tensor of known words, as tensor_latency
+    numbers them (row-major over the grid of boxes)."""
+    boxes_x = cols // box_cols
+    x, y = box % boxes_x * box_cols, box // boxes_x * box_rows
+    return x, y, sum(known_sum(row * cols + x, box_cols) for row in range(y, y + box_rows)) & MASK32
+
+
+@probe("hopper.tma_tensor",
+       sweeps={"quick": lambda d: [{"box_cols": 16, "box_rows": 16, "level": level} for level in LEVELS],
+               "full": lambda d: [{"box_cols": c, "box_rows": r, "level": level} for c, r in TENSOR_BOXES
+                                  for level in LEVELS]},
+       axes={"box_cols": "box width in 32-bit words (innermost dimension)", "box_rows": "box height in rows",
+             "level": "l2 (a 1 MiB tensor, resident) or dram (at least 8x the L2, random boxes)"},
+       quantities=("tma.tensor_latency_cycles",), kernels=("hopper.cu",), min_cc=HOPPER)
+def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
+    """Cycles from issuing one 2-D box copy (cp.async.bulk.tensor through a CUtensorMap) to its mbarrier's
+    completion, one box in flight at a time; the last box's words are checked."""
+    import cupy
+
+    box_cols, box_rows = int(box_cols), int(box_rows)
+    rows = tensor_shape(ctx.device, level)
+    words = _Source.at_least(rows * TENSOR_COLS * 4)
+    if level == "dram":
+        _evict_l2(ctx.device)
+    tensor_map = cupy.asarray(np.frombuffer(encode_tensor_map(words.data.ptr, TENSOR_COLS, rows, box_cols,
+                                                              box_rows), dtype=np.uint64))
+    boxes_x, boxes = TENSOR_COLS // box_cols, TENSOR_COLS // box_cols * (rows // box_rows)
+    smem = box_cols * box_rows * 4 + 128  # room to align the landing zone to 128 bytes
+    func = _kernel("tensor_latency")
+    _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    out = cupy.zeros(5, dtype=cupy.uint64)
+    errors = cupy.zeros(1, dtype=cupy.uint32)
+    first = 0
+
+    def run(warm: int, copies: int) -> np.ndarray:
+        nonlocal first
+        func((1,), (1,), (tensor_map, np.uint32(boxes_x), np.uint32(boxes), np.uint32(box_cols),
+                          np.uint32(box_rows), np.uint32(first & MASK32), np.int64(warm), np.int64(copies), out,
+                          errors), shared_mem=smem)
+        result = out.get()
+        last = (first + warm + copies - 1) * GOLDEN & MASK32 & (boxes - 1)
+        first += warm + copies
+        if int(errors.get()[0]):
+            raise RuntimeError(f"tensor box {box_cols} x {box_rows}: mbarrier waits timed out")
+        x, y, want = box_sum(last, TENSOR_COLS, box_cols, box_rows)
+        if int(result[3]) != last or int(result[2]) != want:
+            raise RuntimeError(f"tensor box {box_cols} x {box_rows}: the last box (number {int(result[3])}, the "
+                               f"host says {last} at x={x}, y={y}) summed {int(result[2]):#010x}, the tensor "
+                               f"says {want:#010x}")
+        return result
+
+    first_run = run(16, 256)
+    copies = min(_steps_for(float(first_run[1]) * 1e-9 / 256, 1), 1 << 16)
 
     def sample(repeat: int) -> list[Sample]:
         result = run(0, copies).astype(float)

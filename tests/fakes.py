@@ -133,6 +133,10 @@ def _tma_latency(ctx, copy_bytes, level):
     return [s for s in _samples(TMA_LATENCY[level] + copy_bytes / 64, copy_bytes) if s.metric == "latency"]
 
 
+def _tma_tensor(ctx, box_cols, box_rows, level):
+    return _tma_latency(ctx, box_cols * box_rows * 4, level)
+
+
 def _copy_bandwidth(ctx, path, chunk_bytes, level):
     value = COPY_BANDWIDTH[path] * (2 if level == "l2" else 1) * min(1.0, chunk_bytes / 16384)
     return [Sample("bandwidth", value, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
@@ -149,7 +153,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
-         "hopper.tma_latency": _tma_latency, "hopper.copy_bandwidth": _copy_bandwidth, "hopper.dpx": _dpx}
+         "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth, "hopper.dpx": _dpx}
 
 
 def simulated_probes():

@@ -47,7 +47,7 @@ def test_every_kernel_builds_without_local_memory(built):
                  for kind, modes in (("chase", hopper.CHASE_MODES), ("read", hopper.READ_PATTERNS)) for m in modes}
                 | {f"stream_{p}_v{c // 4096}" for p in hopper.COPY_PATHS for c in hopper.CHUNK_BYTES}
                 | {f"dpx_{form}_{c['op']}_{c['impl']}" for form in ("latency", "throughput") for c in hopper.DPX_CONFIGS}
-                | {"bulk_latency"})
+                | {"bulk_latency", "tensor_latency"})
     assert expected <= names, expected - names
     for name in expected:
         assert usage[name]["spill_stores"] == usage[name]["stack_bytes"] == 0, name
@@ -99,8 +99,17 @@ def test_bulk_copies_use_the_tma_unit_and_transaction_mbarriers(built):
     assert any("UBLKCP" in l for l in timed) and any("SYNCS.PHASECHK" in l for l in timed)
 
 
+def test_tensor_boxes_use_the_tma_unit_through_the_tensor_map(built, ptx):
+    code, _ = built
+    ops = set(_opcodes(code["tensor_latency"]))
+    assert {"UTMALDG.2D", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"} <= ops
+    timed = timed_region(code["tensor_latency"])
+    assert any("UTMALDG.2D" in l for l in timed) and any("SYNCS.PHASECHK" in l for l in timed)
+    assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx["tensor_latency"]
+
+
 def test_mbarrier_waits_are_bounded_by_the_globaltimer(ptx):
-    for name in ("bulk_latency", "stream_tma_v4"):
+    for name in ("bulk_latency", "tensor_latency", "stream_tma_v4"):
         body = ptx[name]
         assert "mbarrier.try_wait.parity" in body and "%globaltimer" in body
         assert "mbarrier.arrive.expect_tx" in body and "fence.mbarrier_init" in body
@@ -188,11 +197,38 @@ def test_stream_footprints_sit_in_l2_or_far_beyond_it():
         assert hopper.stream_footprint(device, chunk, "dram") * chunk >= 4 * device["l2_bytes"] - chunk
 
 
+def test_tensor_map_arguments_follow_the_encoders_rules():
+    args = hopper.tensor_map_args(4096, 64, 64, 16)
+    assert args == {"dims": [4096, 64], "strides": [16384], "box": [64, 16], "element_strides": [1, 1]}
+    for cols, rows, box_cols, box_rows in ((4096, 64, 2, 16), (4096, 64, 512, 1), (4096, 64, 64, 48)):
+        with pytest.raises(ValueError):
+            hopper.tensor_map_args(cols, rows, box_cols, box_rows)
+
+
+@pytest.mark.parametrize("box, box_cols, box_rows", [(0, 16, 16), (5, 16, 16), (30, 64, 16), (63, 64, 64)])
+def test_box_sum_is_the_sum_of_the_boxs_words(box, box_cols, box_rows):
+    cols, rows = 256, 1024
+    tensor = hopper.known_words(0, cols * rows).reshape(rows, cols).astype(np.uint64)
+    x, y, total = hopper.box_sum(box, cols, box_cols, box_rows)
+    assert (x, y) == (box % (cols // box_cols) * box_cols, box // (cols // box_cols) * box_rows)
+    assert total == int(tensor[y:y + box_rows, x:x + box_cols].sum()) & 0xFFFFFFFF
+
+
+def test_tensor_rows_are_a_power_of_two_sized_by_level():
+    device = {"l2_bytes": 60 << 20}
+    l2, dram = hopper.tensor_shape(device, "l2"), hopper.tensor_shape(device, "dram")
+    assert l2 & (l2 - 1) == 0 and dram & (dram - 1) == 0
+    assert l2 * hopper.TENSOR_COLS * 4 <= 2 << 20 and dram * hopper.TENSOR_COLS * 4 >= 8 * device["l2_bytes"]
+    for box_cols, box_rows in hopper.TENSOR_BOXES:
+        for rows in (l2, dram):
+            hopper.tensor_map_args(hopper.TENSOR_COLS, rows, box_cols, box_rows)
+
+
 def test_hopper_probes_need_compute_capability_9():
     from probes.registry import all_probes
 
     family = [p for pid, p in all_probes().items() if pid.startswith("hopper.")]
-    assert len(family) == 5 and all(p.min_cc == (9, 0) for p in family)
+    assert len(family) == 6 and all(p.min_cc == (9, 0) for p in family)
 
 
 def test_an_ampere_gpu_records_the_family_as_skipped(tmp_path):
@@ -249,8 +285,12 @@ def test_tma_rows_report_the_smallest_copy_and_the_best_chunk_per_path_and_level
            "chunk_bytes": chunk, "level": level}
           for path, v in (("tma", 3.5e12), ("cp_async", 3.3e12), ("ldg", 2.9e12)) for level in ("l2", "dram")
           for chunk in (4096, 16384) for _ in range(5)]
-    m = pd.concat([_frame("hopper.tma_latency", lat), _frame("hopper.copy_bandwidth", bw)], ignore_index=True)
+    boxes = [{"metric": "latency", "value": 520.0 + c * r / 16, "box_cols": c, "box_rows": r, "level": "l2"}
+             for c, r in ((16, 16), (64, 64)) for _ in range(5)]
+    m = pd.concat([_frame("hopper.tma_latency", lat), _frame("hopper.copy_bandwidth", bw),
+                   _frame("hopper.tma_tensor", boxes)], ignore_index=True)
     got = {r["quantity"]: r["value"] for r in tma_rows(m)}
+    assert got["tma.tensor_latency_cycles"] == 536.0
     assert got["tma.latency_cycles"] == 500.25 and got["tma.dram_latency_cycles"] == 900.25
     assert got["tma.bandwidth_bytes_per_s"] == 3.5e12 and got["tma.l2_bandwidth_bytes_per_s"] == 7e12
     assert got["cp_async.bandwidth_bytes_per_s"] == 3.3e12 and got["ldg_smem.l2_bandwidth_bytes_per_s"] == 5.8e12
