@@ -348,6 +348,18 @@ class _Source:
         return cls.words
 
 
+def _prepare_level(words, nbytes: int, level: str, device: dict) -> None:
+    """Put the first ``nbytes`` of ``words`` in L2 (level l2: read by a copy, which fits beside it), or
+    evict everything from L2 (level dram)."""
+    import cupy
+
+    if level == "l2":
+        words[: nbytes // 4].copy()
+        cupy.cuda.get_current_stream().synchronize()
+    else:
+        _evict_l2(device)
+
+
 def _evict_l2(device: dict) -> None:
     """Write a buffer of twice the L2, so nothing of an HBM footprint stays in it."""
     import cupy
@@ -370,8 +382,7 @@ def tma_latency(ctx, copy_bytes: int, level: str) -> list[Sample]:
     copy_bytes = int(copy_bytes)
     slots, slot_bytes = latency_slots(ctx.device, copy_bytes, level)
     words = _Source.at_least(slots * slot_bytes)
-    if level == "dram":
-        _evict_l2(ctx.device)
+    _prepare_level(words, slots * slot_bytes, level, ctx.device)
     func = _kernel("bulk_latency")
     _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, max(copy_bytes, 16))
     out = cupy.zeros(5, dtype=cupy.uint64)
@@ -476,8 +487,7 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
     box_cols, box_rows = int(box_cols), int(box_rows)
     rows = tensor_shape(ctx.device, level)
     words = _Source.at_least(rows * TENSOR_COLS * 4)
-    if level == "dram":
-        _evict_l2(ctx.device)
+    _prepare_level(words, rows * TENSOR_COLS * 4, level, ctx.device)
     tensor_map = cupy.asarray(np.frombuffer(encode_tensor_map(words.data.ptr, TENSOR_COLS, rows, box_cols,
                                                               box_rows), dtype=np.uint64))
     boxes_x, boxes = TENSOR_COLS // box_cols, TENSOR_COLS // box_cols * (rows // box_rows)
@@ -543,8 +553,7 @@ def copy_bandwidth(ctx, path: str, chunk_bytes: int, level: str) -> list[Sample]
     blocks = ctx.device["sm_count"] * _blocks_per_sm(func, STREAM_THREADS, smem)
     chunks = stream_footprint(ctx.device, chunk_bytes, level)
     words = _Source.at_least(chunks * chunk_bytes)
-    if level == "dram":
-        _evict_l2(ctx.device)
+    _prepare_level(words, chunks * chunk_bytes, level, ctx.device)
     check = _Expected(f"{path} stream of {chunk_bytes} B chunks ({level})")
     first = 0
 
