@@ -200,7 +200,7 @@ def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     refused = refused_cluster_sizes(measurements, DSMEM_LATENCY)
     ax.set_xscale("log", base=2)
     ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
-    ax.set_xlabel("cluster size (blocks)" + (f"; refused by the driver: {refused}" if refused else ""))
+    ax.set_xlabel("cluster size (blocks)" + (f"; refused by the driver: {sorted(refused)}" if refused else ""))
     ax.set_ylabel("cycles per dependent load")
     ax.set_title("Distributed shared memory: latency against cluster size")
     ax.legend(fontsize=7)

@@ -38,10 +38,12 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 
     return float(np.median(num) / np.median(den)), float(lo), float(hi)
 
 
-def refused_cluster_sizes(measurements: pd.DataFrame, probe: str) -> list[int]:
-    """Cluster sizes the driver would not launch (the probe's ``cluster_refused`` records)."""
+def refused_cluster_sizes(measurements: pd.DataFrame, probe: str) -> dict[int, int]:
+    """Cluster sizes the driver would not launch, each with its CUresult (the ``cluster_refused`` records)."""
     frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == "cluster_refused")]
-    return sorted({int(v) for v in frame["cluster_size"]}) if "cluster_size" in frame else []
+    if "cluster_size" not in frame:
+        return {}
+    return {int(size): int(status) for size, status in sorted(zip(frame["cluster_size"], frame["value"]))}
 
 
 def _per_size(frame: pd.DataFrame) -> str:
@@ -61,7 +63,8 @@ def _best(frame: pd.DataFrame, keys: list[str]) -> tuple[tuple, pd.DataFrame]:
 def dsmem_rows(measurements: pd.DataFrame) -> list[dict]:
     rows = []
     refused = refused_cluster_sizes(measurements, DSMEM_LATENCY)
-    refused_note = f"; cluster sizes refused by the driver: {refused}" if refused else ""
+    refused_note = ("; refused by the driver: " + ", ".join(f"cluster size {size} (CUresult {status})"
+                                                              for size, status in refused.items())) if refused else ""
     for mode, quantity, what in (("remote", "dsmem.latency_cycles", "the next rank's block"),
                                  ("self", "dsmem.self_latency_cycles", "its own block")):
         frame = select(measurements, DSMEM_LATENCY, "latency", mode=mode)

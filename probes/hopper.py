@@ -20,7 +20,7 @@
 Every probe proves its data: chases end where the chain says, copied and read bytes are summed and checked
 against sums the host computes in closed form, DPX results are checked against numpy.  Cluster sizes above
 the portable 8 need an opt-in attribute; where the driver refuses a cluster size, the config records a
-``cluster_refused`` sample (flagged ``invalid``) with the driver's words instead of failing.
+``cluster_refused`` sample (flagged ``invalid``) whose value is the driver's CUresult, instead of failing.
 """
 from __future__ import annotations
 
@@ -144,7 +144,11 @@ def _blocks_per_sm(func, threads: int, dynamic_smem: int) -> int:
 
 
 class ClusterRefused(Exception):
-    """The driver would not launch a cluster of this size."""
+    """The driver would not launch a cluster of this size; ``status`` is its CUresult."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 def _cluster_launch(func, cluster_size: int, launch):
@@ -160,13 +164,14 @@ def _cluster_launch(func, cluster_size: int, launch):
         return result
     except cupy.cuda.driver.CUDADriverError as exc:
         if any(word in str(exc).upper() for word in ("CLUSTER", "INVALID_VALUE", "OUT_OF_RESOURCES")):
-            raise ClusterRefused(str(exc)) from None
+            raise ClusterRefused(str(exc), int(getattr(exc, "status", -1))) from None
         raise
 
 
 def _refused(exc: ClusterRefused) -> list[Sample]:
-    """The record of a refused cluster size: one sample, flagged so no fit uses it."""
-    return [Sample("cluster_refused", 1.0, "1", 0, None, "driver", "invalid")]
+    """The record of a refused cluster size: one sample holding the driver's CUresult, flagged so no fit
+    uses it."""
+    return [Sample("cluster_refused", float(exc.status), "CUresult", 0, None, "driver", "invalid")]
 
 
 def _steps_for(seconds_per_step: float, unit: int) -> int:

@@ -102,7 +102,7 @@ def _bw_onchip(ctx, level):
 
 #: Hopper units: remote shared memory between shared memory and L2; cluster size 16 refused by the driver.
 DSMEM = {"local": LEVELS["smem"], "self": 35.0, "remote": 190.0}
-REFUSED_CLUSTER = 16
+REFUSED_CLUSTER, REFUSED_STATUS = 16, 912  # CUDA_ERROR_INVALID_CLUSTER_SIZE
 DSMEM_BYTES_PER_CLK_SM = {"local": 125.0, "pair": 28.0, "ring": 24.0}
 TMA_LATENCY = {"l2": 480.0, "dram": 900.0}  # plus one cycle per 64 bytes copied
 COPY_BANDWIDTH = {"tma": 3.6e12, "cp_async": 3.4e12, "ldg": 3.0e12}  # HBM; L2 twice these
@@ -111,7 +111,7 @@ DPX_OPS_PER_CLK_SM = {("viaddmax", "dpx"): 64.0, ("viaddmax", "emu"): 32.0, ("vi
 
 
 def _refused():
-    return [Sample("cluster_refused", 1.0, "1", 0, None, "driver", "invalid")]
+    return [Sample("cluster_refused", float(REFUSED_STATUS), "CUresult", 0, None, "driver", "invalid")]
 
 
 def _dsmem_latency(ctx, cluster_size, mode):

@@ -259,13 +259,13 @@ def test_dsmem_latency_pools_cluster_sizes_and_names_refused_ones():
     rows = [{"metric": "latency", "value": base + rng.normal(0, 1), "cluster_size": n, "mode": mode}
             for n in (2, 4, 8) for mode, base in (("remote", 180.0 + n), ("self", 40.0), ("local", 28.0))
             for _ in range(9)]
-    rows.append({"metric": "cluster_refused", "value": 1.0, "cluster_size": 16, "mode": "remote", "flag": "invalid"})
+    rows.append({"metric": "cluster_refused", "value": 912.0, "cluster_size": 16, "mode": "remote", "flag": "invalid"})
     m = _frame(hopper_probe := "hopper.dsmem_latency", rows)
-    assert refused_cluster_sizes(m, hopper_probe) == [16]
+    assert refused_cluster_sizes(m, hopper_probe) == {16: 912}
     got = {r["quantity"]: r for r in dsmem_rows(m)}
     remote = got["dsmem.latency_cycles"]
     assert remote["ci_low"] <= remote["value"] <= remote["ci_high"] and 183 < remote["value"] < 189
-    assert "[16]" in remote["note"] and "2: 18" in remote["note"]
+    assert "cluster size 16 (CUresult 912)" in remote["note"] and "2: 18" in remote["note"]
     assert got["dsmem.self_latency_cycles"]["value"] == pytest.approx(40, abs=1)
 
 
