@@ -230,6 +230,8 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
             ax.set_ylabel("bytes per second")
             ax.legend(fontsize=7)
     return axes[0][0]
+
+
 def compute_peaks(derived: pd.DataFrame, ax=None):
     """Measured peaks as bars: vector units, mma.sync, wgmma, and cuBLAS / Triton matmuls where measured."""
     from analysis.compute import PEAK_BARS
@@ -313,4 +315,89 @@ def fusion(measurements: pd.DataFrame, ax=None):
     right.bar(sizes.index, sizes["mb"], color=sns.color_palette()[:len(sizes)])
     right.set_ylabel("bytes moved, counted (MB)")
     right.set_title("Bytes (5 traversals against 2)")
+    return ax
+
+
+def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """Chase latency against cluster size: the next block's shared memory (DSMEM), the block's own through
+    the same generic path, and its own by LDS; the run's shared-memory and L2 latencies dashed."""
+    from analysis.hopper import DSMEM_LATENCY, refused_cluster_sizes
+
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == DSMEM_LATENCY) & (measurements["metric"] == "latency")])
+    labels = {"remote": "next block's shared memory (mapa + LD)", "self": "own, same generic path",
+              "local": "own, LDS"}
+    for (mode, group), colour in zip(frame.groupby("mode"), sns.color_palette("deep")):
+        stats = group.groupby("cluster_size")["value"].quantile([0.25, 0.5, 0.75]).unstack()
+        ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], marker="o",
+                    color=colour, label=labels.get(mode, mode), capsize=3)
+    d = derived.set_index("quantity")
+    for quantity, name in (("smem.latency_cycles", "smem (chase.smem)"), ("l2.latency_cycles", "L2 near")):
+        if quantity in d.index:
+            ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.7, ls="--")
+            ax.annotate(f"{name} {d.loc[quantity, 'value']:.0f}", (1.9, d.loc[quantity, "value"]), fontsize=7,
+                        color="dimgrey", va="bottom")
+    refused = refused_cluster_sizes(measurements, DSMEM_LATENCY)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
+    ax.set_xlabel("cluster size (blocks)" + (f"; refused by the driver: {sorted(refused)}" if refused else ""))
+    ax.set_ylabel("cycles per dependent load")
+    ax.set_title("Distributed shared memory: latency against cluster size")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def tma_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """Cycles from issuing one bulk copy to its completion against copy size, from L2 and HBM, with the
+    run's load-to-use latencies of L2 and HBM (one 8-byte ld.global) dashed."""
+    from analysis.hopper import TMA_LATENCY, TMA_TENSOR
+
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    latency = usable(measurements[measurements["metric"] == "latency"])
+    where = {"l2": "L2", "dram": "HBM"}
+    bulk = latency[latency["probe"] == TMA_LATENCY]
+    frame = bulk.assign(series="1-D bulk copy from " + bulk["level"].map(where))
+    if "box_cols" in latency:
+        boxes = latency[latency["probe"] == TMA_TENSOR]
+        frame = pd.concat([frame, boxes.assign(series="2-D box (tensor map) from " + boxes["level"].map(where),
+                                               copy_bytes=boxes["box_cols"] * boxes["box_rows"] * 4)])
+    _median_lines(ax, frame, "copy_bytes", "series", lambda n: n)
+    d = derived.set_index("quantity")
+    for quantity, name in (("l2.latency_cycles", "ld.global from L2"), ("dram.latency_cycles", "ld.global from HBM")):
+        if quantity in d.index:
+            ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.7, ls="--")
+            ax.annotate(f"{name} {d.loc[quantity, 'value']:.0f}", (frame["copy_bytes"].min(), d.loc[quantity, "value"]),
+                        fontsize=7, color="dimgrey", va="bottom")
+    _bytes_axis(ax)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("bytes per copy")
+    ax.set_ylabel("cycles, issue to mbarrier completion")
+    ax.set_title("TMA latency against copy size")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def copy_bandwidth(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """Global -> shared streaming bandwidth against chunk size: TMA, cp.async and plain loads, from HBM
+    (solid) and L2 (dashed), with the run's plain HBM read bandwidth dotted."""
+    from analysis.hopper import COPY_BANDWIDTH
+
+    ax = ax or plt.figure(figsize=(8, 4.5)).gca()
+    frame = usable(measurements[(measurements["probe"] == COPY_BANDWIDTH) & (measurements["metric"] == "bandwidth")])
+    names = {"tma": "TMA", "cp_async": "cp.async", "ldg": "ld.global"}
+    palette = dict(zip(names, sns.color_palette("deep")))
+    for (path, level), group in frame.groupby(["path", "level"]):
+        medians = group.groupby("chunk_bytes")["value"].median()
+        ax.plot(medians.index, medians.values, marker="o", markersize=4, color=palette.get(path),
+                ls="-" if level == "dram" else "--", label=f"{names.get(path, path)}, {'HBM' if level == 'dram' else 'L2'}")
+    d = derived.set_index("quantity")
+    if "dram.read_bandwidth_bytes_per_s" in d.index:
+        ax.axhline(d.loc["dram.read_bandwidth_bytes_per_s", "value"], color="tab:red", lw=0.8, ls=":",
+                   label="HBM read, bw.dram")
+    _bytes_axis(ax)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("bytes per chunk (per pipeline stage)")
+    ax.set_ylabel("bytes per second into shared memory")
+    ax.set_title("Global -> shared: TMA against cp.async and plain loads")
+    ax.legend(fontsize=7, ncol=2)
     return ax

@@ -147,13 +147,19 @@ FIGURES = (
     ("roofline.png", "matmul.roofline", lambda meta, m, d: figures.roofline(m, d)),
     ("fused-softmax.png", "fusion.softmax", lambda meta, m, d: figures.fusion(m)),
 )
+#: The "Hopper units" section's figures, in the same form.
+HOPPER_FIGURES = (
+    ("dsmem-latency.png", "hopper.dsmem_latency", lambda meta, m, d: figures.dsmem_latency(m, d)),
+    ("tma-latency.png", "hopper.tma_latency", lambda meta, m, d: figures.tma_latency(m, d)),
+    ("copy-bandwidth.png", "hopper.copy_bandwidth", lambda meta, m, d: figures.copy_bandwidth(m, d)),
+)
 
 
-def _figures(meta, measurements, derived) -> dict[str, bytes]:
+def _figures(meta, measurements, derived, which=FIGURES) -> dict[str, bytes]:
     import matplotlib.pyplot as plt
 
     made = {}
-    for name, probe, draw in FIGURES:
+    for name, probe, draw in which:
         if probe in set(measurements["probe"]):
             ax = draw(meta, measurements, derived)
             made[name] = _png(ax.figure)
@@ -195,6 +201,7 @@ def _sections(meta, measurements, derived):
                 ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
     sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
                  for name, png in figs.items()]
+    sections += hopper_sections(meta, measurements, derived)
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))
@@ -207,6 +214,33 @@ def _sections(meta, measurements, derived):
         sections.append(("Bank conflicts: CuPy against Numba", banks))
     sections += [("Device, clocks and software", facts), ("Probes", status),
                  ("Warnings", warnings(meta, measurements) or ["none"])]
+    return sections
+
+
+def hopper_table(derived: pd.DataFrame) -> pd.DataFrame:
+    """Each Hopper unit beside its classic path, as measured in this run, with their ratio."""
+    from analysis.hopper import comparison_rows
+
+    return pd.DataFrame([(name, fmt_value(value, unit), classic, fmt_value(base, unit), f"{ratio:.3g}")
+                         for name, _, value, unit, classic, base, ratio in comparison_rows(derived)],
+                        columns=["Hopper unit", "measured", "classic path", "classic measured", "unit / classic"])
+
+
+def hopper_sections(meta, measurements, derived) -> list:
+    """The "Hopper units" section: the comparison table and its figures, or why the run has none."""
+    states = {pid: s for pid, s in meta["probes"].items() if pid.startswith("hopper.")}
+    if not states:
+        return []
+    skipped = [f"{pid}: {s['status']}" + (f" ({s['error']})" if s.get("error") else "")
+               for pid, s in states.items() if s["status"] != "ok"]
+    table = hopper_table(derived)
+    sections = [("Hopper units: DSMEM, TMA, DPX against the classic path",
+                 table if not table.empty else (skipped or ["no Hopper quantity and classic path both measured"]))]
+    sections += [(name.removesuffix(".png").replace("-", " ").capitalize().replace("Tma", "TMA")
+                  .replace("Dsmem", "DSMEM"), ("figure", name, png))
+                 for name, png in _figures(meta, measurements, derived, HOPPER_FIGURES).items()]
+    if skipped and not table.empty:
+        sections.append(("Hopper units not measured", skipped))
     return sections
 
 
