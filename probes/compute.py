@@ -14,7 +14,8 @@
 A dense m x n x k matrix product is 2 m n k FLOP.  Every launch is timed with CUDA events and carries the
 SM clock it ran at (clock64 over %globaltimer in thread 0 of every block, the median over blocks), so
 FLOP/clock/SM is the FLOP rate over SMs and that clock.  A rate above the bounds below is flagged
-``invalid``; a clock below the throttle threshold ``throttled``.  Operands are random and never zero;
+``invalid``; a vector unit's clock below the throttle threshold ``throttled`` (tensor-core probes run at
+the clock the power limit allows, which is recorded, not flagged).  Operands are random and never zero;
 every result is stored and checked on the host (see each kernel file's header).  Grids come from the
 device's SM count and the driver's occupancy for each kernel, never from a GPU model.
 """
@@ -213,9 +214,11 @@ def _calibrate(run, target: float = LAUNCH_S) -> int:
         trips = min(MAX_TRIPS, trips * min(64, max(2, math.ceil(target / 2 / max(seconds, 1e-9)))))
 
 
-def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, bound_per_clk: float) -> list[Sample]:
+def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, bound_per_clk: float,
+             power_limited: bool = False) -> list[Sample]:
     """Event-time ``launch`` until stable: ``per_clk_sm`` (work / clock / SM at the launch's own clock, the
-    primary metric) and ``throughput`` (work / s); ``check()`` runs after every sample."""
+    primary metric) and ``throughput`` (work / s); ``check()`` runs after every sample.  ``power_limited``:
+    tensor-core work, whose lower clock is its sustained state, not a throttle (Context.throttle_flag)."""
     timer = EventTimer(launch, max(ctx.budget.min_sample_s, SAMPLE_S))
     sms = ctx.device["sm_count"]
 
@@ -225,7 +228,7 @@ def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, boun
         check()
         rate = work_per_launch / seconds
         per_clk = rate / sms / hz
-        flag = "invalid" if per_clk > bound_per_clk else ctx.throttle_flag(hz)
+        flag = "invalid" if per_clk > bound_per_clk else ctx.throttle_flag(hz, power_limited)
         return [Sample("per_clk_sm", per_clk, f"{unit}/cycle", repeat, hz, "cuda_event", flag),
                 Sample("throughput", rate, f"{unit}/s", repeat, hz, "cuda_event", flag)]
 
@@ -392,7 +395,7 @@ def compute_mma_sync(ctx, dtype: str) -> list[Sample]:
             raise RuntimeError(f"mma_{dtype}: warp 0's accumulators changed between identical launches")
 
     samples = _measure(ctx, run(trips), clocks, check, float(warps) * trips * MMA_ACC * mma_flop(dtype), "FLOP",
-                       tensor_bound_per_clk_sm(dtype))
+                       tensor_bound_per_clk_sm(dtype), power_limited=True)
     # Every warp went through the same chains of mma.sync with the same operands.
     _check_identical(out.get().reshape(warps, -1), f"mma_{dtype}", "warps")
     return samples + [_occupancy_sample(blocks, ctx, "warps_per_sm", MMA_THREADS // LANES)]
@@ -453,6 +456,6 @@ def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
 
     samples = _measure(ctx, run(groups), clocks, check,
                        float(blocks) * groups * WGMMA_STEPS * wgmma_flop(dtype, n), "FLOP",
-                       tensor_bound_per_clk_sm(dtype))
+                       tensor_bound_per_clk_sm(dtype), power_limited=True)
     _check_identical(out.get().reshape(blocks, -1), f"wgmma_{dtype}_n{n}", "CTAs")
     return samples + [_occupancy_sample(blocks, ctx, "warpgroups_per_sm", 1)]

@@ -91,9 +91,13 @@ class Context:
     seed: int = 0
     _clock_kernel: object = field(default=None, repr=False)
 
-    def throttle_flag(self, sm_clock_hz: float | None) -> str:
+    def throttle_flag(self, sm_clock_hz: float | None, power_limited: bool = False) -> str:
+        """``throttled`` below THROTTLE_FRACTION of the device's maximum clock.  Dense tensor-core work runs at
+        the clock the power limit allows (well below the maximum on a Hopper at full tensor load): that clock
+        is part of such a probe's answer, recorded with every sample, so those probes pass
+        ``power_limited=True`` and are not flagged for it."""
         top = self.device.get("sm_clock_max_hz")
-        if sm_clock_hz is None or not top:
+        if sm_clock_hz is None or not top or power_limited:
             return ""
         return "throttled" if sm_clock_hz < THROTTLE_FRACTION * top else ""
 

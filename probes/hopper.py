@@ -131,13 +131,14 @@ def _kernel(name: str):
 def _set_attribute(func, attribute: int, value: int) -> None:
     import cupy
 
-    cupy.cuda.driver.funcSetAttribute(func.ptr, attribute, value)
+    cupy.cuda.driver.funcSetAttribute(getattr(func, "kernel", func).ptr, attribute, value)
 
 
 def _blocks_per_sm(func, threads: int, dynamic_smem: int) -> int:
     import cupy
 
-    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(func.ptr, threads, dynamic_smem)
+    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(func, "kernel", func).ptr, threads,
+                                                                    dynamic_smem)
     if blocks < 1:
         raise RuntimeError("the driver grants this kernel no resident block per SM")
     return int(blocks)

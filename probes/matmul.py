@@ -118,7 +118,7 @@ def measure_flops(ctx, launch, flops: float, extra: tuple = ()) -> list[Sample]:
         seconds = timer.seconds_per_launch()
         hz = ctx.sm_clock()
         rate = flops / seconds
-        flag = "invalid" if bound is not None and rate > bound else ctx.throttle_flag(hz)
+        flag = "invalid" if bound is not None and rate > bound else ctx.throttle_flag(hz, power_limited=True)
         return [Sample("flop_rate", rate, "FLOP/s", repeat, hz, "cuda_event", flag),
                 Sample("seconds", seconds, "s", repeat, hz, "cuda_event", flag),
                 *(Sample(metric, value, unit, repeat, hz, "config", flag) for metric, value, unit in extra)]
