@@ -285,7 +285,7 @@ def _dram_rows(measurements, device) -> list[dict]:
             note += f"; the {'driver copy' if copy_op == 'copy' else 'copy kernels'}: {fmt_value(other, 'B/s')}"
         if peak:
             note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
-        rows.append(derived_row(quantity, med, lo, hi, f"{what} over buffers of several times L2, grid-stride, every "
+        rows.append(derived_row(quantity, med, lo, hi, f"{what} over buffers of 32x the L2 or more, grid-stride, every "
                          "SM full (median, bootstrap 95% CI)", DRAM_PROBE, note))
         if op == "read":
             per_clk = frame["value"] / device["sm_count"] / frame["sm_clock_hz"]

@@ -42,9 +42,13 @@ ONCHIP_LEVELS = ("smem", "l1")
 
 #: The transfer blocks the sweep must be able to tell apart (analysis/coalescing.py's candidates).
 SMALLEST_BLOCK, LARGEST_BLOCK = 32, 128
-#: HBM level: one pass touches at least this many times the L2 in 32-byte sectors, so no pass finds the
-#: previous pass's sectors in L2 whatever the block (a larger block only makes the footprint larger).
-DRAM_TOUCH_L2 = 4
+#: Every HBM footprint is at least this many times the L2.  The L2 is not LRU: re-read over a footprint F
+#: larger than itself it keeps about L2/F of it (analysis/capacity.py's miss model fits the H200's bw.l2
+#: sweep), so a stream over 4x L2 still finds a quarter of its lines there (the first H200 run streamed 4x
+#: L2 into shared memory at 4.85 TB/s, above the HBM interface's peak).  Over 32x at most ~3% can hit.
+#: The stride sweep's HBM level touches this many times L2 in 32-byte sectors per pass (a larger block only
+#: makes the footprint larger).
+HBM_FOOTPRINT_L2 = 32
 #: L2 level: the footprint, counted in the largest candidate block per element, is at most this fraction of
 #: L2 -- inside the near partition seen by the chase (the L2 latency plateau ends near half the L2).
 L2_TOUCH_FRACTION = 0.25
@@ -52,8 +56,7 @@ L2_TOUCH_FRACTION = 0.25
 L2_SWEEP_TOP = 4
 #: No buffer takes more than this fraction of device memory (the largest strides need spans of many GiB).
 MEMORY_FRACTION = 0.25
-#: bw.dram buffers: read and write sweep 8x L2; copy reads one 4x L2 buffer into another.
-DRAM_BUFFER_L2 = 8
+#: bw.dram buffers: read and write sweep HBM_FOOTPRINT_L2 x L2; copy reads one buffer of half that into another.
 #: A launch should last about LAUNCH_S (long against launch gaps and tails) and a sample at least SAMPLE_S.
 LAUNCH_S, SAMPLE_S, STRIDE_SAMPLE_S = 1e-3, 2e-3, 1e-3
 #: The stride sweep has hundreds of configs: cap its repeats (bandwidths are stable to well under 1%), and
@@ -132,7 +135,7 @@ def stride_layout(device: dict, element_bytes: int, stride: int, level: str, war
 
     A chunk is one warp load's 32 elements; a tile is U chunks (one trip of one warp).  ``touched_bytes``
     counts the 32-byte sectors the footprint touches (n x min(stride x e, 32)).  HBM: at least
-    DRAM_TOUCH_L2 x L2 of sectors, tiles a multiple of the grid's warps (so a pass of trips_per_pass trips
+    HBM_FOOTPRINT_L2 x L2 of sectors, tiles a multiple of the grid's warps (so a pass of trips_per_pass trips
     reads every tile once), unless the span must be capped at MEMORY_FRACTION of device memory (a GPU with
     little memory for its L2: then the last trip of a pass wraps, which the checksum accounts for).  L2: at
     most L2_TOUCH_FRACTION x L2 counted in LARGEST_BLOCK-byte blocks, so it stays resident whatever the
@@ -143,7 +146,7 @@ def stride_layout(device: dict, element_bytes: int, stride: int, level: str, war
     tile_elements = LANES * loads
     pitch = stride * element_bytes  # bytes between consecutive lanes' elements
     if level == "dram":
-        elements = math.ceil(DRAM_TOUCH_L2 * device["l2_bytes"] / min(pitch, SMALLEST_BLOCK))
+        elements = math.ceil(HBM_FOOTPRINT_L2 * device["l2_bytes"] / min(pitch, SMALLEST_BLOCK))
         tiles = math.ceil(math.ceil(elements / tile_elements) / warps) * warps
         cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) - 2 * element_bytes
         tiles = max(1, min(tiles, cap // (tile_elements * pitch)))
@@ -395,7 +398,7 @@ STRIDE_AXES = {
                        "quick: 1, 2, 4, .., 64)",
     "aligned": "aligned: each warp load starts on a boundary of the bytes it spans (the buffer is 512-byte "
                "aligned); misaligned: the whole pattern starts one element later",
-    "level": "dram (sectors touched per pass >= 4x L2) or l2 (footprint <= L2/4 in 128-byte blocks); "
+    "level": f"dram (sectors touched per pass >= {HBM_FOOTPRINT_L2}x L2) or l2 (footprint <= L2/4 in 128-byte blocks); "
              "both ld.global.cg",
 }
 
@@ -526,7 +529,7 @@ def _dram_read(ctx) -> list[Sample]:
             sink.launches += 1
         return call
 
-    return _dram_stream(ctx, "read", DRAM_BUFFER_L2, args,
+    return _dram_stream(ctx, "read", HBM_FOOTPRINT_L2, args,
                         lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0,
                         counted)
 
@@ -549,7 +552,7 @@ def _dram_write(ctx) -> list[Sample]:
             raise RuntimeError(f"dram_write: {wrong} of {words.size} words do not hold the last launch's "
                                f"value {seed['value']:#x}")
 
-    return _dram_stream(ctx, "write", DRAM_BUFFER_L2, args, verify, lambda: None, 16.0)
+    return _dram_stream(ctx, "write", HBM_FOOTPRINT_L2, args, verify, lambda: None, 16.0)
 
 
 def _dram_copy(ctx) -> list[Sample]:
@@ -571,7 +574,7 @@ def _dram_copy(ctx) -> list[Sample]:
         if wrong:
             raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
 
-    return _dram_stream(ctx, "copy", DRAM_BUFFER_L2 / 2, args, verify, lambda: None, 32.0)
+    return _dram_stream(ctx, "copy", HBM_FOOTPRINT_L2 / 2, args, verify, lambda: None, 32.0)
 
 
 def _dram_memcpy(ctx) -> list[Sample]:
@@ -579,7 +582,7 @@ def _dram_memcpy(ctx) -> list[Sample]:
     framework's tensor copy gets.  The destination is cleared before each sample and checked after it."""
     import cupy
 
-    vecs = dram_vectors(ctx.device, DRAM_BUFFER_L2 / 2, 1, 1)
+    vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2 / 2, 1, 1)
     src = cupy.empty(vecs * 4, dtype=cupy.uint32)
     _fill(src)
     dst = cupy.zeros_like(src)

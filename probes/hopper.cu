@@ -159,7 +159,9 @@ __device__ __forceinline__ void dsmem_read(long long reps, unsigned int* sink) {
         uint4 v[DSMEM_VECS];
 #pragma unroll
         for (int j = 0; j < DSMEM_VECS; ++j) {
-            const unsigned int a = src + 16u * DSMEM_THREADS * j;
+            // Rotated by the rep: every rep reads the same 8 vectors per thread, but at addresses that
+            // depend on the loop counter, so ptxas cannot hoist the loads out of the timed loop.
+            const unsigned int a = src + 16u * DSMEM_THREADS * ((j + (unsigned int)r) % DSMEM_VECS);
             if (PATTERN == READ_LOCAL) {
                 asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                              : "=r"(v[j].x), "=r"(v[j].y), "=r"(v[j].z), "=r"(v[j].w) : "r"(a) : "memory");

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from probes.bandwidth import HBM_FOOTPRINT_L2
 from probes.harness import EventTimer, Sample, repeat_until_stable
 from probes.registry import probe
 
@@ -108,15 +109,15 @@ def chase_next_index(order: np.ndarray) -> np.ndarray:
 
 def latency_slots(device: dict, copy_bytes: int, level: str) -> tuple[int, int]:
     """``(slots, slot_bytes)`` of a bulk_latency footprint: a power of two of slots of max(copy, 256) bytes;
-    L2: 1 MiB in all (resident once written); HBM: at least 8x the L2, so a random slot is rarely in it."""
+    L2: 1 MiB in all (resident once written); HBM: HBM_FOOTPRINT_L2 x the L2, so a random slot is rarely in it."""
     slot = max(copy_bytes, 256)
-    span = 1 << 20 if level == "l2" else 8 * device["l2_bytes"]
+    span = 1 << 20 if level == "l2" else HBM_FOOTPRINT_L2 * device["l2_bytes"]
     return 1 << max(1, math.ceil(math.log2(max(span // slot, 2)))), slot
 
 
 def stream_footprint(device: dict, chunk_bytes: int, level: str) -> int:
-    """Chunks in a stream footprint: a quarter of the L2 (resident) or 4x the L2 (HBM)."""
-    span = device["l2_bytes"] // 4 if level == "l2" else 4 * device["l2_bytes"]
+    """Chunks in a stream footprint: a quarter of the L2 (resident) or HBM_FOOTPRINT_L2 x the L2 (HBM)."""
+    span = device["l2_bytes"] // 4 if level == "l2" else HBM_FOOTPRINT_L2 * device["l2_bytes"]
     return max(1, span // chunk_bytes)
 
 
@@ -379,7 +380,7 @@ def _evict_l2(device: dict) -> None:
        sweeps={"quick": lambda d: {"copy_bytes": [16, 4096], "level": list(LEVELS)},
                "full": lambda d: {"copy_bytes": list(COPY_SIZES), "level": list(LEVELS)}},
        axes={"copy_bytes": "bytes of one cp.async.bulk global->shared copy (multiples of 16)",
-             "level": "l2 (a 1 MiB footprint, resident) or dram (8x the L2, random slots)"},
+             "level": f"l2 (a 1 MiB footprint, resident) or dram ({HBM_FOOTPRINT_L2}x the L2, random slots)"},
        quantities=("tma.latency_cycles", "tma.dram_latency_cycles"), kernels=("hopper.cu",), min_cc=HOPPER)
 def tma_latency(ctx, copy_bytes: int, level: str) -> list[Sample]:
     """Cycles from issuing one bulk copy (TMA) to its mbarrier's completion, one copy in flight at a time."""
@@ -432,8 +433,8 @@ CU_TENSOR_MAP_DATA_TYPE_UINT32 = 2
 
 
 def tensor_shape(device: dict, level: str) -> int:
-    """Rows of the tensor: a power of two, 1 MiB in all (L2) or at least 8x the L2 (HBM)."""
-    span = 1 << 20 if level == "l2" else 8 * device["l2_bytes"]
+    """Rows of the tensor: a power of two, 1 MiB in all (L2) or at least HBM_FOOTPRINT_L2 x the L2 (HBM)."""
+    span = 1 << 20 if level == "l2" else HBM_FOOTPRINT_L2 * device["l2_bytes"]
     return 1 << math.ceil(math.log2(max(span // (TENSOR_COLS * 4), 64)))
 
 
@@ -483,7 +484,7 @@ def box_sum(box: int, cols: int, box_cols: int, box_rows: int) -> tuple[int, int
                "full": lambda d: [{"box_cols": c, "box_rows": r, "level": level} for c, r in TENSOR_BOXES
                                   for level in LEVELS]},
        axes={"box_cols": "box width in 32-bit words (innermost dimension)", "box_rows": "box height in rows",
-             "level": "l2 (a 1 MiB tensor, resident) or dram (at least 8x the L2, random boxes)"},
+             "level": f"l2 (a 1 MiB tensor, resident) or dram (at least {HBM_FOOTPRINT_L2}x the L2, random boxes)"},
        quantities=("tma.tensor_latency_cycles",), kernels=("hopper.cu",), min_cc=HOPPER)
 def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
     """Cycles from issuing one 2-D box copy (cp.async.bulk.tensor through a CUtensorMap) to its mbarrier's
@@ -542,7 +543,7 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
                      "commit/wait_group), ldg (plain 16-byte ld.global into registers, stored to shared)",
              "chunk_bytes": "bytes per chunk (per stage): quick 16 KiB; full 4, 16 and 32 KiB (8 KiB kernels exist "
                             "for -a); tma and cp_async keep 4 in flight",
-             "level": "l2 (footprint a quarter of the L2, re-read) or dram (4x the L2)"},
+             "level": f"l2 (footprint a quarter of the L2, re-read) or dram ({HBM_FOOTPRINT_L2}x the L2)"},
        quantities=("tma.bandwidth_bytes_per_s", "cp_async.bandwidth_bytes_per_s", "ldg_smem.bandwidth_bytes_per_s",
                    "tma.l2_bandwidth_bytes_per_s", "cp_async.l2_bandwidth_bytes_per_s",
                    "ldg_smem.l2_bandwidth_bytes_per_s"),

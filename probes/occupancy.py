@@ -7,7 +7,7 @@ per load) / L until it saturates.  Loads in flight per SM = resident warps x ILP
 per thread before any is used) at two load widths: ``load_bytes`` 4 (one 128-byte warp load, the load the
 lecture's §7.4 block counts: 7,270 loads of 128 B) and 16 (512-byte warp loads, LDG.E.128, the width that
 reaches HBM's peak with the fewest instructions).  ``level`` dram streams a footprint of at least
-DRAM_TOUCH_L2 x L2 that every launch continues where the last stopped (no tile is read twice within it);
+HBM_FOOTPRINT_L2 x L2 that every launch continues where the last stopped (no tile is read twice within it);
 l2 re-reads at most L2_TOUCH_FRACTION x L2 (inside the near partition, as probes/bandwidth.py reasons).
 
 Residency is exact: ``plan_residency`` picks blocks per SM and threads per block, and a dynamic
@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from analysis.occupancy import ALLOCATION, occupancy
-from probes.bandwidth import (DRAM_TOUCH_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, _calibrate,
+from probes.bandwidth import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, _calibrate,
                               _Filled, _measure, _Sink, _sum32, bandwidth_bound)
 from probes.registry import probe
 
@@ -128,11 +128,11 @@ def tile_bytes(load_bytes: int, ilp: int) -> int:
 
 
 def footprint_tiles(device: dict, level: str, load_bytes: int, ilp: int) -> int:
-    """dram: at least DRAM_TOUCH_L2 x L2 (streamed, never re-read within it); l2: at most
+    """dram: at least HBM_FOOTPRINT_L2 x L2 (streamed, never re-read within it); l2: at most
     L2_TOUCH_FRACTION x L2 (re-read, resident)."""
     tile = tile_bytes(load_bytes, ilp)
     if level == "dram":
-        tiles = math.ceil(DRAM_TOUCH_L2 * device["l2_bytes"] / tile)
+        tiles = math.ceil(HBM_FOOTPRINT_L2 * device["l2_bytes"] / tile)
     elif level == "l2":
         tiles = max(1, int(L2_TOUCH_FRACTION * device["l2_bytes"]) // tile)
     else:
@@ -249,7 +249,7 @@ AXES = {
                              "64), up to max_threads_per_sm / 32 and what the kernel's registers allow",
     "ilp": "independent loads each thread issues before using any (full: 1, 2, 4, 8; quick: 1, 4)",
     "load_bytes": "bytes per lane per load: 4 (a 128-byte warp load, the lecture's) or 16 (LDG.E.128)",
-    "level": "dram (a stream over >= 4x L2, no tile re-read within it) or l2 (<= L2/4 re-read); both "
+    "level": f"dram (a stream over >= {HBM_FOOTPRINT_L2}x L2, no tile re-read within it) or l2 (<= L2/4 re-read); both "
              "ld.global.cg",
 }
 

@@ -303,7 +303,7 @@ def test_l2_sweep_spans_1_mib_to_four_l2s_dense_around_the_l2_of_the_device(bw, 
         assert len([f for f in footprints if f > 2 * l2]) >= 2  # the HBM plateau
 
 
-@pytest.mark.parametrize("device, capped_configs", [(H200, 0), (OTHER, 2)], ids=["h200", "other"])
+@pytest.mark.parametrize("device, capped_configs", [(H200, 31), (OTHER, 56)], ids=["h200", "other"])
 def test_stride_footprints_are_sized_from_the_device(bw, device, capped_configs):
     warps = bw.full_occupancy_warps(device)
     assert warps == device["sm_count"] * device["max_threads_per_sm"] // 32
@@ -318,10 +318,10 @@ def test_stride_footprints_are_sized_from_the_device(bw, device, capped_configs)
             assert dram["elements"] == dram["tiles"] * tile_elements
             assert dram["touched_bytes"] == dram["elements"] * min(pitch, 32)
             assert dram["span_bytes"] + 2 * e <= cap
-            wanted = -(-4 * device["l2_bytes"] // min(pitch, 32) // tile_elements // warps) * warps
+            wanted = -(-bw.HBM_FOOTPRINT_L2 * device["l2_bytes"] // min(pitch, 32) // tile_elements // warps) * warps
             if wanted * tile_elements * pitch + 2 * e <= cap:  # room: a pass reads every tile once
                 assert dram["tiles"] % warps == 0 and dram["trips_per_pass"] * warps == dram["tiles"]
-                assert dram["touched_bytes"] >= bw.DRAM_TOUCH_L2 * device["l2_bytes"]
+                assert dram["touched_bytes"] >= bw.HBM_FOOTPRINT_L2 * device["l2_bytes"]
             else:  # capped: as many whole tiles as the cap holds, still well beyond L2
                 capped += 1
                 assert (dram["tiles"] + 1) * tile_elements * pitch + 2 * e > cap
@@ -346,11 +346,11 @@ def test_stride_footprints_scale_with_the_l2(bw):
 def test_dram_buffers_are_whole_grid_trips_and_several_l2(bw):
     threads = H200["sm_count"] * 2048
     for unroll in (4, 8):
-        vecs = bw.dram_vectors(H200, bw.DRAM_BUFFER_L2, threads, unroll)
+        vecs = bw.dram_vectors(H200, bw.HBM_FOOTPRINT_L2, threads, unroll)
         assert vecs % (threads * unroll) == 0
-        assert vecs * 16 >= bw.DRAM_BUFFER_L2 * H200["l2_bytes"]
+        assert vecs * 16 >= bw.HBM_FOOTPRINT_L2 * H200["l2_bytes"]
     tiny = {**H200, "total_memory_bytes": 1 << 30}
-    assert bw.dram_vectors(tiny, bw.DRAM_BUFFER_L2, threads, 4) * 16 <= (1 << 30) * bw.MEMORY_FRACTION
+    assert bw.dram_vectors(tiny, bw.HBM_FOOTPRINT_L2, threads, 4) * 16 <= (1 << 30) * bw.MEMORY_FRACTION
 
 
 def test_dram_variants_are_each_kernel_at_full_and_half_occupancy(bw):

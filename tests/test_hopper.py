@@ -89,6 +89,17 @@ def test_remote_reads_are_16_byte_cluster_loads_and_local_ones_lds128(built):
     assert local.count("LDS.128") == 8 and "LD.E.128" not in local
 
 
+@pytest.mark.parametrize("pattern, op", [("local", "LDS.128"), ("pair", "LD.E.128"), ("ring", "LD.E.128")])
+def test_dsmem_reads_stay_inside_the_timed_loop(built, pattern, op):
+    """Reads of fixed addresses are hoisted out of the loop by ptxas (the first H200 run measured 430
+    "B/clk/SM", flagged invalid): every rep's 8 loads must be in the loop."""
+    from test_bandwidth import assert_loads_in_the_loop
+
+    code, _ = built
+    for n in (2, 16):
+        assert_loads_in_the_loop(code[f"dsmem_read_{pattern}_c{n}"], op, 8)
+
+
 def test_bulk_copies_use_the_tma_unit_and_transaction_mbarriers(built):
     code, _ = built
     for name in ("bulk_latency", "stream_tma_v1", "stream_tma_v8"):

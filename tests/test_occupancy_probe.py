@@ -251,7 +251,7 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
 
     device = {**OTHER, "sm_count": 3, "l2_bytes": 1 << 16}
     replay = _ReplayKernel(16, 2, 22)
-    words = (np.arange(1 << 18, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
+    words = (np.arange(1 << 20, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
     monkeypatch.setattr(probes.cuda, "kernel", lambda filename, name: replay)
     monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: occupancy(
         device, func.num_regs, threads, smem).blocks_per_sm)
