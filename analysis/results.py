@@ -88,8 +88,11 @@ def config_key(params: dict) -> str:
 
 def config_filename(params: dict) -> str:
     """A file name for one config's part: readable, and unique for distinct configs."""
-    key = config_key(params) or "default"
-    return re.sub(r"[^A-Za-z0-9_.=,-]", "_", key) + ".parquet"
+    return _part_name(config_key(params))
+
+
+def _part_name(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=,-]", "_", key or "default") + ".parquet"
 
 
 @dataclass
@@ -145,11 +148,13 @@ class RunDir:
         if self.measurements_path.exists():
             frames.append(_read_parquet(self.measurements_path))
         merged = set()
-        if frames:
-            merged = set(zip(frames[0]["probe"], frames[0]["config"]))
+        if frames:  # parts already in the merged file are not read again (a full run has thousands)
+            merged = {(probe, _part_name(config)) for probe, config in zip(frames[0]["probe"], frames[0]["config"])}
         for part in sorted(self.parts.glob("*/*.parquet")) if self.parts.is_dir() else ():
+            if (part.parent.name, part.name) in merged:
+                continue
             frame = _read_parquet(part)
-            if not frame.empty and (frame["probe"].iat[0], frame["config"].iat[0]) in merged:
+            if not frame.empty and (frame["probe"].iat[0], _part_name(frame["config"].iat[0])) in merged:
                 continue
             frames.append(frame)
         if not frames:
