@@ -31,7 +31,8 @@ class Claim:
     measure: Callable[[dict, dict], Measured | None]  # (derived by quantity, device) -> measured
     tests: str  # what the measured side is, in words
     pending: str = ""  # the issue whose probe measures it, while unmeasured
-    mechanism: str = ""  # why the hardware differs, shown when the claim deviates
+    mechanism: str | Callable[[dict, dict], str] = ""  # why the hardware differs (or a function of the
+    # measured quantities and the device that says it), shown when the claim deviates
 
 
 def quantity(name: str) -> Callable:
@@ -151,7 +152,7 @@ CLAIMS = (
           "(several loads in flight per warp) saturates HBM"),
     Claim("Numbers worth memorizing; §7.6", "fp32 at stride >= 32 moves 1/32 useful bytes", 1 / 32, "1", 0.2,
           quantity("coalescing.efficiency_stride32_fp32"), "stride-32 fp32 bandwidth over stride-1", "#4",
-          "the memory system moves 32-byte sectors, not 128-byte segments"),
+          lambda d, device: _strided_mechanism(d)),
     Claim("§7.3", "shared memory moves ~128 B/cycle/SM", 128, "B/cycle", 0.1,
           quantity("smem.bandwidth_bytes_per_clk_sm"), "16-byte shared loads from every SM", "#4"),
     Claim("§7.6", "shared memory has 32 banks", 32, "1", 0.0, quantity("smem.banks"),
@@ -185,6 +186,20 @@ CLAIMS = (
 )
 
 
+def _strided_mechanism(d: dict) -> str:
+    """Why stride-32 fp32 is not 1/32 here, from the run's own fetch-block measurement when it has one."""
+    if "mem.sector_bytes" not in d:
+        return "each lane's 4 bytes cost a whole fetch block of the memory system, whose size sets the ratio"
+    block = d["mem.sector_bytes"][0]
+    return (f"each lane's 4 bytes cost one fetch block from HBM, and this GPU fetches {block:.0f}-byte blocks "
+            f"per L2 miss (mem.sector_bytes, the line-size chase), not 128-byte segments: 4/{block:.0f} = "
+            f"1/{block / 4:.0f} predicted, measured 1/{1 / d['coalescing.efficiency_stride32_fp32'][0]:.1f}")
+
+
+def _mechanism(claim: Claim, d: dict, device: dict) -> str:
+    return claim.mechanism(d, device) if callable(claim.mechanism) else claim.mechanism
+
+
 def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
     """One row per claim: lecture value, measured value with CI, ratio, verdict and its reason."""
     d = {q: (v, lo, hi) for q, v, lo, hi in derived[["quantity", "value", "ci_low", "ci_high"]].itertuples(index=False)}
@@ -203,7 +218,7 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
         ci = "" if low == high == value else f" [{fmt_value(low, claim.unit)}, {fmt_value(high, claim.unit)}]"
         reason = (("matches" if claim.tolerance == 0 else f"within {claim.tolerance:.0%} of the lecture's figure")
                   if holds else
-                  f"{ratio:.2f}x the lecture's figure" + (f": {claim.mechanism}" if claim.mechanism else ""))
+                  f"{ratio:.2f}x the lecture's figure" + (f": {_mechanism(claim, d, device)}" if claim.mechanism else ""))
         rows.append({**row, "measured": fmt_value(value, claim.unit) + ci, "ratio": f"{ratio:.3g}",
                      "verdict": "holds" if holds else "deviates", "reason": reason})
     return pd.DataFrame(rows)

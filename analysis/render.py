@@ -155,6 +155,12 @@ HOPPER_FIGURES = (
 )
 
 
+def drawn_figures(measurements) -> list[str]:
+    """Names of the figures a report of these measurements holds (main and Hopper sections)."""
+    measured = set(measurements["probe"])
+    return [name for name, probe, _ in (*FIGURES, *HOPPER_FIGURES) if probe in measured]
+
+
 def _figures(meta, measurements, derived, which=FIGURES) -> dict[str, bytes]:
     import matplotlib.pyplot as plt
 

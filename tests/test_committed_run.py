@@ -4,32 +4,31 @@ import pytest
 
 from analysis.derive import derive
 from analysis.latency import frontend_agreement
-from analysis.render import FIGURES, render
+from analysis.render import drawn_figures, render
 from analysis.results import RunDir
 from conftest import COMMITTED_RUN
 from probes.registry import all_probes
 
 
-#: Runs measured beside the committed one, for probes added after it (same GPU, same session's image).
-COMPANION_RUNS = sorted((COMMITTED_RUN.parent / "h200-bandwidth").glob("2*"))
+#: Every committed run of the H200 (the two consecutive runs of reports/h200-repeat, the other board's run).
+ALL_RUNS = [COMMITTED_RUN, *sorted(COMMITTED_RUN.parent.glob("h200-*/2*"))]
 
 
 def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_run):
     registry = all_probes()
-    measured = {}
-    for path in [COMMITTED_RUN, *COMPANION_RUNS]:
-        measured.update(RunDir(path).read_meta()["probes"])
+    measured = RunDir(COMMITTED_RUN).read_meta()["probes"]
     stale = {pid: (state["version"], registry[pid].version) for pid, state in measured.items()
              if pid in registry and state["version"] != registry[pid].version}
     assert not stale, f"probes changed since the committed run: re-measure reports/h200 ({stale})"
-    assert set(measured) == set(registry), "the committed runs cover every probe"
+    assert set(measured) == set(registry), "the committed run covers every probe"
     assert {s["status"] for s in measured.values()} == {"ok"}
 
 
-def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(committed_run):
-    meta, measurements = committed_run
-    committed = RunDir(COMMITTED_RUN).read_derived().fillna({"note": ""})
-    fresh = derive(meta, measurements).fillna({"note": ""})
+@pytest.mark.parametrize("path", ALL_RUNS, ids=lambda p: p.name)
+def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path):
+    run = RunDir(path)
+    committed = run.read_derived().fillna({"note": ""})
+    fresh = derive(run.read_meta(), run.read_measurements()).fillna({"note": ""})
     pd.testing.assert_frame_equal(committed.reset_index(drop=True), fresh.reset_index(drop=True),
                                   check_dtype=False, rtol=1e-9)
 
@@ -59,7 +58,7 @@ def test_committed_report_renders_headless_with_the_measured_values(committed_ru
     derived = derive(meta, measurements)
     page = render(meta, measurements, derived, tmp_path)
     text = page.read_text()
-    drawn = [name for name, probe, _ in FIGURES if probe in set(measurements["probe"])]
+    drawn = drawn_figures(measurements)
     assert len(drawn) >= 5 and text.count("data:image/png;base64,") == len(drawn)
     dram = derived.set_index("quantity").loc["dram.latency_cycles", "value"]
     assert f"{dram:.4g} cycles" in text
@@ -80,8 +79,7 @@ def test_the_committed_h200_runs_and_ref_h200_measure_the_same_quantities_consis
     faster than its HBM) or a per-SM figure read as a whole-GPU one."""
     from analysis.compare import compare
 
-    runs = [COMMITTED_RUN, *COMPANION_RUNS]
-    table = compare([*runs, "ref:h200"])
+    table = compare([COMMITTED_RUN, "ref:h200"])
     ref = next(c for c in table.columns if "[ref:h200" in c and not c.startswith("ratio"))
     measured = table[[c for c in table.columns if c not in ("unit", ref) and not c.startswith("ratio")]]
     first = measured.bfill(axis=1).iloc[:, 0]  # each quantity from the first run that has it

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from analysis.derive import derive
-from analysis.render import FIGURES, render
+from analysis.render import drawn_figures, render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -39,7 +39,7 @@ def test_report_loads_with_figures_and_measured_values(page, tmp_path):
     assert "Memory hierarchy, reconstructed" in dom and "The lecture's claims, judged" in dom
     assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror", done.stderr), done.stderr[-2000:]
     images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', dom)
-    expected = [name for name, probe, _ in FIGURES if probe in set(measurements["probe"])]
+    expected = drawn_figures(measurements)
     assert len(images) == len(expected) >= 5
     assert all(base64.b64decode(data).startswith(b"\x89PNG") for data in images)
     d = derived.set_index("quantity")
