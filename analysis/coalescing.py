@@ -21,7 +21,7 @@ import pandas as pd
 
 from analysis.capacity import fit_capacity
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, select, usable
+from analysis.stats import median_ci, ratio_ci, select, usable
 from analysis.units import fmt_bytes, fmt_value
 
 LANES = 32
@@ -144,22 +144,6 @@ def fit_models(frame: pd.DataFrame, blocks=CANDIDATE_BLOCKS, resamples: int = 50
         picks.append(min(e, key=e.get))
     return {"block_bytes": int(best), "errors": errors, "n": int(len(frame)),
             "ci": (float(np.percentile(picks, 2.5)), float(np.percentile(picks, 97.5)))}
-
-
-def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 2000,
-             seed: int = 0) -> tuple[float, float, float]:
-    """median(numerator) / median(denominator) and a percentile-bootstrap CI resampling both."""
-    num = np.asarray(numerator, dtype=float)
-    den = np.asarray(denominator, dtype=float)
-    num, den = num[np.isfinite(num)], den[np.isfinite(den)]
-    if num.size == 0 or den.size == 0:
-        return (np.nan, np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    ratios = (np.median(num[rng.integers(0, num.size, (resamples, num.size))], axis=1)
-              / np.median(den[rng.integers(0, den.size, (resamples, den.size))], axis=1))
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
-    return float(np.median(num) / np.median(den)), float(lo), float(hi)
 
 
 # -- derived rows -------------------------------------------------------------------------------------------

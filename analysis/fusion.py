@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.coalescing import ratio_ci
 from analysis.quantities import derived_row
-from analysis.stats import select
+from analysis.stats import ratio_ci, select
 from analysis.units import fmt_value
 
 PROBE = "fusion.softmax"

@@ -14,28 +14,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
+from analysis.stats import median_ci, ratio_ci, select
 
 DSMEM_LATENCY, DSMEM_BANDWIDTH = "hopper.dsmem_latency", "hopper.dsmem_bandwidth"
 TMA_LATENCY, COPY_BANDWIDTH, DPX = "hopper.tma_latency", "hopper.copy_bandwidth", "hopper.dpx"
 TMA_TENSOR = "hopper.tma_tensor"
 #: copy_bandwidth's path -> the quantity prefix it reports under
 PATH_PREFIX = {"tma": "tma", "cp_async": "cp_async", "ldg": "ldg_smem"}
-
-
-def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 2000,
-             seed: int = 0) -> tuple[float, float, float]:
-    """median(numerator) / median(denominator) and a percentile-bootstrap CI, each side resampled apart."""
-    num, den = (np.asarray(v, dtype=float) for v in (numerator, denominator))
-    num, den = num[np.isfinite(num)], den[np.isfinite(den)]
-    if num.size == 0 or den.size == 0:
-        return (np.nan, np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    ratios = (np.median(num[rng.integers(0, num.size, (resamples, num.size))], axis=1)
-              / np.median(den[rng.integers(0, den.size, (resamples, den.size))], axis=1))
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
-    return float(np.median(num) / np.median(den)), float(lo), float(hi)
 
 
 def refused_cluster_sizes(measurements: pd.DataFrame, probe: str) -> dict[int, int]:

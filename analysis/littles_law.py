@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from analysis.coalescing import ratio_ci
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, select, usable
+from analysis.stats import median_ci, ratio_ci, select, usable
 
 
 def model(concurrency, bytes_per_load: float, latency_s: float, peak_bytes_per_s: float):

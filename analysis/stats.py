@@ -53,3 +53,19 @@ def unstable_configs(measurements: pd.DataFrame, threshold: float = SPREAD_WARNI
     table = summarize(usable(measurements), ["probe", "config", "metric"])
     table = table[(table["n"] >= 3) & (table["rel_iqr"] > threshold)]
     return table.sort_values("rel_iqr", ascending=False)[["probe", "config", "metric", "n", "median", "rel_iqr"]]
+
+
+def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 2000,
+             seed: int = 0) -> tuple[float, float, float]:
+    """median(numerator) / median(denominator) and a percentile-bootstrap CI resampling both."""
+    num = np.asarray(numerator, dtype=float)
+    den = np.asarray(denominator, dtype=float)
+    num, den = num[np.isfinite(num)], den[np.isfinite(den)]
+    if num.size == 0 or den.size == 0:
+        return (np.nan, np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    ratios = (np.median(num[rng.integers(0, num.size, (resamples, num.size))], axis=1)
+              / np.median(den[rng.integers(0, den.size, (resamples, den.size))], axis=1))
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(np.median(num) / np.median(den)), float(lo), float(hi)

@@ -9,8 +9,9 @@ import pytest
 
 from analysis.capacity import bandwidth_model
 from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes, predicted_efficiency,
-                                 ratio_ci, relative_efficiency, stride_table, touched_blocks, useful_bytes)
+                                 relative_efficiency, stride_table, touched_blocks, useful_bytes)
 from analysis.quantities import QUANTITIES
+from analysis.stats import ratio_ci
 from tests.conftest import COMMITTED_RUN
 
 DEVICE = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.hopper import dpx_rows, dsmem_rows, ratio_ci, refused_cluster_sizes, tma_rows
+from analysis.hopper import dpx_rows, dsmem_rows, refused_cluster_sizes, tma_rows
+from analysis.stats import ratio_ci
 from probes import hopper
 from probes.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
 from test_kernels import assert_dependent_chain, timed_region
