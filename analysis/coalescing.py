@@ -218,12 +218,17 @@ def _l2_rows(measurements, device) -> list[dict]:
 CAPACITY_FLOOR = 1 / 8
 
 
+def l2_capacity_fit(frame, device):
+    """The miss model (``analysis.capacity.fit_capacity``) fitted to usable bw.l2 samples at footprints from
+    L2 / 8 up; None when the sweep does not fall clearly below the L2 plateau (a sweep that stops at the L2)."""
+    return fit_capacity(frame["footprint_bytes"], frame["value"],
+                        min_footprint_bytes=device["l2_bytes"] * CAPACITY_FLOOR)
+
+
 def _capacity_row(frame, device) -> list[dict]:
-    """``l2.capacity_bytes`` from the miss model (``analysis.capacity.fit_capacity``) fitted to the usable
-    samples at footprints from L2 / 8 up; none when the sweep does not fall clearly below the L2 plateau
-    (a sweep that stops at the L2)."""
+    """``l2.capacity_bytes`` from ``l2_capacity_fit``."""
     floor = device["l2_bytes"] * CAPACITY_FLOOR
-    fit = fit_capacity(frame["footprint_bytes"], frame["value"], min_footprint_bytes=floor)
+    fit = l2_capacity_fit(frame, device)
     if fit is None:
         return []
     footprints = np.unique(frame["footprint_bytes"].to_numpy(dtype=float))

@@ -166,18 +166,40 @@ def coalescing(measurements: pd.DataFrame, ax=None):
     return ax
 
 
-def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, ax=None):
-    """L2-only 16-byte read bandwidth against footprint, with HBM read bandwidth for scale."""
+def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
+    """All-SM L2-only read bandwidth against footprint with the fitted L2 miss model and capacity (CI shaded),
+    beside the other levels for scale: shared memory and L1 (per-SM bytes per clock x SMs x the run's
+    clock) and HBM read."""
+    import numpy as np
+
+    from analysis.capacity import bandwidth_model
+    from analysis.coalescing import CAPACITY_FLOOR, l2_capacity_fit
+
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "bw.l2") & (measurements["metric"] == "bandwidth")])
-    _median_lines(ax, frame.assign(series="L2-only reads"), "footprint_bytes", "series", lambda n: n)
+    _median_lines(ax, frame.assign(series="L2-only reads, every SM"), "footprint_bytes", "series", lambda n: n)
+    d = derived.set_index("quantity")
+    fit = l2_capacity_fit(frame, device) if not frame.empty else None
+    if fit is not None:
+        f = np.geomspace(device["l2_bytes"] * CAPACITY_FLOOR, frame["footprint_bytes"].max(), 200)
+        ax.plot(f, bandwidth_model(f, fit.capacity_bytes, fit.cache_bytes_per_s, fit.miss_bytes_per_s), "--",
+                color="black", lw=0.8, label="miss model fit")
+        ax.axvline(fit.capacity_bytes, color="black", ls=":", lw=0.8,
+                   label=f"L2 capacity {fmt_bytes(fit.capacity_bytes)} (fit)")
+        ax.axvspan(*fit.ci, color="black", alpha=0.07)
+    clock = d["value"].get("clock.sm_hz")
+    for quantity, label, color in (("smem.bandwidth_bytes_per_clk_sm", "shared memory, every SM", "tab:green"),
+                                   ("l1.bandwidth_bytes_per_clk_sm", "L1 hits, every SM", "tab:olive")):
+        if quantity in d.index and clock:
+            ax.axhline(d.loc[quantity, "value"] * device["sm_count"] * clock, color=color, ls="-.", lw=0.8,
+                       label=label)
     dram = usable(measurements[(measurements["probe"] == "bw.dram") & (measurements["op"] == "read")
                                & (measurements["metric"] == "bandwidth")]) if "op" in measurements else frame.iloc[:0]
     if not dram.empty:
         ax.axhline(dram["value"].median(), color="tab:red", ls="--", lw=0.8, label="HBM read")
-    ax.axvline(device["l2_bytes"], color="grey", ls=":", lw=0.8)
+    ax.axvline(device["l2_bytes"], color="grey", ls=":", lw=0.8, label=f"driver L2 {fmt_bytes(device['l2_bytes'])}")
     _bytes_axis(ax)
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log")
     ax.set_xlabel("footprint")
     ax.set_ylabel("bytes per second")
     ax.set_title("Bandwidth against footprint")

@@ -139,7 +139,7 @@ FIGURES = (
     ("line-size.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
     ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),
     ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
-    ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"])),
+    ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"], d)),
     ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
     ("occupancy-throughput.png", "occupancy.throughput",
      lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
