@@ -69,10 +69,15 @@ def _mma_rows(measurements) -> list[dict]:
         frame = select(measurements, MMA_PROBE, "throughput", dtype=dtype)
         if frame.empty:
             continue
+        note = _note(frame)
+        wgmma = select(measurements, WGMMA_PROBE, "throughput", dtype=dtype)
+        if not wgmma.empty:  # the issue's comparison: what Hopper's warpgroup instruction adds
+            best = wgmma[wgmma["n"] == best_n(wgmma)]["value"].median()
+            note += f"; {frame['value'].median() / best:.2f} of wgmma {dtype}'s peak"
         rows.append(derived_row(f"tc.{name}.mma_sync_peak_flops", *median_ci(frame["value"]),
                                 f"mma.sync {MMA_SHAPES[dtype]} {dtype} -> fp32, operands in registers, 8 "
                                 "accumulators per warp, every SM full (median, bootstrap 95% CI)", MMA_PROBE,
-                                _note(frame)))
+                                note))
     return rows
 
 
