@@ -7,11 +7,15 @@ seconds, so
 
     bandwidth(F) = 1 / (h / B_cache + (1 - h) / B_miss).
 
-The fit gives C, the cache's bandwidth and the bandwidth of the level behind it.  C's CI is the wider of a
-bootstrap over the repeats at each footprint (measurement noise) and the fit's own 95% interval from the
-residuals (how far the curve departs from the model).  A sweep with one sample per footprint (a published
-curve) has nothing to resample: its CI is the residual interval alone.  A sweep that never leaves the cache
-(no footprint past the fitted C with a bandwidth clearly below the plateau) yields no capacity.
+Seconds per byte, 1 / bandwidth = h / B_cache + (1 - h) / B_miss, is linear in 1 / B_cache and 1 / B_miss
+once C is fixed, so the fit scans C over a fine log grid, solves the two rates by least squares at each
+(relative errors), and keeps the C of least residual: a global answer that no optimiser's starting point
+can move (the min() kink gives a general optimiser several local minima).  C's CI is the wider of a
+bootstrap over the repeats at each footprint (measurement noise) and the profile interval, the Cs whose
+residual stays within an F-test of the best (how far the curve departs from the model).  A sweep with one
+sample per footprint (a published curve) has nothing to resample: its CI is the profile interval alone.  A
+sweep that never leaves the cache (no footprint past the fitted C with a bandwidth clearly below the
+plateau) yields no capacity.
 """
 from __future__ import annotations
 
@@ -38,15 +42,41 @@ def bandwidth_model(footprint_bytes, capacity_bytes: float, cache_bytes_per_s: f
     return 1.0 / (resident / cache_bytes_per_s + (1.0 - resident) / miss_bytes_per_s)
 
 
-def _fit(footprint: np.ndarray, bandwidth: np.ndarray) -> tuple[np.ndarray, float]:
-    """(capacity, cache bandwidth, miss bandwidth) and the capacity's standard error."""
-    from scipy.optimize import curve_fit
+#: Capacities tried per octave of the swept footprints.
+GRID_PER_OCTAVE = 256
 
-    scale_f, scale_b = np.median(footprint), np.max(bandwidth)
-    p0 = (1.0, 1.0, np.min(bandwidth) / scale_b)
-    params, cov = curve_fit(lambda f, c, b2, bm: bandwidth_model(f, c, b2, bm), footprint / scale_f,
-                            bandwidth / scale_b, p0=p0, bounds=([1e-3, 1e-3, 1e-3], [1e3, 10.0, 10.0]))
-    return params * np.array([scale_f, scale_b, scale_b]), float(np.sqrt(cov[0, 0]) * scale_f)
+
+def _profile(footprint: np.ndarray, bandwidth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every C of the grid: the residual sum of squares (relative, in seconds per byte) and the best
+    (1 / B_cache, 1 / B_miss) at that C."""
+    seconds = 1.0 / bandwidth
+    octaves = np.log2(footprint.max() / footprint.min())
+    grid = np.geomspace(footprint.min(), footprint.max(), max(16, int(octaves * GRID_PER_OCTAVE)))
+    h = np.minimum(1.0, grid[:, None] / footprint[None, :])  # (C, footprint)
+    x1, x2 = h / seconds, (1.0 - h) / seconds  # weighted by 1 / y: relative errors
+    s11, s12, s22 = (x1 * x1).sum(1), (x1 * x2).sum(1), (x2 * x2).sum(1)
+    t1, t2 = x1.sum(1), x2.sum(1)  # X^T (y / y) = X^T 1
+    det = s11 * s22 - s12 * s12
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = (s22 * t1 - s12 * t2) / det, (s11 * t2 - s12 * t1) / det
+        rss = ((a[:, None] * x1 + b[:, None] * x2 - 1.0) ** 2).sum(1)
+    rss[~((a > 0) & (b > 0) & np.isfinite(rss))] = np.inf
+    return grid, rss, np.column_stack([a, b])
+
+
+def _fit(footprint: np.ndarray, bandwidth: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+    """(capacity, cache bandwidth, miss bandwidth) and the capacity's profile interval."""
+    from scipy.stats import f as f_distribution
+
+    grid, rss, rates = _profile(footprint, bandwidth)
+    best = int(np.argmin(rss))
+    if not np.isfinite(rss[best]):
+        raise RuntimeError("no capacity gives positive rates")
+    dof = footprint.size - 3
+    limit = rss[best] * (1 + f_distribution.ppf(_CONFIDENCE, 1, dof) / dof) if dof > 0 else rss[best]
+    inside = grid[rss <= limit]
+    a, b = rates[best]
+    return np.array([grid[best], 1 / a, 1 / b]), (float(inside.min()), float(inside.max()))
 
 
 def fit_capacity(footprint_bytes, bandwidth, min_footprint_bytes: float = 0.0, resamples: int = 200,
@@ -66,8 +96,8 @@ def fit_capacity(footprint_bytes, bandwidth, min_footprint_bytes: float = 0.0, r
     if medians[-1] > (1 - MIN_DROP) * medians.max():
         return None
     try:
-        (capacity, cache, miss), error = _fit(sizes, medians)
-    except RuntimeError:  # no convergence: the curve has no cache-shaped drop
+        (capacity, cache, miss), (profile_lo, profile_hi) = _fit(sizes, medians)
+    except RuntimeError:  # no capacity explains the curve with positive rates
         return None
     if not sizes[0] < capacity < sizes[-1]:
         return None
@@ -83,6 +113,5 @@ def fit_capacity(footprint_bytes, bandwidth, min_footprint_bytes: float = 0.0, r
             continue
     tail = (1 - _CONFIDENCE) / 2 * 100
     lo, hi = np.percentile(boot, [tail, 100 - tail]) if boot else (capacity, capacity)
-    z = 1.96 * error if np.isfinite(error) else 0.0
-    return CapacityFit(float(capacity), (float(min(lo, capacity - z)), float(max(hi, capacity + z))),
+    return CapacityFit(float(capacity), (float(min(lo, profile_lo)), float(max(hi, profile_hi))),
                        float(cache), float(miss))

@@ -218,7 +218,8 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
         ci = "" if low == high == value else f" [{fmt_value(low, claim.unit)}, {fmt_value(high, claim.unit)}]"
         reason = (("matches" if claim.tolerance == 0 else f"within {claim.tolerance:.0%} of the lecture's figure")
                   if holds else
-                  f"{ratio:.2f}x the lecture's figure" + (f": {_mechanism(claim, d, device)}" if claim.mechanism else ""))
+                  f"{ratio:.2f}x the lecture's figure"
+                  + (f": {_mechanism(claim, d, device)}" if claim.mechanism else ""))
         rows.append({**row, "measured": fmt_value(value, claim.unit) + ci, "ratio": f"{ratio:.3g}",
                      "verdict": "holds" if holds else "deviates", "reason": reason})
     return pd.DataFrame(rows)

@@ -240,8 +240,9 @@ def _capacity_row(frame, device) -> list[dict]:
     return [derived_row("l2.capacity_bytes", fit.capacity_bytes, *fit.ci,
                         "miss model fitted to the all-SM read sweep (analysis.capacity.fit_capacity): an L2 of C "
                         "bytes re-read cyclically over a footprint F keeps a fraction h = min(1, C/F) resident, "
-                        "bandwidth(F) = 1 / (h / B_L2 + (1 - h) / B_HBM); 95% CI the wider of a bootstrap over "
-                        "repeats and the fit's residual interval", L2_PROBE, note)]
+                        "bandwidth(F) = 1 / (h / B_L2 + (1 - h) / B_HBM), scanned over C (global least "
+                        "squares); 95% CI the wider of a bootstrap over repeats and the profile interval",
+                        L2_PROBE, note)]
 
 
 def _faster_copy(measurements) -> tuple[str, float | None]:

@@ -218,8 +218,8 @@ def l2_capacity_row(curve: Curve, size_bytes: float, size: str) -> dict:
                "gpu-benches gpu-l2-cache: all SMs sum a buffer (double loads) of growing size; miss model fitted "
                "to the sweep (analysis.capacity.fit_capacity, gpuatlas's method): an L2 of C bytes re-read over a "
                "footprint F keeps a fraction h = min(1, C/F) resident, bandwidth(F) = 1 / (h / B_L2 + (1 - h) / "
-               "B_HBM); 95% CI the fit's residual interval (one sample per data-set size: no repeats to "
-               "bootstrap)",
+               "B_HBM); 95% CI the profile interval, residuals within an F-test of the best (one sample per "
+               "data-set size: no repeats to bootstrap)",
                f"[I] computed from the raw file; the model under-reads a cliff-shaped curve: this one keeps 90% "
                f"of the fitted L2 rate up to {_mib(held)} and is within 10% of its HBM rate (median beyond 4x "
                f"the L2: {hbm / TERA:.2f} TB/s) from {_mib(fallen)}, where the model expects a gradual fall "
