@@ -7,6 +7,7 @@ run's own settings and measures only the configs that have no part yet.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import os
 import secrets
 import subprocess
@@ -106,6 +107,19 @@ def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
 
 #: Seconds a probe may run in its child process before it is killed and recorded as hung.
 PROBE_TIMEOUT_S = 900.0
+#: Packages a probe backend needs beyond the core install: the Triton probes launch on torch tensors.  A
+#: probe whose backend lacks one is skipped with the reason, not failed.
+BACKEND_PACKAGES = {"triton": ("torch", "triton")}
+
+
+def skip_reason(probe: Probe, cc: tuple) -> str | None:
+    """Why ``probe`` cannot run here (compute capability, missing packages), or None."""
+    if cc < probe.min_cc:
+        return f"needs compute capability {probe.min_cc}, GPU has {cc}"
+    missing = [name for name in BACKEND_PACKAGES.get(probe.backend, ()) if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"needs {' and '.join(missing)}, not installed here (pip install {' '.join(missing)})"
+    return None
 
 
 class ProbeFailed(Exception):
@@ -205,8 +219,9 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             state = meta["probes"][probe.id]
             configs = probe.configs(device, meta["profile"], meta.get("overrides"))
             state["configs_total"] = len(configs)
-            if cc < probe.min_cc:
-                state.update(status="skipped", error=f"needs compute capability {probe.min_cc}, GPU has {cc}")
+            reason = skip_reason(probe, cc)
+            if reason:
+                state.update(status="skipped", error=reason)
                 run.write_meta(meta)
                 if on_probe:
                     on_probe(probe, state)

@@ -234,7 +234,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
 
 
 def simulated_probes():
-    return [dataclasses.replace(p, func=FAKES[p.id]) for p in all_probes().values()]
+    """Every registered probe with its simulated physics; no backend package is needed to run them."""
+    return [dataclasses.replace(p, func=FAKES[p.id], backend="simulated") for p in all_probes().values()]
 
 
 def crash(ctx, **params):

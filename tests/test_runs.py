@@ -143,3 +143,22 @@ def test_a_derived_csv_with_text_in_its_numbers_is_refused(tmp_path):
     run.derived_path.write_text("\n".join(text[:2] + [text[2].replace(text[2].split(",")[1], "abc", 1)]) + "\n")
     with pytest.raises(UsageError, match="not numbers"):
         run.read_derived()
+
+
+def test_a_probe_whose_backend_packages_are_missing_is_skipped_with_the_install_line(tmp_path, monkeypatch):
+    import dataclasses
+
+    from fakes import DEVICE, simulated_probes
+    from probes import runner
+
+    monkeypatch.setitem(runner.BACKEND_PACKAGES, "triton", ("torch", "no_such_package_gpuatlas"))
+    probes = [dataclasses.replace(p, backend="triton") if p.id.startswith(("matmul.", "fusion.")) else p
+              for p in simulated_probes() if p.id.startswith(("matmul.", "fusion.", "clock."))]
+    run, meta = runner.new_run(tmp_path, DEVICE, {"python": "3"}, probes, "quick", {}, 0, ["gpuatlas", "run"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    for pid, state in meta["probes"].items():
+        if pid.startswith(("matmul.", "fusion.")):
+            assert state["status"] == "skipped", state
+            assert "no_such_package_gpuatlas" in state["error"] and "pip install" in state["error"]
+        else:
+            assert state["status"] == "ok"
