@@ -6,6 +6,7 @@ shared-memory counts CPU tests assert are the ones the GPU runs.  ``sass`` disas
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -35,10 +36,22 @@ def module(filename: str, arch: str | None = None):
 
     if arch is None:
         return cupy.RawModule(code=source(filename), options=NVRTC_OPTIONS)
-    cubin, _ = compile_cubin(filename, arch)
-    path = Path(tempfile.mkdtemp(prefix="gpuatlas-")) / f"{Path(filename).stem}.{arch}.cubin"
-    path.write_bytes(cubin)
-    return cupy.RawModule(path=str(path))
+    return cupy.RawModule(path=str(cached_cubin(filename, arch, compile_cubin(filename, arch)[0])))
+
+
+#: Where architecture-specific cubins are kept for RawModule to load: one file per content, so every probe
+#: process of every run reuses it and nothing accumulates.
+CUBIN_CACHE = Path(tempfile.gettempdir()) / "gpuatlas-cubins"
+
+
+def cached_cubin(filename: str, arch: str, cubin: bytes) -> Path:
+    """The cache file holding ``cubin`` (named by its content's hash), written atomically if missing."""
+    from analysis.results import atomic_write_bytes
+
+    path = CUBIN_CACHE / f"{Path(filename).stem}.{arch}.{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
+    if not path.exists():
+        atomic_write_bytes(path, cubin)
+    return path
 
 
 def kernel(filename: str, name: str, arch: str | None = None):

@@ -32,6 +32,16 @@ def test_hbm_latency_claim_deviates_with_the_mechanism_and_holds_near_500():
     assert near["HBM latency ~500 cycles"] == "holds"
 
 
+@pytest.mark.parametrize("block, predicted", [(64, "1/16"), (32, "1/8")])
+def test_strided_claim_names_the_run_s_own_fetch_block(block, predicted):
+    table = judge(derived(**{"coalescing.efficiency_stride32_fp32": 0.054, "mem.sector_bytes": float(block)}),
+                  DEVICE).set_index("claim")
+    reason = table.loc["fp32 at stride >= 32 moves 1/32 useful bytes", "reason"]
+    assert f"{block}-byte blocks" in reason and f"{predicted} predicted" in reason and "measured 1/18.5" in reason
+    without = judge(derived(**{"coalescing.efficiency_stride32_fp32": 0.054}), DEVICE).set_index("claim")
+    assert "fetch block" in without.loc["fp32 at stride >= 32 moves 1/32 useful bytes", "reason"]
+
+
 def test_device_claims_use_the_driver_properties():
     table = judge(derived(), DEVICE).set_index("claim")
     assert table.loc["132 SMs", "verdict"] == "holds"

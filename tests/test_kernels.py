@@ -93,3 +93,14 @@ ARCH_SPECIFIC = {"wgmma.cu": "sm_90a"}
 def test_every_kernel_file_compiles_for_sm90(filename):
     cubin, log = compile_cubin(filename, ARCH_SPECIFIC.get(filename, "sm_90"))
     assert cubin.startswith(b"\x7fELF") and resource_usage(log), filename
+
+
+def test_an_architecture_specific_cubin_is_cached_once_by_its_content(tmp_path, monkeypatch):
+    import probes.cuda as cuda
+
+    monkeypatch.setattr(cuda, "CUBIN_CACHE", tmp_path)
+    cubin, _ = compile_cubin("wgmma.cu", "sm_90a")
+    first = cuda.cached_cubin("wgmma.cu", "sm_90a", cubin)
+    assert cuda.cached_cubin("wgmma.cu", "sm_90a", cubin) == first and first.read_bytes() == cubin
+    assert cuda.cached_cubin("wgmma.cu", "sm_90a", cubin + b"\0") != first  # other content, other file
+    assert sorted(p.name.startswith("wgmma.sm_90a.") for p in tmp_path.iterdir()) == [True, True]
