@@ -70,7 +70,7 @@ def _mma_rows(measurements) -> list[dict]:
         if frame.empty:
             continue
         note = _note(frame)
-        wgmma = select(measurements, WGMMA_PROBE, "throughput", dtype=dtype)
+        wgmma = _wgmma(measurements, "throughput", dtype)
         if not wgmma.empty:  # the issue's comparison: what Hopper's warpgroup instruction adds
             best = wgmma[wgmma["n"] == best_n(wgmma)]["value"].median()
             note += f"; {frame['value'].median() / best:.2f} of wgmma {dtype}'s peak"
@@ -86,10 +86,17 @@ def best_n(frame: pd.DataFrame) -> int:
     return int(frame.groupby("n")["value"].median().idxmax())
 
 
+def _wgmma(measurements, metric: str, dtype: str, operands: str = "random") -> pd.DataFrame:
+    """wgmma samples of one operand kind (a run before the ``operands`` axis had random operands only)."""
+    frame = select(measurements, WGMMA_PROBE, metric, dtype=dtype)
+    kind = frame["operands"].fillna("random") if "operands" in frame else pd.Series("random", frame.index)
+    return frame[kind == operands]
+
+
 def _wgmma_rows(measurements) -> list[dict]:
     rows = []
     for dtype, name in TC_NAMES.items():
-        frame = select(measurements, WGMMA_PROBE, "throughput", dtype=dtype)
+        frame = _wgmma(measurements, "throughput", dtype)
         if frame.empty:
             continue
         n = best_n(frame)
@@ -99,13 +106,22 @@ def _wgmma_rows(measurements) -> list[dict]:
         method = (f"wgmma m64nNk{WGMMA_K[dtype]} {dtype} -> fp32 from shared memory, several warpgroups per SM; "
                   f"the best N's median (bootstrap 95% CI)")
         rows.append(derived_row(f"tc.{name}.peak_flops", *median_ci(best["value"]), method, WGMMA_PROBE,
-                                f"{_note(best)}; {by_n}"))
-        per_clk = select(measurements, WGMMA_PROBE, "per_clk_sm", dtype=dtype)
+                                f"random operands; {_note(best)}; {by_n}"))
+        per_clk = _wgmma(measurements, "per_clk_sm", dtype)
         per_clk = per_clk[per_clk["n"] == n]
         if not per_clk.empty:
             rows.append(derived_row(f"tc.{name}.flop_per_clk_sm", *median_ci(per_clk["value"]),
                                     f"wgmma {dtype} at N={n}: FLOP/s / SMs / the clock each launch ran at",
                                     WGMMA_PROBE, _note(per_clk)))
+        pow2 = _wgmma(measurements, "throughput", dtype, "pow2")
+        if not pow2.empty:
+            pow2_clk = _wgmma(measurements, "per_clk_sm", dtype, "pow2")["value"].median()
+            rows.append(derived_row(
+                f"tc.{name}.pow2_operand_flops", *median_ci(pow2["value"]),
+                f"wgmma {dtype} at N={int(pow2['n'].iloc[0])} on random powers of two (zero mantissas), the "
+                "same work as the peak: a higher rate is a higher clock under the power limit", WGMMA_PROBE,
+                f"{_note(pow2)}; {fmt_value(pow2_clk, 'FLOP/cycle')} per clock per SM; "
+                f"{pow2['value'].median() / best['value'].median():.3f} x the random-operand peak"))
     return rows
 
 

@@ -48,6 +48,48 @@ extern "C" __global__ void chase_cg(unsigned long long start, long long warm_ste
     chase<1>(start, warm_steps, steps, out);
 }
 
+// Per-access latency of the L2-only chase: the same dependent chain, but after each load the thread stores
+// the loaded address to shared memory (STS must wait for the load) and then reads %clock, so consecutive
+// clock reads bracket exactly one load.  The interval per access (load latency plus the constant cost of
+// the STS and the clock read) goes to shared memory as 16 bits and is copied out after the timed walk, so
+// the record itself adds no global traffic.  Levels that a mixed chain hits (near L2, far L2, HBM) show as
+// separate clusters of intervals.  out = {clock64 cycles, %globaltimer ns, final address (the sink)}.
+__device__ __forceinline__ unsigned int clock_after(unsigned long long p, unsigned int slot) {
+    unsigned int t;
+    asm volatile("st.shared.u32 [%1], %2;\n\tmov.u32 %0, %%clock;"
+                 : "=r"(t) : "r"(slot), "r"((unsigned int)p) : "memory");
+    return t;
+}
+
+extern "C" __global__ void chase_cg_record(unsigned long long start, long long warm_steps, int steps,
+                                           unsigned short* intervals, unsigned long long* out) {
+    extern __shared__ unsigned short recorded[];  // steps intervals, then one 32-bit slot
+    const unsigned int slot =
+        (unsigned int)__cvta_generic_to_shared(recorded) + ((2u * steps + 3u) & ~3u);
+    unsigned long long p = start;
+    for (long long i = 0; i < warm_steps; ++i) p = step<1>(p);
+    unsigned long long c0, c1, t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+    unsigned int before = clock_after(p, slot);
+#pragma unroll 1
+    for (int i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            p = step<1>(p);
+            const unsigned int after = clock_after(p, slot);
+            recorded[i + u] = (unsigned short)min(after - before, 65535u);
+            before = after;
+        }
+    }
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    for (int i = 0; i < steps; ++i) intervals[i] = recorded[i];
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = p;
+}
+
 // Touch every line of a buffer from the whole grid, so an L2-sized chain starts resident in L2 and its
 // pages are mapped, without one thread walking the chain to get there.
 extern "C" __global__ void touch(const unsigned long long* buf, long long words, long long stride_words,

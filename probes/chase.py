@@ -220,11 +220,10 @@ def steps_for(seconds_per_step: float) -> int:
     return int(math.ceil(steps / UNROLL) * UNROLL)
 
 
-def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str,
-                  order: str = "random") -> list[Sample]:
-    """Build the chain on the GPU, warm it, then time launches of ``launch(start, warm, steps) -> out``
-    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain.
-    ``order`` is ``random`` (a random single cycle) or ``sequential`` (address order, then wrap)."""
+def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "random"):
+    """The chain of ``footprint_bytes`` on the GPU, every line touched by the whole grid so it starts in L2
+    with its pages mapped: ``(words, base address, visiting order)``.  ``order`` is ``random`` (a random
+    single cycle) or ``sequential`` (address order, then wrap)."""
     import cupy
 
     from probes.cuda import kernel
@@ -238,26 +237,112 @@ def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: s
     order_host = (chain_order(ctx.rng(footprint_bytes, stride_bytes), elements) if order == "random"
                   else np.arange(elements, dtype=np.int64))
     fill_chain(words, cupy.asarray(order_host), stride_bytes, base)
-
     sink = cupy.zeros(1, dtype=cupy.uint64)
-    sms = ctx.device["sm_count"]
-    kernel("chase.cu", "touch")((sms * 4,), (256,), (words, np.int64(words.size),
-                                                     np.int64(stride_bytes // 8), sink))
-    position = 0
+    kernel("chase.cu", "touch")((ctx.device["sm_count"] * 4,), (256,),
+                                (words, np.int64(words.size), np.int64(stride_bytes // 8), sink))
+    return words, base, order_host
+
+
+class ChainWalker:
+    """Launches that continue one chain where the last stopped, each checked against the chain: after ``k``
+    steps in all, the kernel's final address (its sink) must be the ``k``-th element of the cycle."""
+
+    def __init__(self, order_host: np.ndarray, stride_bytes: int, base: int, footprint_bytes: int):
+        self.order, self.stride, self.base, self.footprint = order_host, stride_bytes, base, footprint_bytes
+        self.position = 0
+
+    def start(self) -> int:
+        return self.base + int(self.order[self.position % len(self.order)]) * self.stride
+
+    def advance(self, steps: int, sink: int) -> None:
+        self.position += steps
+        expected = expected_address(self.order, self.position, self.stride, self.base)
+        if sink != expected:
+            raise RuntimeError(f"chase sink mismatch at footprint {self.footprint} B: the kernel ended at "
+                               f"{sink:#x}, the chain says {expected:#x} after {self.position} steps")
+
+
+def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str,
+                  order: str = "random") -> list[Sample]:
+    """Build the chain on the GPU, warm it, then time launches of ``launch(start, warm, steps) -> out``
+    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain."""
+    words, base, order_host = chain_on_gpu(ctx, footprint_bytes, stride_bytes, order)
+    walker = ChainWalker(order_host, stride_bytes, base, footprint_bytes)
 
     def run(warm: int, steps: int) -> np.ndarray:
-        nonlocal position
-        start = base + int(order_host[position % elements]) * stride_bytes
-        out = launch(start, warm, steps)
-        position += warm + steps
-        expected = expected_address(order_host, position, stride_bytes, base)
-        if int(out[2]) != expected:
-            raise RuntimeError(f"chase sink mismatch at footprint {footprint_bytes} B: the kernel ended at "
-                               f"{int(out[2]):#x}, the chain says {expected:#x} after {position} steps")
+        out = launch(walker.start(), warm, steps)
+        walker.advance(warm + steps, int(out[2]))
         return out
 
-    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
+    first = run(min(len(order_host), MAX_WARM_STEPS), CALIBRATION_STEPS)
     steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
 
     return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, timer),
                                "latency", ctx.budget)
+
+
+#: Accesses recorded per launch of chase_cg_record (16 bits each in shared memory), launches per footprint,
+#: and the most steps of the warm walk that brings a footprint's chain to its steady state in the caches.
+RECORDED_ACCESSES, RECORD_LAUNCHES, MAX_RECORD_WARM_STEPS = 4096, 2, 1 << 19
+
+
+def access_footprints(device: dict) -> list[int]:
+    """Chains from deep inside one L2 partition (every access a near hit) through the far partition's
+    range (a mix of near hits, far hits and misses) to 4x the L2 (mostly misses), in fractions of the L2."""
+    return [int(device["l2_bytes"] * f) // 128 * 128 for f in (1 / 8, 5 / 8, 3 / 4, 7 / 8, 1, 4)]
+
+
+@probe("chase.access",
+       sweeps={"quick": lambda d: {"footprint_bytes": access_footprints(d)[2:3], "stride_bytes": [128],
+                                   "flavour": ["cg"]},
+               "full": lambda d: {"footprint_bytes": access_footprints(d), "stride_bytes": [128],
+                                  "flavour": ["cg"]}},
+       axes={"footprint_bytes": "L2/8 (near hits only), 5/8..1 x L2 (near, far and missing accesses mixed), "
+                                "4 x L2 (mostly misses); quick: 3/4 x L2",
+             "stride_bytes": "one chain element per 128-byte line",
+             "flavour": "cg (ld.global.cg, L2 only)"},
+       quantities=("l2.far_latency_cycles",), kernels=("chase.cu",))
+def chase_access(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
+    """Cycles of each access of one SM's L2-only chase, one by one: a chain larger than one L2 partition
+    mixes near-partition hits, far-partition hits and HBM misses, and each is a cluster of its own in the
+    distribution, at a latency that does not depend on the mix (the plain chase's average does)."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    if flavour != "cg":
+        raise ValueError(f"chase.access records L2-only (cg) chases; got flavour {flavour!r}")
+    words, base, order_host = chain_on_gpu(ctx, footprint_bytes, stride_bytes)
+    walker = ChainWalker(order_host, stride_bytes, base, footprint_bytes)
+    record = kernel("chase.cu", "chase_cg_record")
+    intervals = cupy.zeros(RECORDED_ACCESSES, dtype=cupy.uint16)
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    smem_bytes = 2 * RECORDED_ACCESSES + 8
+
+    def run(warm: int) -> np.ndarray:
+        record((1,), (1,), (np.uint64(walker.start()), np.int64(warm), np.int32(RECORDED_ACCESSES), intervals,
+                            out), shared_mem=smem_bytes)
+        result = out.get()
+        walker.advance(warm + RECORDED_ACCESSES, int(result[2]))
+        return result
+
+    run(min(len(order_host), MAX_RECORD_WARM_STEPS))
+    samples = []
+    for repeat in range(RECORD_LAUNCHES):
+        cycles, ns = (float(v) for v in run(0)[:2])
+        hz = cycles / ns * 1e9
+        flag = ctx.throttle_flag(hz)
+        samples.append(Sample("record_step", cycles / RECORDED_ACCESSES, "cycles", repeat, hz, "clock64", flag))
+        first = repeat * RECORDED_ACCESSES  # one row per access: its index in the recording is its repeat
+        samples += [Sample("access", float(v), "cycles", first + i, hz, "clock", flag)
+                    for i, v in enumerate(intervals.get())]
+    # The plain chase over the same chain: its cycles per step against the recording loop's give the constant
+    # cost of recording (the STS and the clock read), which the analysis takes off every access.
+    plain = cupy_launcher("cg")
+
+    def chase(repeat: int) -> list[Sample]:
+        result = plain(walker.start(), 0, RECORDED_ACCESSES)
+        walker.advance(RECORDED_ACCESSES, int(result[2]))
+        return chase_samples(ctx, result, RECORDED_ACCESSES, repeat, "clock64")
+
+    return samples + [s for repeat in range(RECORD_LAUNCHES) for s in chase(repeat)]
