@@ -5,12 +5,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.latency import CUPY_PROBE, NUMBA_PROBE  # noqa: E402
+from analysis.latency import ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes  # noqa: E402
 
@@ -71,6 +72,36 @@ def latency_staircase(measurements: pd.DataFrame, device: dict, derived: pd.Data
     ax.set_ylabel("cycles per dependent load")
     ax.set_title("Pointer-chase latency against footprint (median, IQR band)")
     ax.legend(loc="center left", fontsize=7)
+    return ax
+
+
+def access_latency(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
+    """chase.access: the distribution of single-access latencies at each footprint, the recording's cost taken
+    off, with the far-hit band shaded and the far latency marked."""
+    ax = ax or plt.figure(figsize=(9, 4.5)).gca()
+    bands = access_bands(measurements, device)
+    frame = usable(measurements[(measurements["probe"] == ACCESS_PROBE) & (measurements["metric"] == "access")])
+    if frame.empty:
+        return _no_data(ax, "Single-access latency: no chase.access samples")
+    offset = bands["offset"] if bands else 0.0
+    footprints = sorted(frame["footprint_bytes"].unique())
+    colours = dict(zip(footprints, sns.color_palette("viridis", len(footprints))))
+    cycles = frame["value"] - offset
+    bins = np.arange(np.floor(cycles.quantile(0.001) / 5) * 5, cycles.quantile(0.995) + 5, 5)
+    for footprint, group in frame.groupby("footprint_bytes"):
+        ax.hist(group["value"] - offset, bins=bins, histtype="step", density=True, lw=1.1,
+                color=colours[footprint], label=f"{fmt_bytes(footprint)} ({footprint / device['l2_bytes']:.2g} x L2)")
+    if bands:
+        ax.axvspan(bands["near_edge"] - offset, bands["miss_edge"] - offset, color="tab:orange", alpha=0.1,
+                   label="far-partition hits")
+    far = derived.set_index("quantity")["value"].get("l2.far_latency_cycles")
+    if far is not None:
+        ax.axvline(far, color="tab:orange", lw=1, ls="--")
+        ax.annotate(f"L2 far {far:.0f}", (far, ax.get_ylim()[1]), fontsize=7, rotation=90, ha="right", va="top")
+    ax.set_xlabel(f"cycles per access (recording cost {offset:.1f} cycles taken off)")
+    ax.set_ylabel("density")
+    ax.set_title("One SM's L2-only chase, access by access: near hits, far-partition hits, misses")
+    ax.legend(fontsize=7)
     return ax
 
 

@@ -2,9 +2,11 @@
 
 A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysis.plateaus): through-L1
 loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee
-where one partition's reach ends, the far plateau, the knee where one SM's chase turns from far-partition
-hits to HBM misses (the L2 as one SM sees it, ``l2.far_reach_bytes``; the L2's capacity is the all-SM
-bandwidth fit of analysis.coalescing), and HBM.  A sparse sweep
+where one partition's reach ends, the knee where one SM's chase turns from far-partition hits to HBM misses
+(the L2 as one SM sees it, ``l2.far_reach_bytes``; the L2's capacity is the all-SM bandwidth fit of
+analysis.coalescing), and HBM.  Between the knees the chase's average mixes far hits with misses in
+proportions that move with the footprint, so the far partition's latency comes from chase.access's
+access-by-access record instead (``access_bands``).  A sparse sweep
 (``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
 window, sized from the device's own properties.
 """
@@ -19,7 +21,7 @@ from analysis.quantities import derived_row
 from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes
 
-CUPY_PROBE, NUMBA_PROBE = "chase.latency", "chase.latency_numba"
+CUPY_PROBE, NUMBA_PROBE, ACCESS_PROBE = "chase.latency", "chase.latency_numba", "chase.access"
 #: A sweep with at least this many footprints is fitted as a staircase.
 DENSE_FOOTPRINTS = 16
 #: Plateaus within this factor of the first are sub-steps of L1 (translation effects), not another level.
@@ -106,6 +108,7 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                                                stride_bytes=128))
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
+    rows += _far_rows(measurements, device)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
     rows += _tlb_rows(select(measurements, "chase.tlb", "latency"))
@@ -138,12 +141,10 @@ def _l2_dram_rows(frame, times) -> list[dict]:
     if len(plateaus) >= 2:
         rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
                          "knee after the near-partition plateau", CUPY_PROBE))
-    if len(plateaus) >= 3:
-        far = plateaus[1]
-        rows.append(derived_row("l2.far_latency_cycles", far.latency, far.ci_low, far.ci_high, method, CUPY_PROBE,
-                         "first plateau after the near partition's knee"))
+    if len(plateaus) >= 3:  # the middle steps average far hits and misses: the far latency is chase.access's
         rows.append(derived_row("l2.far_reach_bytes", knees[1], *fit.knee_ci[1],
-                         "knee after the far-partition plateau of one SM's dependent chase", CUPY_PROBE))
+                         "knee after the middle plateau of one SM's dependent chase (far hits mixed with misses)",
+                         CUPY_PROBE))
     if len(plateaus) >= 2:
         rows.append(derived_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
                          f"last plateau, {fmt_bytes(dram.lo_bytes)}..{fmt_bytes(dram.hi_bytes)}"))
@@ -217,3 +218,58 @@ def _tlb_rows(frame) -> list[dict]:
                          hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
                          "step between adjacent plateaus of the page-stride chase", "chase.tlb"))
     return rows
+
+
+#: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
+#: near hit); the miss band starts at this percentile of a chain of 2x the L2 or more (nearly all misses).
+NEAR_EDGE_PERCENTILE, MISS_EDGE_PERCENTILE = 99.5, 1.0
+
+
+def access_bands(measurements: pd.DataFrame, device: dict) -> dict | None:
+    """Split chase.access's recorded intervals into near hits, far-partition hits and misses.
+
+    Footprints up to L2/4 hold only near-partition hits; from 2x the L2 on, nearly every access misses.
+    Between one partition and the whole L2, the accesses that are slower than every near hit and faster than
+    all but ``MISS_EDGE_PERCENTILE`` % of misses are far-partition hits.  The recording's own cost (the store
+    and clock read per access) is the recording loop's cycles per step less the plain chase's over the
+    near-only chain, where both walk identical hits.  ``None`` unless all three kinds of footprint were run."""
+    frame = usable(measurements[measurements["probe"] == ACCESS_PROBE]) if "probe" in measurements else None
+    if frame is None or frame.empty:
+        return None
+    l2 = device["l2_bytes"]
+    footprint = frame["footprint_bytes"]
+    near_only, mixed, beyond = frame[footprint <= l2 / 4], frame[(footprint > l2 / 2) & (footprint <= l2)], \
+        frame[footprint >= 2 * l2]
+    if near_only.empty or mixed.empty or beyond.empty:
+        return None
+
+    def metric(part, name):
+        return part.loc[part["metric"] == name, "value"].to_numpy(dtype=float)
+
+    near_edge = float(np.percentile(metric(near_only, "access"), NEAR_EDGE_PERCENTILE))
+    miss_edge = float(np.percentile(metric(beyond, "access"), MISS_EDGE_PERCENTILE))
+    if miss_edge <= near_edge:  # no gap between the near hits and the misses for far hits to fill
+        return None
+    offset = float(np.median(metric(near_only, "record_step")) - np.median(metric(near_only, "latency")))
+    accesses = mixed[mixed["metric"] == "access"]
+    far = accesses[(accesses["value"] > near_edge) & (accesses["value"] < miss_edge)]
+    return {"near_edge": near_edge, "miss_edge": miss_edge, "offset": offset, "far": far,
+            "far_share": len(far) / max(len(accesses), 1), "mixed_footprints": sorted(mixed["footprint_bytes"].unique())}
+
+
+def _far_rows(measurements, device) -> list[dict]:
+    bands = access_bands(measurements, device)
+    if bands is None or len(bands["far"]) < 100:
+        return []
+    far, offset = bands["far"], bands["offset"]
+    med, lo, hi = median_ci(far["value"])
+    by_footprint = ", ".join(f"{fmt_bytes(f)}: {g.median() - offset:.0f}"
+                             for f, g in far.groupby("footprint_bytes")["value"])
+    spans = bands["mixed_footprints"]
+    return [derived_row(
+        "l2.far_latency_cycles", med - offset, lo - offset, hi - offset,
+        "median of one SM's L2-only accesses, recorded one by one, that are slower than every near-partition hit "
+        "and faster than nearly every miss, less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
+        f"{bands['far_share']:.0%} of accesses at {fmt_bytes(spans[0])}..{fmt_bytes(spans[-1])} are far hits, "
+        f"between {bands['near_edge']:.0f} and {bands['miss_edge']:.0f} recorded cycles; recording cost "
+        f"{offset:.1f} cycles; per footprint: {by_footprint}")]

@@ -135,6 +135,7 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
 #: (file name, the probe whose data the figure needs, how to draw it from (meta, measurements, derived)).
 FIGURES = (
     ("latency-staircase.png", "chase.latency", lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
+    ("access-latency.png", "chase.access", lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
     ("tlb-staircase.png", "chase.tlb", lambda meta, m, d: figures.tlb_staircase(m, d)),
     ("line-size.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
     ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),

@@ -286,19 +286,21 @@ def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: s
 RECORDED_ACCESSES, RECORD_LAUNCHES, MAX_RECORD_WARM_STEPS = 4096, 2, 1 << 19
 
 
-def access_footprints(device: dict) -> list[int]:
+def access_footprints(device: dict, quick: bool = False) -> list[int]:
     """Chains from deep inside one L2 partition (every access a near hit) through the far partition's
-    range (a mix of near hits, far hits and misses) to 4x the L2 (mostly misses), in fractions of the L2."""
-    return [int(device["l2_bytes"] * f) // 128 * 128 for f in (1 / 8, 5 / 8, 3 / 4, 7 / 8, 1, 4)]
+    range (far hits mixed with misses) to 4x the L2 (nearly all misses), in fractions of the L2."""
+    fractions = (1 / 8, 3 / 4, 4) if quick else (1 / 8, 5 / 8, 3 / 4, 7 / 8, 1, 4)
+    return [int(device["l2_bytes"] * f) // 128 * 128 for f in fractions]
 
 
 @probe("chase.access",
-       sweeps={"quick": lambda d: {"footprint_bytes": access_footprints(d)[2:3], "stride_bytes": [128],
+       sweeps={"quick": lambda d: {"footprint_bytes": access_footprints(d, quick=True),
+                                   "stride_bytes": [128],
                                    "flavour": ["cg"]},
                "full": lambda d: {"footprint_bytes": access_footprints(d), "stride_bytes": [128],
                                   "flavour": ["cg"]}},
        axes={"footprint_bytes": "L2/8 (near hits only), 5/8..1 x L2 (near, far and missing accesses mixed), "
-                                "4 x L2 (mostly misses); quick: 3/4 x L2",
+                                "4 x L2 (mostly misses); quick: L2/8, 3/4 x L2 and 4 x L2",
              "stride_bytes": "one chain element per 128-byte line",
              "flavour": "cg (ld.global.cg, L2 only)"},
        quantities=("l2.far_latency_cycles",), kernels=("chase.cu",))
