@@ -77,7 +77,7 @@ def latency_staircase(measurements: pd.DataFrame, device: dict, derived: pd.Data
 
 def access_latency(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
     """chase.access: the distribution of single-access latencies at each footprint, the recording's cost taken
-    off, with the far-hit band shaded and the far latency marked."""
+    off, with the far-hit band shaded and the near, far and two miss latencies marked."""
     ax = ax or plt.figure(figsize=(9, 4.5)).gca()
     bands = access_bands(measurements, device)
     frame = usable(measurements[(measurements["probe"] == ACCESS_PROBE) & (measurements["metric"] == "access")])
@@ -94,10 +94,13 @@ def access_latency(measurements: pd.DataFrame, device: dict, derived: pd.DataFra
     if bands:
         ax.axvspan(bands["near_edge"] - offset, bands["miss_edge"] - offset, color="tab:orange", alpha=0.1,
                    label="far-partition hits")
-    far = derived.set_index("quantity")["value"].get("l2.far_latency_cycles")
-    if far is not None:
-        ax.axvline(far, color="tab:orange", lw=1, ls="--")
-        ax.annotate(f"L2 far {far:.0f}", (far, ax.get_ylim()[1]), fontsize=7, rotation=90, ha="right", va="top")
+    values = derived.set_index("quantity")["value"]
+    for quantity, name in (("l2.latency_cycles", "L2 near"), ("l2.far_latency_cycles", "L2 far"),
+                           ("dram.near_latency_cycles", "HBM, near-homed"), ("dram.far_latency_cycles", "HBM, far-homed")):
+        if quantity in values:
+            ax.axvline(values[quantity], color="dimgrey", lw=0.8, ls="--")
+            ax.annotate(f"{name} {values[quantity]:.0f}", (values[quantity], ax.get_ylim()[1]), fontsize=7,
+                        rotation=90, ha="right", va="top")
     ax.set_xlabel(f"cycles per access (recording cost {offset:.1f} cycles taken off)")
     ax.set_ylabel("density")
     ax.set_title("One SM's L2-only chase, access by access: near hits, far-partition hits, misses")

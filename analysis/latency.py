@@ -253,8 +253,35 @@ def access_bands(measurements: pd.DataFrame, device: dict) -> dict | None:
     offset = float(np.median(metric(near_only, "record_step")) - np.median(metric(near_only, "latency")))
     accesses = mixed[mixed["metric"] == "access"]
     far = accesses[(accesses["value"] > near_edge) & (accesses["value"] < miss_edge)]
+    misses = metric(beyond, "access")
     return {"near_edge": near_edge, "miss_edge": miss_edge, "offset": offset, "far": far,
-            "far_share": len(far) / max(len(accesses), 1), "mixed_footprints": sorted(mixed["footprint_bytes"].unique())}
+            "far_share": len(far) / max(len(accesses), 1), "mixed_footprints": sorted(mixed["footprint_bytes"].unique()),
+            "misses": misses[misses >= miss_edge], "miss_split": miss_valley(misses[misses >= miss_edge])}
+
+
+#: Bin width (cycles) of the miss histogram, and the least distance between the two miss clusters' peaks.
+MISS_BIN, MISS_PEAK_SEPARATION = 5, 60
+
+
+def miss_valley(misses: np.ndarray) -> float | None:
+    """The emptiest bin between the two most populated clusters of miss latencies (misses to addresses the
+    near L2 partition homes, and slower ones the far partition homes), or None if there is one cluster."""
+    if misses.size < 200:
+        return None
+    edges = np.arange(misses.min(), np.percentile(misses, 99) + MISS_BIN, MISS_BIN)
+    if edges.size < 4:
+        return None
+    counts = np.convolve(np.histogram(misses, edges)[0], np.ones(3) / 3, mode="same")
+    first = int(np.argmax(counts))
+    apart = np.abs(np.arange(counts.size) - first) * MISS_BIN >= MISS_PEAK_SEPARATION
+    if not apart.any():
+        return None
+    second = int(np.argmax(np.where(apart, counts, -1)))
+    lo, hi = sorted((first, second))
+    valley = lo + int(np.argmin(counts[lo:hi + 1]))
+    if counts[valley] > 0.5 * min(counts[lo], counts[hi]):  # no dip: one broad cluster, not two
+        return None
+    return float(edges[valley] + MISS_BIN / 2)
 
 
 def _far_rows(measurements, device) -> list[dict]:
@@ -272,4 +299,20 @@ def _far_rows(measurements, device) -> list[dict]:
         "and faster than nearly every miss, less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
         f"{bands['far_share']:.0%} of accesses at {fmt_bytes(spans[0])}..{fmt_bytes(spans[-1])} are far hits, "
         f"between {bands['near_edge']:.0f} and {bands['miss_edge']:.0f} recorded cycles; recording cost "
-        f"{offset:.1f} cycles; per footprint: {by_footprint}")]
+        f"{offset:.1f} cycles; per footprint: {by_footprint}")] + _miss_rows(bands)
+
+
+def _miss_rows(bands) -> list[dict]:
+    valley, misses, offset = bands["miss_split"], bands["misses"], bands["offset"]
+    if valley is None:
+        return []
+    rows = []
+    for quantity, part, which in (("dram.near_latency_cycles", misses[misses < valley], "faster"),
+                                  ("dram.far_latency_cycles", misses[misses >= valley], "slower")):
+        med, lo, hi = median_ci(part)
+        rows.append(derived_row(
+            quantity, med - offset, lo - offset, hi - offset,
+            f"median of the {which} of the two clusters of one SM's L2-only misses (chains of 2x the L2 or more, "
+            "recorded access by access), less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
+            f"{part.size / misses.size:.0%} of {misses.size} misses; clusters split at {valley:.0f} recorded cycles"))
+    return rows

@@ -19,6 +19,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
     "l2.far_reach_bytes": ("B", "footprint where one SM's dependent chase turns from far-partition L2 hits to HBM "
                                 "misses: the L2 as one SM sees it"),
+    "dram.near_latency_cycles": ("cycles", "HBM miss latency of an address the SM's near L2 partition homes "
+                                           "(the faster of one SM's two miss clusters)"),
+    "dram.far_latency_cycles": ("cycles", "HBM miss latency of an address the far L2 partition homes (the "
+                                          "slower miss cluster: the crossing to the far partition and back added)"),
     "dram.latency_cycles": ("cycles", "device-memory (HBM) load-to-use latency"),
     "dram.latency_ns": ("s", "device-memory load-to-use latency in seconds (globaltimer)"),
     "tlb.level1_reach_bytes": ("B", "footprint up to which the first TLB level holds every page's translation"),

@@ -62,6 +62,10 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
          measured("dram.latency_ns", "issue #3"),
          measured("dram.read_bandwidth_bytes_per_s", pending).replace("]", "] read", 1), "whole GPU"),
     ]
+    for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
+                            ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):
+        if quantity in d.index:
+            rows.append((level, "-", measured(quantity, ""), as_time(quantity), "-", "whole GPU"))
     return pd.DataFrame(rows, columns=["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)",
                                        "bandwidth", "shared by"])
 

@@ -127,3 +127,22 @@ def test_recording_kernel_brackets_each_dependent_load_with_one_clock_read():
         assert next_addr == dest, "the next load's address is this load's value"
         assert len(between) >= 2 and between[0] == f"STS [{between[0].split('[')[1].split(']')[0]}], {dest}", between
         assert "SR_CLOCKLO" in between[1], "the clock is read after the store that waits for the load"
+
+
+def test_misses_split_into_near_and_far_homed_clusters():
+    frame, _ = synthetic_access()
+    rows = {r["quantity"]: r["value"] for r in hierarchy_rows(frame, DEVICE)}
+    assert rows["dram.near_latency_cycles"] == pytest.approx(np.mean(NEAR_MISS), abs=4)
+    assert rows["dram.far_latency_cycles"] == pytest.approx(np.mean(FAR_MISS), abs=4)
+    bands = access_bands(frame, DEVICE)
+    assert max(NEAR_MISS) + COST < bands["miss_split"] < min(FAR_MISS) + COST
+
+
+def test_one_broad_miss_cluster_is_not_split():
+    from analysis.latency import miss_valley
+
+    rng = np.random.default_rng(3)
+    assert miss_valley(rng.normal(600, 30, 5000)) is None
+    assert miss_valley(np.full(50, 600.0)) is None  # too few to tell
+    two = np.concatenate([rng.normal(530, 8, 3000), rng.normal(720, 15, 3000)])
+    assert 560 < miss_valley(two) < 680
