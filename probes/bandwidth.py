@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from probes.harness import EventTimer, Sample, repeat_until_stable
+from probes.cuda import blocks_per_sm
+from probes.harness import EventTimer, Sample, Sink, calibrate, launch_seconds, repeat_until_stable
 from probes.registry import geom, probe
 
 LANES = 32
@@ -200,13 +201,7 @@ def _kernel(name: str):
 
 def _blocks_per_sm(func, dynamic_smem: int = 0) -> int:
     """Resident blocks of BLOCK_THREADS per SM that the driver grants ``func`` (registers, shared memory)."""
-    import cupy
-
-    handle = getattr(func, "kernel", func).ptr  # a RawKernel's CUfunction (or a wrapper's / Function's own)
-    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, BLOCK_THREADS, dynamic_smem)
-    if blocks < 1:
-        raise RuntimeError("the driver grants this kernel no resident block per SM")
-    return int(blocks)
+    return blocks_per_sm(func, BLOCK_THREADS, dynamic_smem)
 
 
 class _Filled:
@@ -266,58 +261,6 @@ def _mismatches(a, b, add: int) -> int:
                                         np.int64(a.size)))
 
 
-class _Sink:
-    """A 32-bit sum a kernel adds to; checked against launches x the sum one launch must add."""
-
-    def __init__(self, what: str):
-        import cupy
-
-        self.what = what
-        self.array = cupy.zeros(1, dtype=cupy.uint32)
-        self.launches = 0
-
-    def reset(self) -> None:
-        self.array.data.memset_async(0, 4)
-        self.launches = 0
-
-    def check(self, per_launch: int) -> None:
-        got, want = int(self.array.get()[0]), (self.launches * per_launch) % 2**32
-        if got != want:
-            raise RuntimeError(f"{self.what}: checksum mismatch after {self.launches} launches: the kernels "
-                               f"summed {got:#010x}, the buffer says {want:#010x}")
-
-
-def _seconds(launch, repeats: int = 2) -> float:
-    """Seconds of one launch (the last of ``repeats``, so the first warms caches and clocks)."""
-    import cupy
-
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    for _ in range(repeats - 1):
-        launch()
-    start.record()
-    launch()
-    stop.record()
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) * 1e-3
-
-
-def _scale(seconds: float, target: float = LAUNCH_S) -> int:
-    """How many times longer a launch of ``seconds`` must run to last ``target``."""
-    return max(1, math.ceil(target / max(seconds, 1e-9)))
-
-
-def _calibrate(run, unit: int, target: float = LAUNCH_S) -> tuple[int, float]:
-    """A multiple of ``unit`` (trips, passes or reps) for which a launch of ``run(count)`` lasts about
-    ``target``, and the seconds of the last trial.  Short trials are grown first, since a launch of a few
-    microseconds measures the launch, not the kernel."""
-    count = unit
-    while True:
-        seconds = _seconds(run(count))
-        if seconds >= target / 4 or count >= 1 << 40:
-            return max(unit, round(count * target / seconds / unit) * unit), seconds
-        count *= min(64, _scale(seconds, target / 2))
-
-
 def _measure(ctx, launch, reset, verify, bytes_per_launch: float, *, bound: float | None = None,
              per_clk_bound: float | None = None, sample_s: float = SAMPLE_S, budget=None,
              extra: tuple = ()) -> list[Sample]:
@@ -367,7 +310,7 @@ def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, leve
 
     total = elements_sum(n)
     base = np.uint64(words.data.ptr + offset_bytes)
-    sink = _Sink(f"stride_{element_bytes} stride {stride} at +{offset_bytes} B ({level})")
+    sink = Sink(f"stride_{element_bytes} stride {stride} at +{offset_bytes} B ({level})")
 
     def per_launch(trips: int) -> int:
         q, r = tile_reads(tiles, warps, trips)
@@ -381,7 +324,7 @@ def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, leve
         return launch
 
     # HBM: whole passes over the footprint (each tile read equally often); L2: any number of trips.
-    trips, _ = _calibrate(run, max(1, layout["trips_per_pass"]))
+    trips, _ = calibrate(run, max(1, layout["trips_per_pass"]), LAUNCH_S)
     expected = per_launch(trips)
     useful = warps * trips * loads * LANES * element_bytes
     bound = bandwidth_bound(ctx.device, level)
@@ -500,9 +443,9 @@ def _dram_stream(ctx, op: str, buffer_l2: float, make_args, verify, reset, bytes
     times = {}
     for v in variants:
         state["variant"] = v
-        times[v] = _seconds(run(1), repeats=3)
+        times[v] = launch_seconds(run(1), warmup=2)
     state["variant"] = best = min(times, key=times.get)
-    passes, _ = _calibrate(run, 1)
+    passes, _ = calibrate(run, 1, LAUNCH_S)
     extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
              ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
              ("blocks_per_sm", float(best.blocks_per_sm), "1"))
@@ -513,7 +456,7 @@ def _dram_stream(ctx, op: str, buffer_l2: float, make_args, verify, reset, bytes
 def _dram_read(ctx) -> list[Sample]:
     import cupy
 
-    sink = _Sink("dram_read")
+    sink = Sink("dram_read")
     buffers = {}
 
     def args(vecs: int, passes: int):
@@ -601,7 +544,7 @@ def _dram_memcpy(ctx) -> list[Sample]:
         if wrong:
             raise RuntimeError(f"memcpy: {wrong} of {dst.size} words differ from the source")
 
-    copies, _ = _calibrate(run, 1)
+    copies, _ = calibrate(run, 1, LAUNCH_S)
     return _measure(ctx, run(copies), lambda: dst.data.memset_async(0, nbytes), verify, copies * nbytes * 2.0,
                     bound=bandwidth_bound(ctx.device, "dram"))
 
@@ -623,7 +566,7 @@ def bw_onchip(ctx, level: str) -> list[Sample]:
     words = cupy.empty(ONCHIP_VECS * 4, dtype=cupy.uint32)
     _fill(words, seed=0x0C41)
     total = _sum32(words)
-    sink = _Sink(f"{level}_read")
+    sink = Sink(f"{level}_read")
 
     def run(reps: int):
         def launch():
@@ -631,6 +574,6 @@ def bw_onchip(ctx, level: str) -> list[Sample]:
             sink.launches += 1
         return launch
 
-    reps, _ = _calibrate(run, 64)
+    reps, _ = calibrate(run, 64, LAUNCH_S)
     return _measure(ctx, run(reps), sink.reset, lambda: sink.check(blocks * reps * total % 2**32),
                     float(blocks) * reps * ONCHIP_VECS * 16, per_clk_bound=MAX_BYTES_PER_CLK_SM)

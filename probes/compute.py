@@ -21,11 +21,10 @@ device's SM count and the driver's occupancy for each kernel, never from a GPU m
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from probes.harness import EventTimer, Sample, repeat_until_stable
+from probes.cuda import blocks_per_sm
+from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.registry import probe
 
 LANES = 32
@@ -192,41 +191,6 @@ def _kernel(name: str, arch: str | None = None):
     return kernel("wgmma.cu" if name.startswith("wgmma_") else "compute.cu", name, arch)
 
 
-def _blocks_per_sm(func, threads: int) -> int:
-    """Resident blocks of ``threads`` per SM that the driver grants ``func`` (registers, shared memory)."""
-    import cupy
-
-    handle = getattr(func, "kernel", func).ptr
-    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, threads, 0)
-    if blocks < 1:
-        raise RuntimeError("the driver grants this kernel no resident block per SM")
-    return int(blocks)
-
-
-def _seconds(launch) -> float:
-    """Seconds of one launch (after one warm-up launch)."""
-    import cupy
-
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    launch()
-    start.record()
-    launch()
-    stop.record()
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) * 1e-3
-
-
-def _calibrate(run, target: float = LAUNCH_S) -> int:
-    """Trips for which ``run(trips)`` lasts about ``target`` (short trials grow first: a launch of a few
-    microseconds measures the launch, not the kernel)."""
-    trips = 1
-    while True:
-        seconds = _seconds(run(trips))
-        if seconds >= target / 4 or trips >= MAX_TRIPS:
-            return int(min(MAX_TRIPS, max(1, round(trips * target / seconds))))
-        trips = min(MAX_TRIPS, trips * min(64, max(2, math.ceil(target / 2 / max(seconds, 1e-9)))))
-
-
 def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, bound_per_clk: float,
              power_limited: bool = False) -> list[Sample]:
     """Event-time ``launch`` until stable: ``per_clk_sm`` (work / clock / SM at the launch's own clock, the
@@ -306,7 +270,7 @@ def compute_vector(ctx, op: str) -> list[Sample]:
         raise ValueError(f"unknown op {op!r}: choose one of {', '.join(VECTOR_OPS)}")
     name, _, unit = VECTOR_OPS[op]
     func = _kernel(name)
-    blocks = ctx.device["sm_count"] * _blocks_per_sm(func, VEC_THREADS)
+    blocks = ctx.device["sm_count"] * blocks_per_sm(func, VEC_THREADS)
     threads = blocks * VEC_THREADS
     init_host, a, b, expect = _vector_operands(ctx.rng(1, list(VECTOR_OPS).index(op)), op, threads * CHAINS)
     init = cupy.asarray(init_host)
@@ -316,7 +280,7 @@ def compute_vector(ctx, op: str) -> list[Sample]:
     def run(trips: int):
         return lambda: func((blocks,), (VEC_THREADS,), (init, a, b, np.int32(trips), out, clocks))
 
-    trips = _calibrate(run)
+    trips, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
     want = expect(trips * UNROLL)
     first = slice(0, VEC_THREADS * CHAINS)  # the first block's chains, checked after every sample
 
@@ -387,7 +351,7 @@ def compute_mma_sync(ctx, dtype: str) -> list[Sample]:
     if dtype not in TC_DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(TC_DTYPES)}")
     func = _kernel(f"mma_{dtype}")
-    blocks = ctx.device["sm_count"] * _blocks_per_sm(func, MMA_THREADS)
+    blocks = ctx.device["sm_count"] * blocks_per_sm(func, MMA_THREADS)
     warps = blocks * MMA_THREADS // LANES
     rng = ctx.rng(3, TC_DTYPES.index(dtype))
     a_words = cupy.asarray(_tensor_fragments(rng, dtype, LANES * 4))
@@ -398,7 +362,7 @@ def compute_mma_sync(ctx, dtype: str) -> list[Sample]:
     def run(trips: int):
         return lambda: func((blocks,), (MMA_THREADS,), (a_words, b_words, np.int32(trips), out, clocks))
 
-    trips = _calibrate(run)
+    trips, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
     warp_floats = LANES * MMA_ACC * 4
     run(trips)()
     first = out[:warp_floats].get()  # every later launch of the same trips must reproduce warp 0 exactly
@@ -439,7 +403,7 @@ def compute_wgmma(ctx, dtype: str, n: int, operands: str = "random") -> list[Sam
                            f"is {ctx.device['compute_capability']}")
     n = int(n)
     func = _kernel(f"wgmma_{dtype}_n{n}", arch="sm_90a")
-    blocks = ctx.device["sm_count"] * _blocks_per_sm(func, WG_THREADS)
+    blocks = ctx.device["sm_count"] * blocks_per_sm(func, WG_THREADS)
     rng = ctx.rng(4, TC_DTYPES.index(dtype), n)
     elements = ROW_BYTES // TC_SHAPES[dtype][0]
     a_raw, a_val = random_operand(rng, dtype, (WGMMA_M, elements), operands)
@@ -463,7 +427,7 @@ def compute_wgmma(ctx, dtype: str, n: int, operands: str = "random") -> list[Sam
         raise RuntimeError(f"wgmma_{dtype}_n{n}: one group's result is off the host matmul by {error:.3g} of "
                            f"its largest value (descriptor or fragment layout misread)")
 
-    groups = _calibrate(run)
+    groups, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
     cta_floats = WG_THREADS * n // 2
     run(groups)()
     first = out[:cta_floats].get()

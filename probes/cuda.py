@@ -58,6 +58,17 @@ def kernel(filename: str, name: str, arch: str | None = None):
     return module(filename, arch).get_function(name)
 
 
+def blocks_per_sm(func, threads: int, dynamic_smem: int = 0) -> int:
+    """Resident blocks of ``threads`` per SM that the driver grants ``func`` (registers, shared memory)."""
+    import cupy
+
+    handle = getattr(func, "kernel", func).ptr  # a RawKernel's CUfunction (or a wrapper's / Function's own)
+    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, threads, dynamic_smem)
+    if blocks < 1:
+        raise RuntimeError("the driver grants this kernel no resident block per SM")
+    return int(blocks)
+
+
 def compile_cubin(filename: str, arch: str = "sm_90") -> tuple[bytes, str]:
     """Compile ``filename`` for ``arch`` with NVRTC and return ``(cubin, ptxas log)``; needs no GPU."""
     from cupy.cuda import nvrtc

@@ -9,6 +9,12 @@
   in-kernel report their own cycles and ns per sample, so each sample carries the clock it ran at;
   event-timed probes read the clock right after each sample.  Cycles and ns are converted with these
   measured clocks, never a datasheet figure.
+* ``launch_seconds`` -- CUDA-event seconds of one launch: ``warmup`` untimed launches (queued right before
+  the timed ones, or waited for with ``wait_after_warmup``), then the fastest of ``repeats`` launches timed
+  one at a time, on ``stream`` (default: the current stream).
+* ``calibrate`` -- the multiple of a unit (trips, passes, reps) for which one launch lasts about a target,
+  grown from short trials (``max_count``: a clamp for kernels whose count is a 32-bit int).
+* ``Sink`` -- a 32-bit sum kernels add to, checked against launches x the sum one launch must add.
 """
 from __future__ import annotations
 
@@ -140,3 +146,67 @@ class EventTimer:
         self.stop.record(self.stream)
         self.stop.synchronize()
         return cupy.cuda.get_elapsed_time(self.start, self.stop) * 1e-3 / self.batch
+
+
+def launch_seconds(launch: Callable[[], None], repeats: int = 1, *, warmup: int = 1,
+                   wait_after_warmup: bool = False, stream=None) -> float:
+    """Seconds of one ``launch()``: the fastest of ``repeats`` launches timed by CUDA events after ``warmup``."""
+    import cupy
+
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(warmup):
+        launch()
+    if wait_after_warmup:
+        stop.record(stream)
+        stop.synchronize()
+    times = []
+    for _ in range(repeats):
+        start.record(stream)
+        launch()
+        stop.record(stream)
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
+    return min(times)
+
+
+def calibrate(run: Callable[[int], Callable[[], None]], unit: int, target_s: float, *,
+              max_count: int | None = None,
+              time_launch: Callable[[Callable[[], None]], float] | None = None) -> tuple[int, float]:
+    """(count, seconds): a multiple of ``unit`` for which a launch of ``run(count)`` lasts about ``target_s``.
+
+    ``seconds`` is the last trial's, timed by ``time_launch`` (default ``launch_seconds``: one warm-up launch,
+    one timed).  Short trials grow first (x2 to x64 a step), since a launch of a few microseconds measures
+    the launch, not the kernel; the first trial of at least ``target_s / 4`` is scaled to ``target_s``.
+    Trials stop at 2**40 unclamped, or with ``max_count`` at it, which then also caps every count."""
+    time_launch = time_launch or launch_seconds
+    limit = 1 << 40 if max_count is None else max_count
+    count = unit
+    while True:
+        seconds = time_launch(run(count))
+        if seconds >= target_s / 4 or count >= limit:
+            count = max(unit, round(count * target_s / seconds / unit) * unit)
+            return (count if max_count is None else min(max_count, count)), seconds
+        count *= min(64, max(2, math.ceil(target_s / 2 / max(seconds, 1e-9))))
+        if max_count is not None:
+            count = min(max_count, count)
+
+
+class Sink:
+    """A 32-bit sum a kernel adds to; checked against launches x the sum one launch must add."""
+
+    def __init__(self, what: str):
+        import cupy
+
+        self.what = what
+        self.array = cupy.zeros(1, dtype=cupy.uint32)
+        self.launches = 0
+
+    def reset(self) -> None:
+        self.array.data.memset_async(0, 4)
+        self.launches = 0
+
+    def check(self, per_launch: int) -> None:
+        got, want = int(self.array.get()[0]), (self.launches * per_launch) % 2**32
+        if got != want:
+            raise RuntimeError(f"{self.what}: checksum mismatch after {self.launches} launches: the kernels "
+                               f"summed {got:#010x}, the buffer says {want:#010x}")

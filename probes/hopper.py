@@ -30,7 +30,8 @@ import math
 import numpy as np
 
 from probes.bandwidth import HBM_FOOTPRINT_L2
-from probes.harness import EventTimer, Sample, repeat_until_stable
+from probes.cuda import blocks_per_sm
+from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.registry import probe
 
 HOPPER = (9, 0)
@@ -133,16 +134,6 @@ def _set_attribute(func, attribute: int, value: int) -> None:
     import cupy
 
     cupy.cuda.driver.funcSetAttribute(getattr(func, "kernel", func).ptr, attribute, value)
-
-
-def _blocks_per_sm(func, threads: int, dynamic_smem: int) -> int:
-    import cupy
-
-    blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(getattr(func, "kernel", func).ptr, threads,
-                                                                    dynamic_smem)
-    if blocks < 1:
-        raise RuntimeError("the driver grants this kernel no resident block per SM")
-    return int(blocks)
 
 
 class ClusterRefused(Exception):
@@ -292,14 +283,6 @@ def _event_measure(ctx, launch, reset, verify, bytes_per_launch: float, bound: f
     return repeat_until_stable(sample, "bandwidth", budget)
 
 
-def _calibrated(run, unit: int) -> int:
-    """A multiple of ``unit`` for which ``run(count)()`` lasts about LAUNCH_S (probes/bandwidth.py's)."""
-    from probes.bandwidth import _calibrate
-
-    count, _ = _calibrate(run, unit, LAUNCH_S)
-    return count
-
-
 @probe("hopper.dsmem_bandwidth",
        sweeps={"quick": lambda d: {"cluster_size": [2, 8], "pattern": list(READ_PATTERNS)},
                "full": lambda d: {"cluster_size": list(CLUSTER_SIZES), "pattern": list(READ_PATTERNS)}},
@@ -316,7 +299,7 @@ def dsmem_bandwidth(ctx, cluster_size: int, pattern: str) -> list[Sample]:
     cluster_size = int(cluster_size)
     func = _kernel(f"dsmem_read_{pattern}_c{cluster_size}")
     _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, DSMEM_BUFFER_BYTES)
-    per_sm = _blocks_per_sm(func, DSMEM_THREADS, DSMEM_BUFFER_BYTES)
+    per_sm = blocks_per_sm(func, DSMEM_THREADS, DSMEM_BUFFER_BYTES)
     blocks = max(max(CLUSTER_SIZES), ctx.device["sm_count"] * per_sm // max(CLUSTER_SIZES) * max(CLUSTER_SIZES))
     check = _Expected(f"dsmem {pattern} read, cluster {cluster_size}")
     buffer_sum = known_sum(0, DSMEM_BUFFER_BYTES // 4)
@@ -331,7 +314,7 @@ def dsmem_bandwidth(ctx, cluster_size: int, pattern: str) -> list[Sample]:
         _cluster_launch(func, cluster_size, run(1))
     except ClusterRefused as exc:
         return _refused(exc)
-    reps = _calibrated(run, 1)
+    reps, _ = calibrate(run, 1, LAUNCH_S)
     bound = ctx.device["sm_count"] * ctx.device["sm_clock_max_hz"] * MAX_BYTES_PER_CLK_SM
     return _event_measure(ctx, run(reps), check.reset, check.check, blocks * reps * DSMEM_BUFFER_BYTES, bound)
 
@@ -557,7 +540,7 @@ def copy_bandwidth(ctx, path: str, chunk_bytes: int, level: str) -> list[Sample]
     func = _kernel(f"stream_{path}_v{chunk_bytes // (STREAM_THREADS * 16)}")
     smem = chunk_bytes * (1 if path == "ldg" else STAGES)
     _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    blocks = ctx.device["sm_count"] * _blocks_per_sm(func, STREAM_THREADS, smem)
+    blocks = ctx.device["sm_count"] * blocks_per_sm(func, STREAM_THREADS, smem)
     chunks = stream_footprint(ctx.device, chunk_bytes, level)
     words = _Source.at_least(chunks * chunk_bytes)
     _prepare_level(words, chunks * chunk_bytes, level, ctx.device)
@@ -573,7 +556,7 @@ def copy_bandwidth(ctx, path: str, chunk_bytes: int, level: str) -> list[Sample]
             first = (first + blocks * per_block) % chunks
         return launch
 
-    per_block = _calibrated(run, 1)
+    per_block, _ = calibrate(run, 1, LAUNCH_S)
     return _event_measure(ctx, run(per_block), check.reset, check.check, blocks * per_block * chunk_bytes,
                           bandwidth_bound(ctx.device, level))
 
@@ -594,7 +577,7 @@ def dpx(ctx, op: str, impl: str) -> list[Sample]:
 
     lat_func = _kernel(f"dpx_latency_{op}_{impl}")
     tp_func = _kernel(f"dpx_throughput_{op}_{impl}")
-    blocks = ctx.device["sm_count"] * _blocks_per_sm(tp_func, DPX_THREADS, 0)
+    blocks = ctx.device["sm_count"] * blocks_per_sm(tp_func, DPX_THREADS, 0)
     threads = blocks * DPX_THREADS
     rng = ctx.rng(DPX_CONFIGS.index({"op": op, "impl": impl}))
     a, b, c = (cupy.asarray(rng.integers(-2**31, 2**31, threads, dtype=np.int64).astype(np.int32))
@@ -627,7 +610,7 @@ def dpx(ctx, op: str, impl: str) -> list[Sample]:
     def run(tp_steps: int):
         return lambda: tp_func((blocks,), (DPX_THREADS,), (a, b, c, one, np.int64(tp_steps), tp_result))
 
-    tp_steps = _calibrated(run, DPX_UNROLL)
+    tp_steps, _ = calibrate(run, DPX_UNROLL, LAUNCH_S)
     timer = EventTimer(run(tp_steps), max(ctx.budget.min_sample_s, 2 * LAUNCH_S))
     ops = threads * DPX_CHAINS * tp_steps
     sms = ctx.device["sm_count"]

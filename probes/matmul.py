@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from analysis.roofline import feasible_blocks, matmul_flops, smem_budget, tile_smem_bytes
-from probes.harness import EventTimer, Sample, repeat_until_stable
+from probes.harness import EventTimer, Sample, launch_seconds, repeat_until_stable
 from probes.registry import probe
 
 LIBRARY_SIDE = 8192
@@ -56,12 +56,17 @@ def library_configs(device: dict) -> list[tuple]:
 
 # -- torch / Triton plumbing (imported lazily: `gpuatlas list` runs without them) ----------------------------
 
-def torch_timer(launch, min_sample_s: float) -> EventTimer:
-    """An EventTimer whose events are recorded on torch's current stream, where torch and Triton launch."""
+def torch_stream():
+    """Torch's current stream as a CuPy stream: where torch and Triton launch, so where their events go."""
     import cupy
     import torch
 
-    return EventTimer(launch, min_sample_s, stream=cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
+    return cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+
+def torch_timer(launch, min_sample_s: float) -> EventTimer:
+    """An EventTimer whose events are recorded on torch's current stream, where torch and Triton launch."""
+    return EventTimer(launch, min_sample_s, stream=torch_stream())
 
 
 def random_bf16(shape, seed: int):
@@ -102,11 +107,6 @@ def check_product(c, a, b, what: str, seed: int) -> float:
         raise RuntimeError(f"{what}: sampled rows of C are off by {error:.3g} (relative Frobenius) from an fp64 "
                            f"product; the bound is {CHECK_TOLERANCE}")
     return error
-
-
-def _seconds_once(launch, repeats: int = 3) -> float:
-    timer = torch_timer(launch, 0.0)
-    return min(timer.seconds_per_launch() for _ in range(repeats))
 
 
 def measure_flops(ctx, launch, flops: float, extra: tuple = ()) -> list[Sample]:
@@ -154,7 +154,9 @@ def matmul_library(ctx, impl: str, matrix_side: int) -> list[Sample]:
         candidates = {cfg: triton_matmul(a, b, c, *cfg[:3], GROUP_M, *cfg[3:]) for cfg in library_configs(ctx.device)}
         for run in candidates.values():
             run()  # compile
-        times = {cfg: _seconds_once(run) for cfg, run in candidates.items()}
+        # one warm-up launch waited for, then the fastest of 3 launches, each timed and waited for alone
+        times = {cfg: launch_seconds(run, 3, warmup=1, wait_after_warmup=True, stream=torch_stream())
+                 for cfg, run in candidates.items()}
         best = min(times, key=times.get)
         launch = candidates[best]
         extra = tuple((name, float(v), "1") for name, v in

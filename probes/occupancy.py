@@ -26,8 +26,9 @@ import math
 import numpy as np
 
 from analysis.occupancy import ALLOCATION, occupancy
-from probes.bandwidth import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, _calibrate,
-                              _Filled, _measure, _Sink, _sum32, bandwidth_bound)
+from probes.bandwidth import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, _Filled,
+                              _measure, _sum32, bandwidth_bound)
+from probes.harness import Sink, calibrate
 from probes.registry import probe
 
 LANES = 32
@@ -153,7 +154,7 @@ def tiles_read(first: int, tiles: int, warps: int, trips: int) -> tuple[int, lis
 
 # -- the GPU side -------------------------------------------------------------------------------------------
 
-class _CursorSink(_Sink):
+class _CursorSink(Sink):
     """A sink whose launches each read a different range of tiles: checked against the sum of their sums."""
 
     def __init__(self, what: str):
@@ -230,7 +231,7 @@ def measure_throughput(ctx, resident_warps_per_sm: int, ilp: int, load_bytes: in
             want += q * total + sum(range_sum(s, c) for s, c in ranges)
         sink.check_sum(want)
 
-    trips, _ = _calibrate(run, 1, LAUNCH_S)
+    trips, _ = calibrate(run, 1, LAUNCH_S)
     extra = (("resident_warps_per_sm_api", float(api_warps), "1"),
              ("resident_warps_per_sm_calc", float(calc_warps), "1"),
              ("registers_per_thread", float(registers), "1"),

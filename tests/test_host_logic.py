@@ -8,7 +8,7 @@ from analysis.errors import UsageError
 from analysis.results import config_filename, config_key
 from analysis.units import fmt_bytes, fmt_value
 from probes import chase
-from probes.harness import Budget, Sample, rel_iqr, repeat_until_stable
+from probes.harness import Budget, Sample, calibrate, launch_seconds, rel_iqr, repeat_until_stable
 from probes.registry import all_probes, geom, parse_override, select
 
 
@@ -121,6 +121,77 @@ def test_rel_iqr():
     assert rel_iqr([1, 1, 1, 1]) == 0
     assert rel_iqr([1]) == math.inf
     assert rel_iqr([90, 100, 110]) == pytest.approx(0.1)
+
+
+def _calibrate_linear(seconds_per_count: float, unit: int, target_s: float, overhead_s: float = 0.0, **kw):
+    """calibrate() on a fake kernel whose launch of ``count`` lasts ``overhead_s + count x seconds_per_count``:
+    (count, seconds, the counts it tried)."""
+    tried = []
+
+    def run(count):
+        tried.append(count)
+        return lambda: overhead_s + count * seconds_per_count
+
+    count, seconds = calibrate(run, unit, target_s, time_launch=lambda launch: launch(), **kw)
+    return count, seconds, tried
+
+
+def test_calibrate_grows_short_trials_at_most_64x_then_scales_to_the_target():
+    # 0.1 us a trip: 1 and 64 trips are far below target/4, 4096 trips (410 us) is the first long enough
+    count, seconds, tried = _calibrate_linear(1e-7, 1, 1e-3)
+    assert tried == [1, 64, 4096] and seconds == pytest.approx(4096e-7)
+    assert count == 10_000, "4096 trips scaled from 410 us to the 1 ms target"
+    # 10 us a trip: grown by ceil(target/2 / seconds) = 50, not 64, then scaled to the target
+    assert _calibrate_linear(1e-5, 1, 1e-3)[::2] == (100, [1, 50])
+    # a first trial of at least target/4 is scaled at once
+    assert _calibrate_linear(1e-3, 1, 1e-3)[::2] == (1, [1])
+
+
+def test_calibrate_answers_a_multiple_of_the_unit_and_at_least_one_unit():
+    count, _, tried = _calibrate_linear(1e-6, 64, 1e-3)
+    assert tried == [64, 512] and count == 1024, "512 trips last 512 us: 15.6 units rounded to 16"
+    assert _calibrate_linear(1.0, 64, 1e-3)[0] == 64, "a unit that already lasts longer than the target"
+    count, _, _ = _calibrate_linear(3e-7, 3, 2e-3, overhead_s=5e-6)
+    assert count % 3 == 0 and count > 0
+
+
+def test_calibrate_caps_trials_at_max_count_or_stops_unclamped_at_two_to_the_forty():
+    # a kernel that takes no time: counts grow 64x a step until the cap
+    count, _, tried = _calibrate_linear(1e-18, 1, 1e-3, max_count=2**31 - 1)
+    assert max(tried) == 2**31 - 1 and all(b <= 2**31 - 1 for b in tried) and count == 2**31 - 1
+    assert tried[:3] == [1, 64, 4096] and len(tried) == 7
+    count, _, tried = _calibrate_linear(1e-18, 1, 1e-3)
+    assert tried[-1] == 64**7 >= 1 << 40 and len(tried) == 8, "without max_count trials stop at 2**40, not capped"
+    assert count == round(64**7 * 1e-3 / (64**7 * 1e-18)), "and the answer is not clamped"
+
+
+def test_launch_seconds_warms_up_then_times_each_launch_alone_and_keeps_the_fastest(monkeypatch):
+    import sys
+    import types
+
+    log, elapsed_ms = [], iter([4.0, 2.0, 3.0])
+
+    class Event:
+        def record(self, stream=None):
+            log.append(("record", self, stream))
+
+        def synchronize(self):
+            log.append(("wait", self))
+
+    cuda = types.SimpleNamespace(Event=Event, get_elapsed_time=lambda start, stop: next(elapsed_ms))
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+
+    def launch():
+        log.append(("launch",))
+
+    assert launch_seconds(launch, warmup=2) == pytest.approx(4e-3)
+    kinds = [entry[0] for entry in log]
+    assert kinds == ["launch", "launch", "record", "launch", "record", "wait"], "warm-ups queued, one launch timed"
+    assert all(entry[2] is None for entry in log if entry[0] == "record"), "on the current stream"
+    log.clear()
+    assert launch_seconds(launch, 2, warmup=1, wait_after_warmup=True, stream="s") == pytest.approx(2e-3)
+    assert [entry[0] for entry in log] == ["launch", "record", "wait"] + ["record", "launch", "record", "wait"] * 2
+    assert {entry[2] for entry in log if entry[0] == "record"} == {"s"}
 
 
 def test_unit_formatting():

@@ -245,9 +245,8 @@ class _ReplayKernel:
 
 
 def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
-    import probes.bandwidth as bw
     import probes.cuda
-    from probes.harness import Budget, Context
+    from probes.harness import Budget, Context, Sink
 
     device = {**OTHER, "sm_count": 3, "l2_bytes": 1 << 16}
     replay = _ReplayKernel(16, 2, 22)
@@ -257,10 +256,10 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
         device, func.num_regs, threads, smem).blocks_per_sm)
     monkeypatch.setattr(occ._Filled, "at_least", classmethod(lambda cls, nbytes, dev: words))
     monkeypatch.setattr(occ, "_sum32", lambda w, offset, count: int(w[offset // 4:offset // 4 + count].sum()) % 2**32)
-    monkeypatch.setattr(bw._Sink, "__init__", lambda self, what: setattr(self, "array", np.zeros(1, np.uint32).view(
+    monkeypatch.setattr(Sink, "__init__", lambda self, what: setattr(self, "array", np.zeros(1, np.uint32).view(
         _Array)) or setattr(self, "launches", 0) or setattr(self, "what", what))
-    monkeypatch.setattr(bw._Sink, "reset", lambda self: self.array.fill(0) or setattr(self, "launches", 0))
-    monkeypatch.setattr(occ, "_calibrate", lambda run, unit, target: (7, target))
+    monkeypatch.setattr(Sink, "reset", lambda self: self.array.fill(0) or setattr(self, "launches", 0))
+    monkeypatch.setattr(occ, "calibrate", lambda run, unit, target_s: (7, target_s))
     checked = []
 
     def measure(ctx, launch, reset, verify, nbytes, **kw):
