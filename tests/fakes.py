@@ -48,6 +48,27 @@ def _chase(ctx, footprint_bytes, stride_bytes, flavour):
     return _samples(latency_of(footprint_bytes), footprint_bytes)
 
 
+#: chase.access's clusters (cycles): far-partition hits, and misses homed by the near and the far partition;
+#: and the cost the recording adds to every access.
+FAR_L2, NEAR_MISS, FAR_MISS, RECORD_COST, RECORDED = 450.0, 530.0, 720.0, 12.0, 512
+
+
+def _access(ctx, footprint_bytes, stride_bytes, flavour):
+    rng = np.random.default_rng(footprint_bytes)
+    l2 = DEVICE["l2_bytes"]
+    if footprint_bytes <= l2 / 2:
+        centres, weights = [LEVELS["l2"]], [1.0]
+    elif footprint_bytes <= l2:
+        centres, weights = [FAR_L2, NEAR_MISS, FAR_MISS], [0.45, 0.45, 0.1]
+    else:
+        centres, weights = [NEAR_MISS, FAR_MISS], [0.5, 0.5]
+    cycles = rng.choice(centres, RECORDED, p=weights) + rng.normal(0, 4, RECORDED)
+    recorded = np.round(cycles + RECORD_COST)
+    return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(recorded)]
+            + [Sample("record_step", float(recorded.mean()), "cycles", 0, CLOCK_HZ, "clock64"),
+               Sample("latency", float(cycles.mean()), "cycles", 0, CLOCK_HZ, "clock64")])
+
+
 def _line(ctx, footprint_bytes, stride_bytes, flavour):
     block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
                         else (SECTOR_BYTES, LEVELS["l2"], LEVELS["dram"]))
@@ -150,8 +171,16 @@ def _compute_mma_sync(ctx, dtype):
     return _rates(MMA_SYNC_PER_CLK[dtype])
 
 
-def _compute_wgmma(ctx, dtype, n):
-    return _rates(wgmma_per_clk(dtype, n))
+#: Power-of-two operands toggle fewer bits: under the power limit the same work runs at a higher clock.
+POW2_CLOCK_GAIN = 1.04
+
+
+def _compute_wgmma(ctx, dtype, n, operands="random"):
+    samples = _rates(wgmma_per_clk(dtype, n))
+    if operands == "pow2":
+        samples = [dataclasses.replace(s, value=s.value * POW2_CLOCK_GAIN, sm_clock_hz=CLOCK_HZ * POW2_CLOCK_GAIN)
+                   if s.metric == "throughput" else s for s in samples]
+    return samples
 def _flops(rate):
     return [s for r in range(5) for s in (Sample("flop_rate", rate, "FLOP/s", r, CLOCK_HZ, "cuda_event"),
                                            Sample("seconds", 1.0 / rate, "s", r, CLOCK_HZ, "cuda_event"))]
@@ -221,6 +250,7 @@ def _dpx(ctx, op, impl):
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
+         "chase.access": _access,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
