@@ -122,8 +122,7 @@ CLAIMS = (
           "that compute an index per step, as most published ones do, add those instructions' latency"),
     Claim("§7.3", "L2 50 MB", 50e6, "B", 0.0, device_property("l2_bytes"), "driver-reported L2 size", "#2",
           "the lecture's part is an H100 SXM; the all-SM read sweep (bw.l2, when it extends past the L2) puts "
-          "this GPU's usable capacity at l2.capacity_bytes, and one SM's L2-only chase reaches HBM at "
-          "l2.far_reach_bytes (derived quantities)"),
+          "this GPU's usable capacity at l2.capacity_bytes (a derived quantity)"),
     Claim("§7.3", "L2 \"a few hundred cycles\" (taken as 200-400)", 300, "cycles", 1 / 3,
           quantity("l2.latency_cycles"), "L2-only chase, near partition", "#3"),
     Claim("Numbers worth memorizing; §7.3", "HBM latency ~500 cycles", 500, "cycles", 0.2,

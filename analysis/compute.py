@@ -86,11 +86,11 @@ def best_n(frame: pd.DataFrame) -> int:
     return int(frame.groupby("n")["value"].median().idxmax())
 
 
-def _wgmma(measurements, metric: str, dtype: str, operands: str = "random") -> pd.DataFrame:
-    """wgmma samples of one operand kind (a run before the ``operands`` axis had random operands only)."""
+def _wgmma(measurements, metric: str, dtype: str) -> pd.DataFrame:
+    """wgmma samples on random operands.  The runs in reports/h200-board2 (commit 9339e15) also hold samples on
+    power-of-two operands, an experiment since removed (its clock gain did not repeat): they are left out."""
     frame = select(measurements, WGMMA_PROBE, metric, dtype=dtype)
-    kind = frame["operands"].fillna("random") if "operands" in frame else pd.Series("random", frame.index)
-    return frame[kind == operands]
+    return frame[frame["operands"].fillna("random") == "random"] if "operands" in frame else frame
 
 
 def _wgmma_rows(measurements) -> list[dict]:
@@ -106,22 +106,13 @@ def _wgmma_rows(measurements) -> list[dict]:
         method = (f"wgmma m64nNk{WGMMA_K[dtype]} {dtype} -> fp32 from shared memory, several warpgroups per SM; "
                   f"the best N's median (bootstrap 95% CI)")
         rows.append(derived_row(f"tc.{name}.peak_flops", *median_ci(best["value"]), method, WGMMA_PROBE,
-                                f"random operands; {_note(best)}; {by_n}"))
+                                f"{_note(best)}; {by_n}"))
         per_clk = _wgmma(measurements, "per_clk_sm", dtype)
         per_clk = per_clk[per_clk["n"] == n]
         if not per_clk.empty:
             rows.append(derived_row(f"tc.{name}.flop_per_clk_sm", *median_ci(per_clk["value"]),
                                     f"wgmma {dtype} at N={n}: FLOP/s / SMs / the clock each launch ran at",
                                     WGMMA_PROBE, _note(per_clk)))
-        pow2 = _wgmma(measurements, "throughput", dtype, "pow2")
-        if not pow2.empty:
-            pow2_clk = _wgmma(measurements, "per_clk_sm", dtype, "pow2")["value"].median()
-            rows.append(derived_row(
-                f"tc.{name}.pow2_operand_flops", *median_ci(pow2["value"]),
-                f"wgmma {dtype} at N={int(pow2['n'].iloc[0])} on random powers of two (zero mantissas), the "
-                "same work as the peak: a higher rate is a higher clock under the power limit", WGMMA_PROBE,
-                f"{_note(pow2)}; {fmt_value(pow2_clk, 'FLOP/cycle')} per clock per SM; "
-                f"{pow2['value'].median() / best['value'].median():.3f} x the random-operand peak"))
     return rows
 
 

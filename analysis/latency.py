@@ -1,12 +1,13 @@
 """Every level's latency and capacity from the pointer chases, and the CuPy/Numba agreement check.
 
 A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysis.plateaus): through-L1
-loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee
-where one partition's reach ends, the knee where one SM's chase turns from far-partition hits to HBM misses
-(the L2 as one SM sees it, ``l2.far_reach_bytes``; the L2's capacity is the all-SM bandwidth fit of
-analysis.coalescing), and HBM.  Between the knees the chase's average mixes far hits with misses in
-proportions that move with the footprint, so the far partition's latency comes from chase.access's
-access-by-access record instead (``access_bands``).  A sparse sweep
+loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee where
+one partition's reach ends, and HBM; when the
+curve has exactly one step between them (a far plateau), the knee where one SM's chase turns from
+far-partition hits to HBM misses (``l2.far_reach_bytes``; the L2's capacity is the all-SM bandwidth fit of
+analysis.coalescing).  Past the partition the chase's average mixes far hits with misses in proportions that
+move with the footprint (on an H200 it is a ramp, cut into steps in different places run to run), so the far
+partition's latency comes from chase.access's access-by-access record instead (``access_bands``).  A sparse sweep
 (``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
 window, sized from the device's own properties.
 """
@@ -141,10 +142,9 @@ def _l2_dram_rows(frame, times) -> list[dict]:
     if len(plateaus) >= 2:
         rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
                          "knee after the near-partition plateau", CUPY_PROBE))
-    if len(plateaus) >= 3:  # the middle steps average far hits and misses: the far latency is chase.access's
+    if len(plateaus) == 3:  # near, far, HBM.  A ramp cut into several steps has no one far plateau to end
         rows.append(derived_row("l2.far_reach_bytes", knees[1], *fit.knee_ci[1],
-                         "knee after the middle plateau of one SM's dependent chase (far hits mixed with misses)",
-                         CUPY_PROBE))
+                         "knee after the far plateau of one SM's dependent chase", CUPY_PROBE))
     if len(plateaus) >= 2:
         rows.append(derived_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
                          f"last plateau, {fmt_bytes(dram.lo_bytes)}..{fmt_bytes(dram.hi_bytes)}"))

@@ -78,11 +78,6 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                              "GPU runs it)"),
     "int32.peak_ops": ("op/s", "INT32 multiply-add (IMAD) peak, an IMAD counted as 2 integer ops"),
     "fp32.flop_per_clk_sm": ("FLOP/cycle", "FP32 FMA FLOP per clock per SM (2 x the FMA lanes)"),
-    "tc.bf16.pow2_operand_flops": ("FLOP/s", "dense BF16 wgmma rate on power-of-two operands (few toggling bits: "
-                                             "the clock a power limit allows rises)"),
-    "tc.fp16.pow2_operand_flops": ("FLOP/s", "dense FP16 wgmma rate on power-of-two operands"),
-    "tc.tf32.pow2_operand_flops": ("FLOP/s", "dense TF32 wgmma rate on power-of-two operands"),
-    "tc.fp8.pow2_operand_flops": ("FLOP/s", "dense FP8 (E4M3) wgmma rate on power-of-two operands"),
     "tc.bf16.flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma FLOP per clock per SM"),
     "tc.fp16.flop_per_clk_sm": ("FLOP/cycle", "dense FP16 wgmma FLOP per clock per SM"),
     "tc.tf32.flop_per_clk_sm": ("FLOP/cycle", "dense TF32 wgmma FLOP per clock per SM"),

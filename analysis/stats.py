@@ -47,10 +47,16 @@ def summarize(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 SPREAD_WARNING = 0.05
 
 
+#: Metrics whose samples are a distribution by design (one row per recorded access), not repeats of one
+#: measurement: their spread is the answer, never a warning.
+DISTRIBUTION_METRICS = ("access",)
+
+
 def unstable_configs(measurements: pd.DataFrame, threshold: float = SPREAD_WARNING) -> pd.DataFrame:
     """(probe, config, metric, n, median, rel_iqr) of every config whose usable samples spread more than
-    ``threshold`` (relative IQR), worst first."""
-    table = summarize(usable(measurements), ["probe", "config", "metric"])
+    ``threshold`` (relative IQR), worst first; distribution metrics are not repeats and are left out."""
+    repeats = measurements[~measurements["metric"].isin(DISTRIBUTION_METRICS)] if len(measurements) else measurements
+    table = summarize(usable(repeats), ["probe", "config", "metric"])
     table = table[(table["n"] >= 3) & (table["rel_iqr"] > threshold)]
     return table.sort_values("rel_iqr", ascending=False)[["probe", "config", "metric", "n", "median", "rel_iqr"]]
 

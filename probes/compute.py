@@ -131,29 +131,16 @@ def e4m3_value(code: np.ndarray) -> np.ndarray:
     return np.where((code & 0x7F) == 0x7F, np.nan, sign * value)
 
 
-#: Operand kinds: ``random`` (every mantissa bit random: the power a real matmul draws) and ``pow2`` (random
-#: signs and powers of two, mantissas all zero: far fewer bits toggle in the multipliers, so under a power
-#: limit the same work runs at a higher clock).  Both are random and never zero.
-OPERANDS = ("random", "pow2")
-POW2_MAGNITUDES = (0.5, 1.0, 2.0)
-
-
-def random_operand(rng: np.random.Generator, dtype: str, shape: tuple,
-                   operands: str = "random") -> tuple[np.ndarray, np.ndarray]:
+def random_operand(rng: np.random.Generator, dtype: str, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
     """``(bytes, values)``: a random row-major matrix of ``dtype`` with no zero, its raw bytes (uint8, rows
     contiguous) and its exact values (float64) as the tensor core sees them."""
-    if operands not in OPERANDS:
-        raise ValueError(f"unknown operands {operands!r}: choose one of {', '.join(OPERANDS)}")
     if dtype == "e4m3":
         codes = np.arange(256)
         values = e4m3_value(codes)
         usable = codes[np.isfinite(values) & (np.abs(values) >= 0.25) & (np.abs(values) <= 4)]
-        if operands == "pow2":
-            usable = usable[np.isin(np.abs(values[usable]), POW2_MAGNITUDES)]
         chosen = rng.choice(usable, size=shape).astype(np.uint8)
         return chosen.reshape(shape[0], -1), e4m3_value(chosen)
-    floats = (_signed_magnitudes(rng, shape) if operands == "random"
-              else rng.choice(POW2_MAGNITUDES, shape) * rng.choice([-1.0, 1.0], shape)).astype(np.float32)
+    floats = _signed_magnitudes(rng, shape).astype(np.float32)
     if dtype == "fp16":
         halves = floats.astype(np.float16)
         return halves.view(np.uint8).reshape(shape[0], -1), halves.astype(np.float64)
@@ -378,21 +365,16 @@ def compute_mma_sync(ctx, dtype: str) -> list[Sample]:
     return samples + [_occupancy_sample(blocks, ctx, "warps_per_sm", MMA_THREADS // LANES)]
 
 
-def _wgmma_sweep(ns, pow2: bool) -> callable:
-    """Random operands at every N; with ``pow2``, power-of-two operands at the largest N (the clock they allow)."""
-    return lambda device: ([{"dtype": d, "n": n, "operands": "random"} for d in TC_DTYPES for n in ns]
-                           + [{"dtype": d, "n": max(ns), "operands": "pow2"} for d in TC_DTYPES if pow2])
+def _wgmma_sweep(ns) -> callable:
+    return lambda device: {"dtype": list(TC_DTYPES), "n": list(ns)}
 
 
-@probe("compute.wgmma", sweeps={"quick": _wgmma_sweep(QUICK_WGMMA_NS, pow2=False),
-                                "full": _wgmma_sweep(WGMMA_NS, pow2=True)},
+@probe("compute.wgmma", sweeps={"quick": _wgmma_sweep(QUICK_WGMMA_NS), "full": _wgmma_sweep(WGMMA_NS)},
        axes={"dtype": "bf16, fp16 (m64nNk16), tf32 (m64nNk8), e4m3 (m64nNk32); fp32 accumulate",
-             "n": "N of m64nNk: 64, 128, 192, 256 (quick: 128, 256)",
-             "operands": "random (every mantissa bit random) at every N; full adds pow2 (powers of two: few "
-                         "bits toggle, less power) at the largest N"},
+             "n": "N of m64nNk: 64, 128, 192, 256 (quick: 128, 256)"},
        quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops"),
        kernels=("wgmma.cu",), min_cc=(9, 0))
-def compute_wgmma(ctx, dtype: str, n: int, operands: str = "random") -> list[Sample]:
+def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
     """Hopper wgmma throughput (dense FLOP per clock per SM and per second), operands in shared memory."""
     import cupy
 
@@ -406,8 +388,8 @@ def compute_wgmma(ctx, dtype: str, n: int, operands: str = "random") -> list[Sam
     blocks = ctx.device["sm_count"] * blocks_per_sm(func, WG_THREADS)
     rng = ctx.rng(4, TC_DTYPES.index(dtype), n)
     elements = ROW_BYTES // TC_SHAPES[dtype][0]
-    a_raw, a_val = random_operand(rng, dtype, (WGMMA_M, elements), operands)
-    b_raw, b_val = random_operand(rng, dtype, (n, elements), operands)
+    a_raw, a_val = random_operand(rng, dtype, (WGMMA_M, elements))
+    b_raw, b_val = random_operand(rng, dtype, (n, elements))
     a_rows, b_rows = cupy.asarray(a_raw.reshape(-1)), cupy.asarray(b_raw.reshape(-1))
     out = cupy.empty(blocks * WG_THREADS * n // 2, dtype=cupy.float32)
     clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)

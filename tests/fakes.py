@@ -171,16 +171,8 @@ def _compute_mma_sync(ctx, dtype):
     return _rates(MMA_SYNC_PER_CLK[dtype])
 
 
-#: Power-of-two operands toggle fewer bits: under the power limit the same work runs at a higher clock.
-POW2_CLOCK_GAIN = 1.04
-
-
-def _compute_wgmma(ctx, dtype, n, operands="random"):
-    samples = _rates(wgmma_per_clk(dtype, n))
-    if operands == "pow2":
-        samples = [dataclasses.replace(s, value=s.value * POW2_CLOCK_GAIN, sm_clock_hz=CLOCK_HZ * POW2_CLOCK_GAIN)
-                   if s.metric == "throughput" else s for s in samples]
-    return samples
+def _compute_wgmma(ctx, dtype, n):
+    return _rates(wgmma_per_clk(dtype, n))
 def _flops(rate):
     return [s for r in range(5) for s in (Sample("flop_rate", rate, "FLOP/s", r, CLOCK_HZ, "cuda_event"),
                                            Sample("seconds", 1.0 / rate, "s", r, CLOCK_HZ, "cuda_event"))]

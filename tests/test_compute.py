@@ -207,15 +207,11 @@ def test_e4m3_decoding():
     assert np.isnan(values[5:]).all()
 
 
-@pytest.mark.parametrize("operands", compute.OPERANDS)
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
-def test_random_operands_are_non_zero_and_their_bytes_decode_to_their_values(dtype, operands):
+def test_random_operands_are_non_zero_and_their_bytes_decode_to_their_values(dtype):
     raw, values = compute.random_operand(np.random.default_rng(4), dtype,
-                                         (64, compute.ROW_BYTES // compute.TC_SHAPES[dtype][0]), operands)
-    if operands == "pow2":  # random signs and powers of two: both signs, every magnitude, nothing else
-        assert set(np.unique(np.abs(values))) == set(compute.POW2_MAGNITUDES) and (values < 0).any()
-    else:  # every mantissa bit in play: far more distinct values than powers of two
-        assert len(np.unique(np.abs(values))) > 8 * len(compute.POW2_MAGNITUDES)
+                                         (64, compute.ROW_BYTES // compute.TC_SHAPES[dtype][0]))
+    assert len(np.unique(np.abs(values))) > 24 and (values < 0).any(), "random magnitudes, both signs"
     assert raw.dtype == np.uint8 and raw.shape == (64, compute.ROW_BYTES)
     assert np.all(values != 0) and np.isfinite(values).all()
     flat = raw.reshape(-1)
@@ -261,11 +257,7 @@ def test_wgmma_needs_hopper_and_sweeps_n():
     assert probe.min_cc == (9, 0)
     quick = probe.configs({}, "quick")
     assert {c["n"] for c in quick} == set(compute.QUICK_WGMMA_NS) and len(quick) == 4 * 2
-    assert {c["operands"] for c in quick} == {"random"}
-    full = probe.configs({}, "full")
-    assert {c["n"] for c in full} == set(compute.WGMMA_NS)
-    pow2 = [c for c in full if c["operands"] == "pow2"]
-    assert {c["dtype"] for c in pow2} == set(compute.TC_DTYPES) and {c["n"] for c in pow2} == {max(compute.WGMMA_NS)}
+    assert {c["n"] for c in probe.configs({}, "full")} == set(compute.WGMMA_NS)
 
 
 # -- derivation -------------------------------------------------------------------------------------------

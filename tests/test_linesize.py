@@ -59,3 +59,14 @@ def test_a_flat_page_stride_chase_reports_only_a_lower_bound_on_reach():
                  stride_bytes=2 << 20, flag="") for i, f in enumerate(2 ** np.arange(22, 34, 0.25))]
     derived = {r["quantity"]: r["value"] for r in hierarchy_rows(pd.DataFrame(rows), {})}
     assert derived == {"tlb.reach_lower_bound_bytes": 2 ** 33.75}
+
+
+def test_a_ramp_cut_into_several_steps_names_no_far_reach():
+    """Past one partition an H200's chase ramps to HBM; a fit that cuts the ramp into two middle steps has no
+    one far plateau, so no knee is reported as the far partition's reach (its place moved 65% run to run)."""
+    device = {"smem_per_sm_bytes": 228 << 10, "l2_bytes": 60 << 20}
+    rows = synthetic_chase(device, [270, 450, 530, 620], [30 << 20, 48 << 20, 80 << 20], "cg")
+    derived = pd.DataFrame(hierarchy_rows(pd.DataFrame(rows), device)).set_index("quantity")["value"]
+    assert derived["l2.latency_cycles"] == pytest.approx(270, rel=0.02)
+    assert derived["dram.latency_cycles"] == pytest.approx(620, rel=0.02)
+    assert "l2.far_reach_bytes" not in derived
