@@ -53,8 +53,7 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "issue #3"),
          as_time("l2.latency_cycles"), "-", "the SMs beside it"),
         ("L2, far partition", ("one SM's reach " if "l2.far_reach_bytes" in d.index else "")
-         + measured("l2.far_reach_bytes", "not in this run: one SM's chase shows no single far plateau, or the "
-                                            "full profile did not run"),
+         + measured("l2.far_reach_bytes", "needs a single far plateau in the full profile's chase"),
          measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
         ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
          + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", pending),
