@@ -142,7 +142,10 @@ def _l2_dram_rows(frame, times) -> list[dict]:
     if len(plateaus) >= 2:
         rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
                          "knee after the near-partition plateau", CUPY_PROBE))
-    if len(plateaus) == 3:  # near, far, HBM.  A ramp cut into several steps has no one far plateau to end
+    if len(plateaus) == 3:  # near, far, HBM.  A ramp cut into several steps has no one far plateau
+        far = plateaus[1]
+        rows.append(derived_row("l2.far_plateau_cycles", far.latency, far.ci_low, far.ci_high, method, CUPY_PROBE,
+                         "the plateau between the near partition's knee and HBM: far hits mixed with misses"))
         rows.append(derived_row("l2.far_reach_bytes", knees[1], *fit.knee_ci[1],
                          "knee after the far plateau of one SM's dependent chase", CUPY_PROBE))
     if len(plateaus) >= 2:

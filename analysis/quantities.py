@@ -13,7 +13,9 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "l1.capacity_bytes": ("B", "L1 capacity seen by global loads"),
     "l1.line_bytes": ("B", "L1 line size"),
     "l2.latency_cycles": ("cycles", "L2 hit latency, near partition"),
-    "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition"),
+    "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition (accesses timed one by one and clustered)"),
+    "l2.far_plateau_cycles": ("cycles", "one SM's chase past one L2 partition, where the published staircases show a "
+                                        "plateau: far-partition hits mixed with misses, an average of both"),
     "l2.capacity_bytes": ("B", "L2 capacity C of a miss model fitted to every SM's read bandwidth (a footprint F "
                                "keeps min(1, C/F) of itself resident)"),
     "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),

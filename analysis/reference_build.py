@@ -6,8 +6,10 @@ Two kinds of rows:
   - latency plateaus and capacities from the single-warp random pointer chases of RRZE-HPC/gpu-benches
     (``gpu-latency__*.txt``) and of Luo et al.'s code (``hopper-benchmark/random_latency__*.txt``), fitted
     with ``analysis.plateaus.fit_staircase``, the fit gpuatlas applies to its own chases; plateaus in order
-    are L1, near L2, far L2 (when four or more) and DRAM (the last); its knees are the L1 capacity, the L2
-    partition and the far reach (where one SM's chase turns from L2 hits to HBM misses);
+    are L1, near L2, the far plateau (when four or more: a chain past one partition, whose accesses are
+    far-partition hits mixed with misses, so ``l2.far_plateau_cycles``, not the far hits' latency) and DRAM
+    (the last); its knees are the L1 capacity, the L2 partition and the far reach (where one SM's chase
+    turns from L2 hits to HBM misses);
   - L2 bandwidth and L1 bandwidth: the first plateau of the same fit applied to seconds per byte
     (``gpu-l2-cache__*.txt``, ``gpu-cache__*.txt``); L2 capacity: the miss model fitted to the gpu-l2-cache
     sweep (``analysis.capacity.fit_capacity``, as gpuatlas fits its own bw.l2 sweep); L1 bandwidth where
@@ -162,7 +164,7 @@ def chase_rows(curve: Curve, suite: str, published: dict[str, str]) -> list[dict
     plateau("l1.latency_cycles", p[0], "first")
     plateau("l2.latency_cycles", p[1], "near-L2 (second)")
     if len(p) >= 4:
-        plateau("l2.far_latency_cycles", p[2], "far-L2 (third)")
+        plateau("l2.far_plateau_cycles", p[2], "far-L2 (third: far hits mixed with misses)")
     dram = p[-1]
     largest = t.loc[t["footprint_bytes"].idxmax()]
     plateau("dram.latency_cycles", dram, f"DRAM (last; the largest chain, {_mib(largest['footprint_bytes'])}, "
@@ -302,6 +304,17 @@ _H100_SXM_PEAKS = [
         f"{GL_NOTE}; FP8 dense = 2x FP16 (NVIDIA/cudnn-frontend PR#650)", GL),
 ]
 
+def _clustered(source: str, values: dict, what: str) -> list[dict]:
+    """Luo et al.'s per-access latencies: each access of a pointer chase timed alone and the times clustered
+    (arXiv 2501.12084 Table 4), the like-for-like comparator of gpuatlas's chase.access clusters."""
+    return [row(quantity, value, f"Luo et al. per-access pointer-chase latency, clustered ({kind})",
+                f"[R2] secondary compilation, primary table not opened; {what}", source)
+            for quantity, (value, kind) in values.items()]
+
+
+ET_C = "yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-gpu-on-chip-communication.md (ET-C)"
+ET_C_A100, ET_C_H800 = f"{ET_C}, L25 Table 4, via {PUB} §1b", f"{ET_C}, L25 Table 4, via {PUB} §4"
+
 TRANSCRIBED: dict[str, list[dict]] = {
     "a100-sxm4-80gb": [
         row("smem.latency_cycles", 29.03, "Accel-Sim GPU_Microbenchmark shared_lat (shared-memory pointer chase)",
@@ -334,6 +347,10 @@ TRANSCRIBED: dict[str, list[dict]] = {
             f"{PC2_NOTE}; A100 has no wgmma: mma.sync is its tensor-core path", PC2),
     ],
     "a100-pcie": [
+        *_clustered(ET_C_A100, {"l2.far_latency_cycles": (356.6, "far-partition hit"),
+                                "dram.near_latency_cycles": (474.9, "near-partition miss"),
+                                "dram.far_latency_cycles": (622.7, "far-partition miss")},
+                    "A100 PCIe (Luo et al.'s test GPU; 1395 MHz per their chase file [I]); near hit 208.0"),
         row("smem.latency_cycles", 29.0, "Luo et al. shared-memory pointer chase (arXiv 2402.13499 Table IV / "
             "2501.12084 Table 3)",
             "[R2] secondary compilation, primary table not opened; same A100 PCIe as the chase file; clock "
@@ -396,6 +413,8 @@ TRANSCRIBED: dict[str, list[dict]] = {
           for r in _H100_SXM_PEAKS],
     ],
     "h800-pcie": [
+        *_clustered(ET_C_H800, {"l2.far_latency_cycles": (414.1, "far-partition hit")},
+                    "H800 PCIe at 1755 MHz (L25 Table 2 [R2]); near hit 258.0 (147.0 ns), far 236.0 ns"),
         row("smem.latency_cycles", 29, "Luo et al. shared-memory pointer chase (arXiv 2501.12084 Table 3)",
             "[R2] secondary compilation, primary table not opened; H800 PCIe at 1755 MHz (L25 Table 2 [R2])",
             f"yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-gpu-on-chip-communication.md "

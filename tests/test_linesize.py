@@ -48,6 +48,7 @@ def test_dense_sweeps_are_fitted_level_by_level():
     assert derived["l2.latency_cycles"] == pytest.approx(270, rel=0.02)
     assert derived["l2.partition_bytes"] == pytest.approx(30 << 20, rel=2 ** (1 / 8) - 1)
     assert "l2.far_latency_cycles" not in derived  # a mixed average: the far latency is chase.access's
+    assert derived["l2.far_plateau_cycles"] == pytest.approx(480, rel=0.02)
     assert derived["l2.far_reach_bytes"] == pytest.approx(58 << 20, rel=2 ** (1 / 8) - 1)
     assert "l2.capacity_bytes" not in derived  # the L2's capacity is fitted to the all-SM bandwidth sweep, not a chase's
     assert derived["dram.latency_cycles"] == pytest.approx(620, rel=0.02)
@@ -69,4 +70,4 @@ def test_a_ramp_cut_into_several_steps_names_no_far_reach():
     derived = pd.DataFrame(hierarchy_rows(pd.DataFrame(rows), device)).set_index("quantity")["value"]
     assert derived["l2.latency_cycles"] == pytest.approx(270, rel=0.02)
     assert derived["dram.latency_cycles"] == pytest.approx(620, rel=0.02)
-    assert "l2.far_reach_bytes" not in derived
+    assert "l2.far_reach_bytes" not in derived and "l2.far_plateau_cycles" not in derived

@@ -185,3 +185,18 @@ def test_the_fit_of_a_published_l2_sweep_finds_the_l2_and_the_hbm_behind_it(name
         assert 1 / 1.5 < fit.miss_bytes_per_s / read < 1.5
     cut = sweep[sweep["bytes"] <= fit.capacity_bytes]
     assert fit_capacity(cut["bytes"], cut["bytes_per_s"], min_footprint_bytes=size / 8) is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_far_plateau_averages_far_hits_with_slower_misses(name):
+    """A published staircase's plateau past one partition mixes far-partition hits with misses, so it lies
+    above the far hits' own latency (Luo et al.'s per-access clusters) wherever both are published."""
+    frame = load_reference(name)[1]
+    hits, plateau = value(frame, "l2.far_latency_cycles"), value(frame, "l2.far_plateau_cycles")
+    methods = frame.set_index("quantity")["method"]
+    if plateau is not None:
+        assert "staircase" in methods["l2.far_plateau_cycles"]
+    if hits is not None:
+        assert "per-access" in methods["l2.far_latency_cycles"]
+    if hits is not None and plateau is not None:
+        assert value(frame, "l2.latency_cycles") < hits < plateau < value(frame, "dram.latency_cycles")
