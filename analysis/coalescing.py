@@ -14,6 +14,7 @@ smallest RMS error in log2 (octaves: a factor of 2 off is an error of 1) wins.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -222,17 +223,14 @@ def l2_capacity_fit(frame, device):
     """The miss model (``analysis.capacity.fit_capacity``) fitted to usable bw.l2 samples at footprints from
     L2 / 8 up; None when the sweep does not fall clearly below the L2 plateau (a sweep that stops at the L2).
     A report fits each run once: the figure gets the fit derive made (the same samples give the same fit)."""
-    footprints = frame["footprint_bytes"].to_numpy(dtype=float)
-    values = frame["value"].to_numpy(dtype=float)
-    key = (footprints.tobytes(), values.tobytes(), float(device["l2_bytes"]))
-    if key not in _CAPACITY_FITS:
-        if len(_CAPACITY_FITS) >= 8:
-            _CAPACITY_FITS.clear()
-        _CAPACITY_FITS[key] = fit_capacity(footprints, values, min_footprint_bytes=device["l2_bytes"] * CAPACITY_FLOOR)
-    return _CAPACITY_FITS[key]
+    return _capacity_fit(frame["footprint_bytes"].to_numpy(dtype=float).tobytes(),
+                         frame["value"].to_numpy(dtype=float).tobytes(), float(device["l2_bytes"]))
 
 
-_CAPACITY_FITS: dict = {}
+@functools.lru_cache(maxsize=8)
+def _capacity_fit(footprints: bytes, values: bytes, l2_bytes: float):
+    return fit_capacity(np.frombuffer(footprints), np.frombuffer(values),
+                        min_footprint_bytes=l2_bytes * CAPACITY_FLOOR)
 
 
 def _capacity_row(frame, device) -> list[dict]:

@@ -109,7 +109,7 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                                                stride_bytes=128))
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
-    rows += _far_rows(measurements, device)
+    rows += _access_rows(measurements, device)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
     rows += _tlb_rows(select(measurements, "chase.tlb", "latency"))
@@ -287,9 +287,20 @@ def miss_valley(misses: np.ndarray) -> float | None:
     return float(edges[valley] + MISS_BIN / 2)
 
 
-def _far_rows(measurements, device) -> list[dict]:
+#: Fewest far-hit accesses a far latency is read from.
+MIN_FAR_HITS = 100
+
+
+def _access_rows(measurements, device) -> list[dict]:
+    """The far latency and the two miss latencies from chase.access, each when its cluster is there."""
     bands = access_bands(measurements, device)
-    if bands is None or len(bands["far"]) < 100:
+    if bands is None:
+        return []
+    return _far_row(bands) + _miss_rows(bands)
+
+
+def _far_row(bands) -> list[dict]:
+    if len(bands["far"]) < MIN_FAR_HITS:
         return []
     far, offset = bands["far"], bands["offset"]
     med, lo, hi = median_ci(far["value"])
@@ -302,7 +313,7 @@ def _far_rows(measurements, device) -> list[dict]:
         "and faster than nearly every miss, less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
         f"{bands['far_share']:.0%} of accesses at {fmt_bytes(spans[0])}..{fmt_bytes(spans[-1])} are far hits, "
         f"between {bands['near_edge']:.0f} and {bands['miss_edge']:.0f} recorded cycles; recording cost "
-        f"{offset:.1f} cycles; per footprint: {by_footprint}")] + _miss_rows(bands)
+        f"{offset:.1f} cycles; per footprint: {by_footprint}")]
 
 
 def _miss_rows(bands) -> list[dict]:

@@ -146,3 +146,10 @@ def test_one_broad_miss_cluster_is_not_split():
     assert miss_valley(np.full(50, 600.0)) is None  # too few to tell
     two = np.concatenate([rng.normal(530, 8, 3000), rng.normal(720, 15, 3000)])
     assert 560 < miss_valley(two) < 680
+
+
+def test_misses_are_split_even_where_too_few_far_hits_were_recorded():
+    frame, _ = synthetic_access(far_share=0.002)
+    quantities = {r["quantity"] for r in hierarchy_rows(frame, DEVICE)}
+    assert "l2.far_latency_cycles" not in quantities
+    assert {"dram.near_latency_cycles", "dram.far_latency_cycles"} <= quantities
