@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.linesize import fit_line_size
-from analysis.plateaus import fit_staircase
+from analysis.plateaus import fit_staircase, noise_step
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes
@@ -105,14 +105,14 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     if through_l1["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
         rows += _l1_rows(through_l1)
     if l2_only["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
-        rows += _l2_dram_rows(l2_only, select(measurements, CUPY_PROBE, "latency_time", flavour="cg",
-                                               stride_bytes=128))
+        rows += _l2_rows(l2_only)
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
     rows += _access_rows(measurements, device)
+    rows += _cold_miss_rows(measurements, device)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
-    rows += _tlb_rows(select(measurements, "chase.tlb", "latency"))
+    rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
 
 
@@ -132,7 +132,7 @@ def _l1_rows(frame) -> list[dict]:
     return rows
 
 
-def _l2_dram_rows(frame, times) -> list[dict]:
+def _l2_rows(frame) -> list[dict]:
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     plateaus, knees = fit.plateaus, fit.knees_bytes
     method = "staircase fit of the L2-only (ld.global.cg) chase"
@@ -148,22 +148,13 @@ def _l2_dram_rows(frame, times) -> list[dict]:
                          "the plateau between the near partition's knee and HBM: far hits mixed with misses"))
         rows.append(derived_row("l2.far_reach_bytes", knees[1], *fit.knee_ci[1],
                          "knee after the far plateau of one SM's dependent chase", CUPY_PROBE))
-    if len(plateaus) >= 2:
-        rows.append(derived_row("dram.latency_cycles", dram.latency, dram.ci_low, dram.ci_high, method, CUPY_PROBE,
-                         f"last plateau, {fmt_bytes(dram.lo_bytes)}..{fmt_bytes(dram.hi_bytes)}"))
-        span = times[(times["footprint_bytes"] >= dram.lo_bytes) & (times["footprint_bytes"] <= dram.hi_bytes)]
-        med, lo, hi = median_ci(span["value"])
-        rows.append(derived_row("dram.latency_ns", med, lo, hi, "globaltimer seconds per load over the HBM plateau",
-                         CUPY_PROBE, f"{len(span)} samples"))
     return rows
 
 
 def _window_rows(measurements, device, have: set) -> list[dict]:
     rows = []
     levels = chase_levels(measurements, device)
-    for level, metric, quantity in (("l1", "latency", "l1.latency_cycles"), ("l2", "latency", "l2.latency_cycles"),
-                                    ("dram", "latency", "dram.latency_cycles"),
-                                    ("dram", "latency_time", "dram.latency_ns")):
+    for level, metric, quantity in (("l1", "latency", "l1.latency_cycles"), ("l2", "latency", "l2.latency_cycles")):
         hit = levels[(levels["level"] == level) & (levels["metric"] == metric)]
         if hit.empty or quantity in have:
             continue
@@ -200,38 +191,86 @@ def _line_rows(measurements) -> list[dict]:
     return rows
 
 
-def _tlb_rows(frame) -> list[dict]:
-    if frame["footprint_bytes"].nunique() < 8:
+TLB_PROBE, PAGE_STRIDE = "chase.tlb", 2 << 20
+#: Noise multiple a TLB step must exceed (analysis.plateaus.noise_step): its levels differ by a few cycles.
+TLB_STEP_SIGMAS = 3.0
+
+
+def tlb_fit(frame):
+    """The staircase of the page-stride chase, with the smallest step its own noise allows."""
+    return fit_staircase(frame["footprint_bytes"], frame["value"], min_step=noise_step(
+        frame["footprint_bytes"], frame["value"], sigmas=TLB_STEP_SIGMAS))
+
+
+def tlb_rows(frame) -> list[dict]:
+    """Reach and miss penalty of each TLB level the 2 MiB-block chase steps at, and the page size from the
+    other block sizes (``tlb.page_bytes``)."""
+    main = frame[frame["stride_bytes"] == PAGE_STRIDE] if "stride_bytes" in frame else frame
+    if main["footprint_bytes"].nunique() < 8:
         return []
-    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
+    fit = tlb_fit(main)
     rows, p = [], fit.plateaus
+    step = noise_step(main["footprint_bytes"], main["value"], sigmas=TLB_STEP_SIGMAS)
     if len(p) == 1:
-        top = float(frame["footprint_bytes"].max())
+        top = float(main["footprint_bytes"].max())
         return [derived_row("tlb.reach_lower_bound_bytes", top, top, top,
-                     "page-stride chase stayed on one plateau: no translation miss penalty up to this footprint",
-                     "chase.tlb", f"plateau: {_plateau_text(fit)}")]
+                     f"page-stride chase stayed on one plateau (no step of {step:.1%} or more): no translation "
+                     "miss penalty up to this footprint", TLB_PROBE, f"plateau: {_plateau_text(fit)}")]
+    method = ("knee of the 2 MiB-block chase (one element per block at a random sector, L2-resident lines), "
+              f"staircase with steps of {step:.1%} or more (3x its own noise)")
     for level in (1, 2):
         if len(p) <= level:
             break
         lo_level, hi_level = p[level - 1], p[level]
-        rows.append(derived_row(f"tlb.level{level}_reach_bytes", fit.knees_bytes[level - 1], *fit.knee_ci[level - 1],
-                         "knee of the page-stride chase (one element per 2 MiB page, L2-resident lines)",
-                         "chase.tlb", f"plateaus: {_plateau_text(fit)}"))
-        rows.append(derived_row(f"tlb.level{level}_miss_cycles", hi_level.latency - lo_level.latency,
-                         hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
-                         "step between adjacent plateaus of the page-stride chase", "chase.tlb"))
+        rows.append(derived_row(f"tlb.l{level}.reach_bytes", fit.knees_bytes[level - 1], *fit.knee_ci[level - 1],
+                                method, TLB_PROBE, f"plateaus: {_plateau_text(fit)}"))
+        rows.append(derived_row(f"tlb.l{level}.miss_cycles", hi_level.latency - lo_level.latency,
+                                hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
+                                "step between adjacent plateaus of the 2 MiB-block chase", TLB_PROBE))
+    page = page_size(frame, fit.knees_bytes[0])
+    if page is not None:
+        rows.append(page)
     return rows
 
 
+def page_size(frame, knee_main: float) -> dict | None:
+    """The page: the footprint where the first TLB level overflows is entries x max(page, block), so the
+    knee stays at the 2 MiB-block knee for blocks up to the page and grows with the block beyond it.  The
+    page is the largest block whose knee is within half an octave of the smallest blocks'."""
+    if "stride_bytes" not in frame:
+        return None
+    knees = {PAGE_STRIDE: knee_main}
+    for stride, part in frame[frame["stride_bytes"] != PAGE_STRIDE].groupby("stride_bytes"):
+        if part["footprint_bytes"].nunique() < 8:
+            continue
+        fit = tlb_fit(part)
+        if fit.knees_bytes:
+            knees[int(stride)] = fit.knees_bytes[0]
+    if len(knees) < 3:
+        return None
+    strides = sorted(knees)
+    base = knees[strides[0]]
+    same = [s for s in strides if abs(np.log2(knees[s] / base)) < 0.5]
+    grows = [s for s in strides if s > same[-1]]
+    if not grows or same != strides[:len(same)]:
+        return None
+    page = same[-1]
+    text = ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in strides)
+    return derived_row("tlb.page_bytes", page, page, page,
+                       "largest block size whose first TLB knee stays with the smaller blocks' (the knee is "
+                       "entries x max(page, block))", TLB_PROBE, f"first knees: {text}")
+
+
 #: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
-#: near hit); the miss band starts at this percentile of a chain of 2x the L2 or more (nearly all misses).
-NEAR_EDGE_PERCENTILE, MISS_EDGE_PERCENTILE = 99.5, 1.0
+#: near hit); the miss band starts at this percentile of the cold paths of 2x the L2 or more (misses only).
+NEAR_EDGE_PERCENTILE, MISS_EDGE_PERCENTILE = 99.5, 0.1
 
 
 def access_bands(measurements: pd.DataFrame, device: dict) -> dict | None:
     """Split chase.access's recorded intervals into near hits, far-partition hits and misses.
 
-    Footprints up to L2/4 hold only near-partition hits; from 2x the L2 on, nearly every access misses.
+    Footprints up to L2/4 hold only near-partition hits; from 2x the L2 on, chains are cold paths (the L2
+    flushed, no line visited twice), so every access misses.
     Between one partition and the whole L2, the accesses that are slower than every near hit and faster than
     all but ``MISS_EDGE_PERCENTILE`` % of misses are far-partition hits.  The recording's own cost (the store
     and clock read per access) is the recording loop's cycles per step less the plain chase's over the
@@ -330,3 +369,84 @@ def _miss_rows(bands) -> list[dict]:
             "recorded access by access), less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
             f"{part.size / misses.size:.0%} of {misses.size} misses; clusters split at {valley:.0f} recorded cycles"))
     return rows
+
+
+MISS_PROBE = "chase.miss"
+#: Noise multiple a step of the miss chase must exceed to count as a TLB level.
+MISS_STEP_SIGMAS = 3.0
+
+
+def last_octave_slope(frame) -> float:
+    """Relative change of the median latency per octave of footprint over the sweep's last octave (a
+    plateau is flat when this is well under 1%)."""
+    medians = frame.groupby("footprint_bytes")["value"].median()
+    last = medians[medians.index >= medians.index.max() / 2]
+    if last.size < 2:
+        return float("nan")
+    slope = np.polyfit(np.log2(last.index.to_numpy(dtype=float)), np.log(last.to_numpy(dtype=float)), 1)[0]
+    return float(np.expm1(slope))
+
+
+def _span(frame, lo: float, hi: float):
+    return frame[(frame["footprint_bytes"] >= lo) & (frame["footprint_bytes"] <= hi)]
+
+
+def _cold_miss_rows(measurements, device) -> list[dict]:
+    """HBM latency of a plain dependent load from chase.miss's cold paths (every access a miss): the first
+    plateau, inside the TLBs' reach, and the last, where translations miss too; with the L2-only path beside
+    it and the other methods' figures in the note."""
+    plain = select(measurements, MISS_PROBE, "latency", flavour="default")
+    if plain.empty:
+        return []
+    times = select(measurements, MISS_PROBE, "latency_time", flavour="default")
+    method = "cold path chase: a random walk through distinct lines of a footprint past the L2, L2 flushed first"
+    if plain["footprint_bytes"].nunique() >= 6:
+        fit = fit_staircase(plain["footprint_bytes"], plain["value"], min_step=noise_step(
+            plain["footprint_bytes"], plain["value"], sigmas=MISS_STEP_SIGMAS))
+        inside, past = fit.plateaus[0], (fit.plateaus[-1] if len(fit.plateaus) > 1 else None)
+        spans = [(inside.lo_bytes, inside.hi_bytes)] + ([(past.lo_bytes, past.hi_bytes)] if past else [])
+        plateaus = f"; plateaus: {_plateau_text(fit)}"
+    else:
+        spans, plateaus, past = [(plain["footprint_bytes"].min(), plain["footprint_bytes"].max())], "", None
+    checks = "; ".join(_miss_cross_checks(measurements, device))
+    rows = []
+    for (lo, hi), cycles_id, ns_id in zip(spans, ("dram.latency_cycles", "dram.latency_tlb_miss_cycles"),
+                                          ("dram.latency_ns", "dram.latency_tlb_miss_ns")):
+        level = _span(plain, lo, hi)
+        where = f"{fmt_bytes(lo)}..{fmt_bytes(hi)}"
+        note = f"footprints {where}{plateaus}"
+        if cycles_id == "dram.latency_tlb_miss_cycles" or past is None:
+            note += f"; last octave's slope {last_octave_slope(plain):+.2%} per octave"
+        if cycles_id == "dram.latency_cycles":
+            note += f"; {checks}" if checks else ""
+        rows.append(derived_row(cycles_id, *median_ci(level["value"]), f"{method} (ld.global), over {where}",
+                                MISS_PROBE, note))
+        rows.append(derived_row(ns_id, *median_ci(_span(times, lo, hi)["value"]),
+                                "globaltimer seconds per load of the same samples", MISS_PROBE))
+    cg = _span(select(measurements, MISS_PROBE, "latency", flavour="cg"), *spans[0])
+    if not cg.empty:
+        rows.append(derived_row("dram.latency_cg_cycles", *median_ci(cg["value"]),
+                                f"{method} (ld.global.cg, L2 only), over the same footprints", MISS_PROBE))
+    return rows
+
+
+def _miss_cross_checks(measurements, device) -> list[str]:
+    """The other methods' HBM latency, and the L2 hits the cold paths' access record shows."""
+    out = []
+    bands = access_bands(measurements, device)
+    if bands is not None:
+        cold = usable(measurements[(measurements["probe"] == ACCESS_PROBE) & (measurements["metric"] == "access")
+                                   & (measurements["footprint_bytes"] >= 2 * device["l2_bytes"])])["value"]
+        misses = bands["misses"]
+        valley = bands["miss_split"]
+        near = misses[misses < valley] if valley is not None else misses
+        edge = np.median(near) - 5 * 1.4826 * np.median(np.abs(near - np.median(near)))
+        out.append(f"cold paths' recorded accesses faster than every miss cluster (L2 hits): "
+                   f"{np.mean(cold.to_numpy() < edge):.2%} of {cold.size}")
+        out.append(f"access clusters' mean miss {np.mean(misses) - bands['offset']:.0f} cycles (L2-only, "
+                   "recording cost taken off)")
+    line = select(measurements, "chase.line", "latency", flavour="cg")
+    if line["stride_bytes"].nunique() >= 3:
+        fit = fit_line_size(line["stride_bytes"], line["value"])
+        out.append(f"address-order line chase past the L2: {fit['miss']:.0f} cycles (L2-only)")
+    return out

@@ -129,7 +129,7 @@ def _levels(sweep: _Sweep, bounds: list[int], min_points: int) -> np.ndarray:
                      for s in range(len(bounds) - 1)])
 
 
-def _merged(sweep: _Sweep, bounds: list[int], min_points: int) -> list[int]:
+def _merged(sweep: _Sweep, bounds: list[int], min_points: int, min_step: float) -> list[int]:
     """Merge segments until every step goes up by at least MIN_STEP.
 
     The pair with the smallest step under MIN_STEP (either way) is one level and is merged first. A larger
@@ -138,7 +138,7 @@ def _merged(sweep: _Sweep, bounds: list[int], min_points: int) -> list[int]:
     disappears into it), and otherwise the two segments are pooled.
     """
     bounds = list(bounds)
-    same = np.log1p(MIN_STEP)
+    same = np.log1p(min_step)
     while len(bounds) > 2:
         level = np.log(_levels(sweep, bounds, min_points))
         steps = np.diff(level)
@@ -158,10 +158,10 @@ def _merged(sweep: _Sweep, bounds: list[int], min_points: int) -> list[int]:
     return bounds
 
 
-def _flat(sweep: _Sweep, bounds: list[int], levels: np.ndarray, min_points: int) -> np.ndarray:
-    """Whether each segment is a plateau: min_points or more footprint medians within MIN_STEP of its
+def _flat(sweep: _Sweep, bounds: list[int], levels: np.ndarray, min_points: int, min_step: float) -> np.ndarray:
+    """Whether each segment is a plateau: min_points or more footprint medians within min_step of its
     level."""
-    close = np.abs(np.log(sweep.median) - np.log(np.repeat(levels, np.diff(bounds)))) < np.log1p(MIN_STEP)
+    close = np.abs(np.log(sweep.median) - np.log(np.repeat(levels, np.diff(bounds)))) < np.log1p(min_step)
     return np.add.reduceat(close, bounds[:-1]) >= min_points
 
 
@@ -190,24 +190,39 @@ def _percentiles(values: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def noise_step(footprint_bytes, latency, sigmas: float = 5.0, floor: float = 0.002) -> float:
+    """The smallest relative step that stands out of this sweep's own noise: ``sigmas`` times the scatter of
+    neighbouring footprints' median log-latencies (the median absolute difference of successive medians,
+    scaled to a standard deviation, so steps themselves barely move it), and at least ``floor``.  For a
+    staircase whose levels differ by a few cycles (a TLB miss on top of an L2 hit), not the 5% of MIN_STEP."""
+    sweep = _sweep(footprint_bytes, latency)
+    if sweep.median.size < 3:
+        return MIN_STEP
+    sigma = 1.4826 * float(np.median(np.abs(np.diff(np.log(sweep.median))))) / np.sqrt(2)
+    return float(max(floor, np.expm1(sigmas * sigma)))
+
+
 def fit_staircase(footprint_bytes, latency, max_plateaus: int = 6, min_points: int = 3,
-                  resamples: int = 200, seed: int = 0) -> StaircaseFit:
+                  resamples: int = 200, seed: int = 0, min_step: float = MIN_STEP) -> StaircaseFit:
     """Fit a staircase to pointer-chase samples (several per footprint allowed); see the module docstring.
 
     ``min_points`` is the fewest footprints a segment may have, so a bump over fewer footprints cannot become
-    a level; ``resamples`` (>= 1) sets the bootstrap size, ``seed`` makes the CIs reproducible.
+    a level; ``resamples`` (>= 1) sets the bootstrap size, ``seed`` makes the CIs reproducible; ``min_step``
+    is the smallest relative change that makes two levels (MIN_STEP, or ``noise_step`` of the sweep).
     """
     if max_plateaus < 1 or min_points < 1 or resamples < 1:
         raise ValueError("max_plateaus, min_points and resamples must be at least 1")
+    if not 0 < min_step < 1:
+        raise ValueError("min_step must be a fraction between 0 and 1")
     sweep = _sweep(footprint_bytes, latency)
     min_points = min(min_points, sweep.x.size)
     y = np.log(sweep.median)
 
     candidates = []
     for bounds in _segmentations(y, 2 * max_plateaus - 1, min_points):
-        merged = _merged(sweep, bounds, min_points)
+        merged = _merged(sweep, bounds, min_points, min_step)
         levels = _levels(sweep, merged, min_points)
-        flat = _flat(sweep, merged, levels, min_points)
+        flat = _flat(sweep, merged, levels, min_points, min_step)
         if flat.sum() <= max_plateaus:
             candidates.append((_bic(y, bounds), merged, levels, flat))
     bic, bounds, levels, flat = min(candidates, key=lambda candidate: candidate[0])

@@ -25,13 +25,20 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                            "(the faster of one SM's two miss clusters)"),
     "dram.far_latency_cycles": ("cycles", "HBM miss latency of an address the far L2 partition homes (the "
                                           "slower miss cluster: the crossing to the far partition and back added)"),
-    "dram.latency_cycles": ("cycles", "device-memory (HBM) load-to-use latency"),
-    "dram.latency_ns": ("s", "device-memory load-to-use latency in seconds (globaltimer)"),
-    "tlb.level1_reach_bytes": ("B", "footprint up to which the first TLB level holds every page's translation"),
-    "tlb.level1_miss_cycles": ("cycles", "latency added when the first TLB level misses"),
-    "tlb.level2_reach_bytes": ("B", "footprint up to which the second TLB level holds every translation"),
-    "tlb.level2_miss_cycles": ("cycles", "latency added when the second TLB level misses too"),
+    "dram.latency_cycles": ("cycles", "device-memory (HBM) load-to-use latency of a plain dependent load that misses "
+                                      "the L2, inside the TLBs' reach"),
+    "dram.latency_ns": ("s", "the same HBM latency in seconds (globaltimer)"),
+    "dram.latency_tlb_miss_cycles": ("cycles", "HBM latency of a dependent load whose page translation misses the "
+                                               "TLBs too (footprints past their reach)"),
+    "dram.latency_tlb_miss_ns": ("s", "the same TLB-missing HBM latency in seconds (globaltimer)"),
+    "dram.latency_cg_cycles": ("cycles", "HBM latency of a dependent L2-only load (ld.global.cg) that misses the L2, "
+                                         "inside the TLBs' reach"),
+    "tlb.l1.reach_bytes": ("B", "footprint up to which the first TLB level holds every page's translation"),
+    "tlb.l1.miss_cycles": ("cycles", "latency added when the first TLB level misses"),
+    "tlb.l2.reach_bytes": ("B", "footprint up to which the second TLB level holds every translation"),
+    "tlb.l2.miss_cycles": ("cycles", "latency added when the second TLB level misses too"),
     "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
+    "tlb.page_bytes": ("B", "page (translation granule) size: the largest block whose TLB knee does not move"),
     "mem.sector_bytes": ("B", "granularity of memory transactions"),
     "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
     "smem.banks": ("1", "number of shared-memory banks"),

@@ -90,18 +90,6 @@ extern "C" __global__ void chase_cg_record(unsigned long long start, long long w
     out[2] = p;
 }
 
-// Touch every line of a buffer from the whole grid, so an L2-sized chain starts resident in L2 and its
-// pages are mapped, without one thread walking the chain to get there.
-extern "C" __global__ void touch(const unsigned long long* buf, long long words, long long stride_words,
-                                 unsigned long long* sink) {
-    unsigned long long acc = 0;
-    for (long long i = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * stride_words; i < words;
-         i += (long long)gridDim.x * blockDim.x * stride_words) {
-        acc ^= buf[i];
-    }
-    if (acc == 0x5a5a5a5a5a5a5a5aull) *sink = acc;  // never true for a chain of addresses; keeps the loads
-}
-
 // Shared-memory chase: the chain of 32-bit shared-window addresses is built in dynamic shared memory from
 // next_index (element i is followed by element next_index[i]), then one thread follows it with
 // ld.shared.u32 (LDS), each address being the previous load's value.  out = {cycles, ns, final element}.

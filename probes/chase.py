@@ -11,6 +11,7 @@ The probe proves its own result: the chain is one cycle through every line by co
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -41,15 +42,39 @@ def footprint_sweep(device: dict) -> list[int]:
     return geom(1 << 10, 4 * device["l2_bytes"], per_octave=8, jitter_seed=device["l2_bytes"], align=128)
 
 
+#: Strides of the capacity-in-lines sweeps: a cache of L-byte lines holds one element per line when the stride
+#: is L or more, and L/stride elements per line below, so the capacity knee's footprint is flat up to L and
+#: grows with the stride past it.
+LINE_STRIDES = (32, 64, 256)
+
+
+def latency_configs(device: dict) -> list[dict]:
+    """The full staircase at 128-byte stride, through L1 and L2-only; the through-L1 chase again at 32, 64 and
+    256 bytes around the L1's capacity (1/16..8x shared memory per SM, 8 per octave), and the L2-only one at 64
+    and 256 bytes around the L2 (L2/16..4x L2, 4 per octave), for each cache's line size."""
+    configs = [{"footprint_bytes": f, "stride_bytes": 128, "flavour": flavour}
+               for flavour in ("default", "cg") for f in footprint_sweep(device)]
+    smem, l2 = device["smem_per_sm_bytes"], device["l2_bytes"]
+    for stride in LINE_STRIDES:
+        configs += [{"footprint_bytes": f, "stride_bytes": stride, "flavour": "default"}
+                    for f in geom(smem // 16, 8 * smem, per_octave=8, jitter_seed=smem + stride, align=stride)]
+    for stride in (64, 256):
+        configs += [{"footprint_bytes": f, "stride_bytes": stride, "flavour": "cg"}
+                    for f in geom(l2 // 16, 4 * l2, per_octave=4, jitter_seed=l2 + stride, align=stride)]
+    return configs
+
+
 @probe("chase.latency",
        sweeps={"quick": lambda d: {"footprint_bytes": three_footprints(d), "stride_bytes": [128],
                                    "flavour": ["default"]},
-               "full": lambda d: {"footprint_bytes": footprint_sweep(d), "stride_bytes": [128, 32],
-                                  "flavour": ["default", "cg"]}},
-       axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 8/octave",
-             "stride_bytes": "bytes between chain elements: 128 (one per line); full adds 32 (one per sector)",
+               "full": latency_configs},
+       axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 8/octave, and the "
+                                "line-size sweeps around each cache's capacity",
+             "stride_bytes": "bytes between chain elements: 128 (one per line); full adds 32, 64 and 256 around the "
+                             "L1 and 64 and 256 around the L2 (capacity counted in lines)",
              "flavour": "default (ld.global, through L1) or cg (ld.global.cg, L2 only)"},
-       quantities=("l1.latency_cycles", "l2.latency_cycles", "dram.latency_cycles", "dram.latency_ns"),
+       quantities=("l1.latency_cycles", "l1.capacity_bytes", "l1.line_bytes", "l2.latency_cycles",
+                   "l2.partition_bytes", "l2.far_plateau_cycles", "l2.far_reach_bytes", "l2.line_bytes"),
        kernels=("chase.cu",))
 def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per dependent 64-bit load over a random single-cycle chain of the given footprint."""
@@ -108,28 +133,44 @@ def chase_line(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> li
                          order="sequential")
 
 
-def page_footprints(device: dict, stride_bytes: int) -> list[int]:
-    """Chains of 2 to ``total memory / 4`` bytes at one element per page-sized stride, 4 per octave."""
+def page_footprints(device: dict, stride_bytes: int, per_octave: int = 4) -> list[int]:
+    """Chains of 2 to ``total memory / 4`` bytes at one element per ``stride_bytes`` block."""
     top = device["total_memory_bytes"] // 4 // stride_bytes * stride_bytes
-    return sorted({f // stride_bytes * stride_bytes for f in geom(2 * stride_bytes, top, per_octave=4)})
+    return sorted({f // stride_bytes * stride_bytes for f in geom(2 * stride_bytes, top, per_octave=per_octave)})
 
 
-PAGE_STRIDE = 2 << 20  # the page size of large cudaMalloc allocations
+#: The block one chain element sits in (at a random sector of it): 2 MiB, the page of large cudaMalloc
+#: allocations by the driver's documentation.  The sweep measures the page instead of trusting it: the
+#: footprint where a TLB level overflows is (entries) x max(page, stride), so the knee stays put at strides
+#: below the page and moves with the stride above it.
+PAGE_STRIDE = 2 << 20
+PAGE_STRIDES = (PAGE_STRIDE // 4, PAGE_STRIDE // 2, 2 * PAGE_STRIDE, 4 * PAGE_STRIDE)
+
+
+def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
+    """One element per 2 MiB block, 4 footprints per octave (quick: 2), and in ``full`` the same chase at
+    block strides of 1/4, 1/2, 2 and 4 pages, 2 per octave, to measure the page."""
+    configs = [{"footprint_bytes": f, "stride_bytes": PAGE_STRIDE, "flavour": "cg"}
+               for f in page_footprints(device, PAGE_STRIDE, 2 if quick else 4)]
+    if not quick:
+        configs += [{"footprint_bytes": f, "stride_bytes": s, "flavour": "cg"} for s in PAGE_STRIDES
+                    for f in page_footprints(device, s, 2) if f >= 32 * PAGE_STRIDE]
+    return configs
 
 
 @probe("chase.tlb",
-       sweeps={"quick": lambda d: {"footprint_bytes": page_footprints(d, PAGE_STRIDE)[::2],
-                                   "stride_bytes": [PAGE_STRIDE], "flavour": ["cg"]},
-               "full": lambda d: {"footprint_bytes": page_footprints(d, PAGE_STRIDE),
-                                  "stride_bytes": [PAGE_STRIDE], "flavour": ["cg"]}},
-       axes={"footprint_bytes": "2 pages .. total memory / 4, 4 per octave (quick: 2 per octave)",
-             "stride_bytes": "one chain element per 2 MiB page",
+       sweeps={"quick": lambda d: tlb_configs(d, quick=True), "full": tlb_configs},
+       axes={"footprint_bytes": "2 blocks .. total memory / 4, 4 per octave at 2 MiB blocks (quick: 2), 2 per "
+                                "octave from 64 MiB at the other block sizes",
+             "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
+                             "0.5, 1, 4 and 8 MiB blocks (the page size from how the knee moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
-       quantities=("tlb.level1_reach_bytes", "tlb.level1_miss_cycles", "tlb.level2_reach_bytes",
-                   "tlb.level2_miss_cycles", "tlb.reach_lower_bound_bytes"), kernels=("chase.cu",))
+       quantities=("tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "tlb.l2.miss_cycles",
+                   "tlb.reach_lower_bound_bytes", "tlb.page_bytes"), kernels=("chase.cu",))
 def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
-    """Cycles per load with one chain element per page: the lines touched fit in L2 at every footprint,
-    so latency steps only where the pages touched outgrow a TLB's reach, by that TLB's miss penalty."""
+    """Cycles per load with one chain element per large block: the lines touched fit in L2 at every
+    footprint, so latency steps only where the pages touched outgrow a TLB's reach, by that TLB's miss
+    penalty.  Each element sits at a random sector of its block, so no two share a set by their low bits."""
     return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
 
 
@@ -190,14 +231,17 @@ def chain_order(rng: np.random.Generator, elements: int) -> np.ndarray:
     return rng.permutation(elements).astype(np.int64)
 
 
-def fill_chain(words, order, stride_bytes: int, base: int) -> None:
+def fill_chain(words, order, stride_bytes: int, base: int, offsets=None) -> None:
     """Write the chain into ``words`` (uint64, numpy or cupy): element ``order[i]`` holds the address of
     element ``order[i+1]``, and the last holds the first's, so the chain is one cycle through all of them.
-    Addresses are ``base`` plus byte offsets; other words are left alone."""
+    Element ``order[i]`` sits at byte ``order[i] * stride_bytes + offsets[i]`` (``offsets``: 8-byte multiples
+    below the stride, parallel to ``order``; none: every element at the start of its block).  Addresses are
+    ``base`` plus byte offsets; other words are left alone."""
     xp = _array_module(words)
-    stride_words = stride_bytes // 8
-    nxt = xp.roll(order, -1).astype(xp.uint64)
-    words[order * stride_words] = xp.uint64(base) + nxt * xp.uint64(stride_bytes)
+    at = order.astype(xp.uint64) * xp.uint64(stride_bytes)
+    if offsets is not None:
+        at = at + xp.asarray(offsets).astype(xp.uint64)
+    words[(at // xp.uint64(8)).astype(xp.int64)] = xp.uint64(base) + xp.roll(at, -1)
 
 
 def _array_module(array):
@@ -208,9 +252,10 @@ def _array_module(array):
     return cupy.get_array_module(array)
 
 
-def expected_address(order: np.ndarray, steps: int, stride_bytes: int, base: int) -> int:
+def expected_address(order: np.ndarray, steps: int, stride_bytes: int, base: int, offsets=None) -> int:
     """Where a chase that started at ``order[0]`` must be after ``steps`` steps: the sink it must report."""
-    return base + int(order[steps % len(order)]) * stride_bytes
+    k = steps % len(order)
+    return base + int(order[k]) * stride_bytes + (0 if offsets is None else int(offsets[k]))
 
 
 def steps_for(seconds_per_step: float) -> int:
@@ -220,65 +265,157 @@ def steps_for(seconds_per_step: float) -> int:
     return int(math.ceil(steps / UNROLL) * UNROLL)
 
 
-def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "random"):
-    """The chain of ``footprint_bytes`` on the GPU, every line touched by the whole grid so it starts in L2
-    with its pages mapped: ``(words, base address, visiting order)``.  ``order`` is ``random`` (a random
-    single cycle) or ``sequential`` (address order, then wrap)."""
-    import cupy
-
-    from probes.cuda import kernel
-
-    if footprint_bytes < 2 * stride_bytes or stride_bytes % 8:
-        raise ValueError(f"footprint_bytes={footprint_bytes} must hold two elements of stride_bytes="
-                         f"{stride_bytes}, a multiple of 8")
-    elements = footprint_bytes // stride_bytes
-    words = cupy.zeros(elements * stride_bytes // 8, dtype=cupy.uint64)
-    base = words.data.ptr
-    order_host = (chain_order(ctx.rng(footprint_bytes, stride_bytes), elements) if order == "random"
-                  else np.arange(elements, dtype=np.int64))
-    fill_chain(words, cupy.asarray(order_host), stride_bytes, base)
-    sink = cupy.zeros(1, dtype=cupy.uint64)
-    kernel("chase.cu", "touch")((ctx.device["sm_count"] * 4,), (256,),
-                                (words, np.int64(words.size), np.int64(stride_bytes // 8), sink))
-    return words, base, order_host
-
-
 class ChainWalker:
     """Launches that continue one chain where the last stopped, each checked against the chain: after ``k``
     steps in all, the kernel's final address (its sink) must be the ``k``-th element of the cycle."""
 
-    def __init__(self, order_host: np.ndarray, stride_bytes: int, base: int, footprint_bytes: int):
+    def __init__(self, order_host: np.ndarray, stride_bytes: int, base: int, footprint_bytes: int,
+                 offsets: np.ndarray | None = None):
         self.order, self.stride, self.base, self.footprint = order_host, stride_bytes, base, footprint_bytes
+        self.offsets = offsets
         self.position = 0
 
     def start(self) -> int:
-        return self.base + int(self.order[self.position % len(self.order)]) * self.stride
+        return expected_address(self.order, self.position, self.stride, self.base, self.offsets)
 
     def advance(self, steps: int, sink: int) -> None:
         self.position += steps
-        expected = expected_address(self.order, self.position, self.stride, self.base)
+        expected = expected_address(self.order, self.position, self.stride, self.base, self.offsets)
         if sink != expected:
             raise RuntimeError(f"chase sink mismatch at footprint {self.footprint} B: the kernel ended at "
                                f"{sink:#x}, the chain says {expected:#x} after {self.position} steps")
 
 
+SECTOR_ALIGN = 32  # bytes: chain elements sit at random multiples of this inside their stride-sized block
+
+
+def element_offsets(rng: np.random.Generator, count: int, stride_bytes: int) -> np.ndarray:
+    """A random 32-byte-aligned offset inside each element's ``stride_bytes`` block: the elements' addresses
+    then share no low bits, so a power-of-two stride cannot alias a cache's or TLB's sets, while each element
+    still lies in one sector of one line of its own block."""
+    if stride_bytes <= SECTOR_ALIGN:
+        return np.zeros(count, dtype=np.int64)
+    return rng.integers(0, stride_bytes // SECTOR_ALIGN, count, dtype=np.int64) * SECTOR_ALIGN
+
+
+#: Elements of a cold path (chase.miss): more than any measurement of one config visits, so none is revisited.
+PATH_ELEMENTS = 1 << 18
+
+
+def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "random"):
+    """The chain over ``footprint_bytes`` on the GPU, written by a kernel so its lines start in L2:
+    ``(words, ChainWalker)``.  ``order``: ``random`` (a random single cycle through every element, each at a
+    random sector of its block), ``sequential`` (address order at the block starts, then wrap), or ``path``
+    (a random cycle through ``PATH_ELEMENTS`` distinct elements drawn from the footprint, at random sectors:
+    a walk shorter than the path never returns to a line it has loaded)."""
+    import cupy
+
+    if footprint_bytes < 2 * stride_bytes or stride_bytes % 8:
+        raise ValueError(f"footprint_bytes={footprint_bytes} must hold two elements of stride_bytes="
+                         f"{stride_bytes}, a multiple of 8")
+    elements = footprint_bytes // stride_bytes
+    rng = ctx.rng(footprint_bytes, stride_bytes)
+    words = cupy.zeros(elements * stride_bytes // 8, dtype=cupy.uint64)
+    base = words.data.ptr
+    offsets = None
+    if order == "sequential":
+        order_host = np.arange(elements, dtype=np.int64)
+    elif order == "random":
+        order_host = chain_order(rng, elements)
+        offsets = element_offsets(rng, elements, stride_bytes)
+    elif order == "path":
+        order_host = rng.choice(elements, min(PATH_ELEMENTS, elements), replace=False).astype(np.int64)
+        offsets = element_offsets(rng, order_host.size, stride_bytes)
+    else:
+        raise ValueError(f"unknown chain order {order!r}")
+    fill_chain(words, cupy.asarray(order_host), stride_bytes, base,
+               None if offsets is None else cupy.asarray(offsets))
+    return words, ChainWalker(order_host, stride_bytes, base, footprint_bytes, offsets)
+
+
+_FLUSH: dict = {}
+
+
+def flush_l2(device: dict) -> None:
+    """Evict the L2: read a buffer of 4x its capacity twice, so the lines it then holds are that buffer's,
+    clean (no write-back of a chain's dirty lines lands in a timed walk)."""
+    import cupy
+
+    size = 4 * device["l2_bytes"] // 8
+    scratch = _FLUSH.get(size)
+    if scratch is None:
+        scratch = _FLUSH.setdefault(size, cupy.ones(size, dtype=cupy.uint64))
+    for _ in range(2):
+        if int(scratch.sum()) != size:
+            raise RuntimeError("L2 flush buffer lost its contents")
+
+
+def warm_steps(device: dict, footprint_bytes: int, elements: int) -> int:
+    """Untimed steps at the start of every launch: a whole pass over a chain that may fit in L1 (the L1
+    starts every launch empty, so without it each sample would hold one cold pass through the L2), none for
+    larger chains, which the L2 keeps from launch to launch."""
+    if footprint_bytes <= 2 * device["smem_per_sm_bytes"] and elements <= MAX_WARM_STEPS:
+        return elements
+    return 0
+
+
 def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str,
                   order: str = "random") -> list[Sample]:
     """Build the chain on the GPU, warm it, then time launches of ``launch(start, warm, steps) -> out``
-    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain."""
-    words, base, order_host = chain_on_gpu(ctx, footprint_bytes, stride_bytes, order)
-    walker = ChainWalker(order_host, stride_bytes, base, footprint_bytes)
+    until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain.
+
+    A ``path`` chain is measured cold: the L2 is flushed after the chain is written, there is no warm walk,
+    and the steps per launch are capped so that the whole measurement never revisits an element: every
+    access misses the L2."""
+    words, walker = chain_on_gpu(ctx, footprint_bytes, stride_bytes, order)
+    elements = len(walker.order)
+    budget = ctx.budget
+    if order == "path":
+        flush_l2(ctx.device)
+        warm, budget = 0, dataclasses.replace(budget, warmup_s=0.0)
+    else:
+        warm = warm_steps(ctx.device, footprint_bytes, elements)
 
     def run(warm: int, steps: int) -> np.ndarray:
         out = launch(walker.start(), warm, steps)
         walker.advance(warm + steps, int(out[2]))
         return out
 
-    first = run(min(len(order_host), MAX_WARM_STEPS), CALIBRATION_STEPS)
+    first = run(warm if order == "path" else max(warm, min(elements, MAX_WARM_STEPS)), CALIBRATION_STEPS)
     steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+    if order == "path":  # calibration + one warm-up launch + every repeat stay inside the path
+        room = (elements - walker.position) // (budget.max_repeats + 1)
+        steps = min(steps, max(UNROLL, room // UNROLL * UNROLL))
 
-    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, timer),
-                               "latency", ctx.budget)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(warm, steps), steps, repeat, timer),
+                               "latency", budget)
+
+
+def miss_footprints(device: dict, per_octave: int = 2) -> list[int]:
+    """2x the L2 up to 128x (capped by a quarter of memory), ``per_octave`` per doubling: where every access
+    of a cold path misses the L2, inside and past the TLBs' reach."""
+    top = min(128 * device["l2_bytes"], device["total_memory_bytes"] // 4)
+    return geom(2 * device["l2_bytes"], top, per_octave=per_octave, align=128)
+
+
+@probe("chase.miss",
+       sweeps={"quick": lambda d: {"footprint_bytes": miss_footprints(d)[:1], "stride_bytes": [128],
+                                   "flavour": ["default"]},
+               "full": lambda d: {"footprint_bytes": miss_footprints(d), "stride_bytes": [128],
+                                  "flavour": ["default", "cg"]}},
+       axes={"footprint_bytes": "2x..128x the L2 (2 per octave; quick: 2x the L2): the span the path's elements "
+                                "are drawn from",
+             "stride_bytes": "one element per 128-byte block, at a random sector of it",
+             "flavour": "default (ld.global, the plain load) or cg (ld.global.cg, L2 only)"},
+       quantities=("dram.latency_cycles", "dram.latency_ns", "dram.latency_tlb_miss_cycles",
+                   "dram.latency_tlb_miss_ns", "dram.latency_cg_cycles"),
+       kernels=("chase.cu",))
+def chase_miss(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
+    """Cycles per dependent load that misses the L2: a random path through distinct lines of a footprint
+    larger than the L2, walked cold (the L2 flushed, no line visited twice), so every access goes to HBM.
+    Small footprints keep the path's pages inside the TLBs' reach; large ones add translation misses."""
+    return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64",
+                         order="path")
 
 
 #: Accesses recorded per launch of chase_cg_record (16 bits each in shared memory), launches per footprint,
@@ -288,8 +425,9 @@ RECORDED_ACCESSES, RECORD_LAUNCHES, MAX_RECORD_WARM_STEPS = 4096, 2, 1 << 19
 
 def access_footprints(device: dict, quick: bool = False) -> list[int]:
     """Chains from deep inside one L2 partition (every access a near hit) through the far partition's
-    range (far hits mixed with misses) to 4x the L2 (nearly all misses), in fractions of the L2."""
-    fractions = (1 / 8, 3 / 4, 4) if quick else (1 / 8, 5 / 8, 3 / 4, 7 / 8, 1, 4)
+    range (far hits mixed with misses) to cold paths of 2x and 4x the L2 (every access a miss), in fractions of
+    the L2."""
+    fractions = (1 / 8, 3 / 4, 2) if quick else (1 / 8, 5 / 8, 3 / 4, 7 / 8, 1, 2, 4)
     return [int(device["l2_bytes"] * f) // 128 * 128 for f in fractions]
 
 
@@ -300,22 +438,25 @@ def access_footprints(device: dict, quick: bool = False) -> list[int]:
                "full": lambda d: {"footprint_bytes": access_footprints(d), "stride_bytes": [128],
                                   "flavour": ["cg"]}},
        axes={"footprint_bytes": "L2/8 (near hits only), 5/8..1 x L2 (near, far and missing accesses mixed), "
-                                "4 x L2 (mostly misses); quick: L2/8, 3/4 x L2 and 4 x L2",
+                                "2 and 4 x L2 (cold paths: misses only); quick: L2/8, 3/4 x L2 and 2 x L2",
              "stride_bytes": "one chain element per 128-byte line",
              "flavour": "cg (ld.global.cg, L2 only)"},
-       quantities=("l2.far_latency_cycles",), kernels=("chase.cu",))
+       quantities=("l2.far_latency_cycles", "dram.near_latency_cycles", "dram.far_latency_cycles"),
+       kernels=("chase.cu",))
 def chase_access(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles of each access of one SM's L2-only chase, one by one: a chain larger than one L2 partition
     mixes near-partition hits, far-partition hits and HBM misses, and each is a cluster of its own in the
-    distribution, at a latency that does not depend on the mix (the plain chase's average does)."""
+    distribution, at a latency that does not depend on the mix (the plain chase's average does).  Chains of
+    2x the L2 and more are walked as cold paths (chase.miss's method), so their record shows whether any
+    access still hits the L2."""
     import cupy
 
     from probes.cuda import kernel
 
     if flavour != "cg":
         raise ValueError(f"chase.access records L2-only (cg) chases; got flavour {flavour!r}")
-    words, base, order_host = chain_on_gpu(ctx, footprint_bytes, stride_bytes)
-    walker = ChainWalker(order_host, stride_bytes, base, footprint_bytes)
+    cold = footprint_bytes >= 2 * ctx.device["l2_bytes"]
+    words, walker = chain_on_gpu(ctx, footprint_bytes, stride_bytes, "path" if cold else "random")
     record = kernel("chase.cu", "chase_cg_record")
     intervals = cupy.zeros(RECORDED_ACCESSES, dtype=cupy.uint16)
     out = cupy.zeros(3, dtype=cupy.uint64)
@@ -328,7 +469,10 @@ def chase_access(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> 
         walker.advance(warm + RECORDED_ACCESSES, int(result[2]))
         return result
 
-    run(min(len(order_host), MAX_RECORD_WARM_STEPS))
+    if cold:  # a cold path: every recorded access is a first visit after the flush, so a miss
+        flush_l2(ctx.device)
+    else:
+        run(min(len(walker.order), MAX_RECORD_WARM_STEPS))
     samples = []
     for repeat in range(RECORD_LAUNCHES):
         cycles, ns = (float(v) for v in run(0)[:2])

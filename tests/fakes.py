@@ -14,7 +14,10 @@ from probes.registry import all_probes
 CLOCK_HZ = 1.98e9
 LEVELS = {"smem": 29.0, "l1": 33.0, "l2": 270.0, "dram": 650.0}
 LINE_BYTES, SECTOR_BYTES = 128, 32
-TLB_REACH, TLB_MISS = 64 << 20, 120.0
+#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
+PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
+#: The L1's capacity (bytes) in LINE_BYTES lines.
+L1_BYTES = 200 << 10
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
           "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
@@ -28,8 +31,10 @@ TC_PEAK, HBM_READ = 900e12, 4.5e12
 LIBRARY_FRACTION = {"cublas": 0.8, "triton": 0.7}
 
 
-def latency_of(footprint_bytes: float) -> float:
-    if footprint_bytes <= 200 << 10:
+def latency_of(footprint_bytes: float, stride_bytes: int = LINE_BYTES) -> float:
+    """A chain with one element per stride uses one line per element when the stride is a line or more, so
+    it outgrows the L1 at a footprint of its capacity x stride / line."""
+    if footprint_bytes <= L1_BYTES * max(1, stride_bytes / LINE_BYTES):
         return LEVELS["l1"]
     return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
 
@@ -45,7 +50,16 @@ def _samples(cycles: float, seed: int) -> list:
 
 
 def _chase(ctx, footprint_bytes, stride_bytes, flavour):
-    return _samples(latency_of(footprint_bytes), footprint_bytes)
+    return _samples(latency_of(footprint_bytes, stride_bytes), footprint_bytes)
+
+
+def _translation(footprint_bytes, stride_bytes) -> float:
+    """The TLB miss cost: a chain spans footprint / max(page, stride) pages, one translation each."""
+    return TLB_MISS if footprint_bytes / max(PAGE_BYTES, stride_bytes) > TLB_REACH / PAGE_BYTES else 0.0
+
+
+def _miss(ctx, footprint_bytes, stride_bytes, flavour):
+    return _samples(LEVELS["dram"] + _translation(footprint_bytes, stride_bytes), footprint_bytes)
 
 
 #: chase.access's clusters (cycles): far-partition hits, and misses homed by the near and the far partition;
@@ -76,7 +90,7 @@ def _line(ctx, footprint_bytes, stride_bytes, flavour):
 
 
 def _tlb(ctx, footprint_bytes, stride_bytes, flavour):
-    return _samples(LEVELS["l2"] + (TLB_MISS if footprint_bytes > TLB_REACH else 0), footprint_bytes)
+    return _samples(LEVELS["l2"] + _translation(footprint_bytes, stride_bytes), footprint_bytes)
 
 
 def _smem(ctx, footprint_bytes, stride_bytes):
@@ -242,7 +256,7 @@ def _dpx(ctx, op, impl):
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
-         "chase.access": _access,
+         "chase.access": _access, "chase.miss": _miss,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,

@@ -8,7 +8,7 @@ from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
-from fakes import DEVICE, LEVELS, LINE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
+from fakes import DEVICE, LEVELS, LINE_BYTES, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
 from probes import runner
 
 
@@ -35,8 +35,21 @@ def test_a_run_writes_the_contract(tmp_path):
     assert values["dram.latency_ns"] == pytest.approx(LEVELS["dram"] / 1.98e9, rel=0.01)
     assert values["smem.latency_cycles"] == pytest.approx(LEVELS["smem"], rel=0.01)
     assert values["l1.line_bytes"] == LINE_BYTES and values["mem.sector_bytes"] == SECTOR_BYTES
-    assert values["tlb.level1_reach_bytes"] == pytest.approx(TLB_REACH, rel=0.2)
-    assert values["tlb.level1_miss_cycles"] == pytest.approx(TLB_MISS, rel=0.05)
+    assert values["tlb.l1.reach_bytes"] == pytest.approx(TLB_REACH, rel=0.2)
+    assert values["tlb.l1.miss_cycles"] == pytest.approx(TLB_MISS, rel=0.05)
+
+
+def test_full_translation_sweeps_find_the_page_and_both_hbm_latencies(tmp_path):
+    """chase.tlb at several block sizes gives the page; chase.miss past the TLB's reach gives the latency with
+    translation misses beside the plain miss latency."""
+    probes = [p for p in simulated_probes() if p.id in ("chase.tlb", "chase.miss")]
+    run, meta = runner.new_run(tmp_path, DEVICE, {"python": "3"}, probes, "full", {}, 0, ["gpuatlas", "run"])
+    runner.execute(run, meta, probes, isolate=False)
+    values = run.read_derived().set_index("quantity")["value"]
+    assert values["tlb.page_bytes"] == PAGE_BYTES
+    assert values["tlb.l1.reach_bytes"] == pytest.approx(TLB_REACH, rel=0.2)
+    assert values["dram.latency_cycles"] == pytest.approx(LEVELS["dram"], rel=0.01)
+    assert values["dram.latency_tlb_miss_cycles"] == pytest.approx(LEVELS["dram"] + TLB_MISS, rel=0.01)
 
 
 def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):

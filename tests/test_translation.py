@@ -1,0 +1,150 @@
+"""TLB levels, the page size and the cold HBM chase, on synthetic data and fake launches (no GPU)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.latency import last_octave_slope, tlb_rows
+from analysis.plateaus import MIN_STEP, fit_staircase
+from probes import chase
+
+PAGE = 2 << 20
+
+
+def staircase(steps: dict, stride=PAGE, noise=0.5, jitter=0.3, seed=0, lo=4 << 20, hi=32 << 30, per_octave=4):
+    """Page-stride chase samples: 280 cycles plus each step past its reach (in pages x max(page, stride)),
+    seven samples per footprint with per-sample noise and a per-footprint offset (the near/far L2 mix)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for f in np.unique(np.geomspace(lo, hi, int(np.log2(hi / lo) * per_octave) + 1).astype(np.int64) // stride
+                       * stride):
+        level = 280.0 + sum(add for pages, add in steps.items() if f / max(PAGE, stride) > pages)
+        offset = rng.normal(0, jitter)
+        rows += [dict(probe="chase.tlb", metric="latency", flag="", flavour="cg", stride_bytes=stride,
+                      footprint_bytes=int(f), value=level + offset + rng.normal(0, noise)) for _ in range(7)]
+    return pd.DataFrame(rows)
+
+
+def values(rows):
+    return {r["quantity"]: r["value"] for r in rows}
+
+
+def test_a_two_cycle_step_is_found_over_the_noise():
+    found = values(tlb_rows(staircase({256: 2.0})))
+    assert found["tlb.l1.miss_cycles"] == pytest.approx(2.0, abs=0.6)
+    assert np.log2(found["tlb.l1.reach_bytes"] / (256 * PAGE)) == pytest.approx(0, abs=0.3)
+
+
+def test_the_default_step_would_merge_it_away():
+    """The 5% minimum step of the memory-level fit cannot see a 2-cycle TLB step (0.7% of 280)."""
+    frame = staircase({256: 2.0})
+    assert len(fit_staircase(frame["footprint_bytes"], frame["value"], min_step=MIN_STEP).plateaus) == 1
+
+
+def test_no_step_gives_a_lower_bound_not_a_level():
+    for seed in range(5):
+        found = values(tlb_rows(staircase({}, seed=seed)))
+        assert set(found) == {"tlb.reach_lower_bound_bytes"}, seed
+
+
+def test_two_levels_are_both_reported():
+    found = values(tlb_rows(staircase({16: 4.0, 1024: 30.0}, lo=2 * PAGE)))
+    assert found["tlb.l1.miss_cycles"] == pytest.approx(4.0, abs=1.0)
+    assert found["tlb.l2.miss_cycles"] == pytest.approx(30.0, abs=1.5)
+    assert np.log2(found["tlb.l2.reach_bytes"] / (1024 * PAGE)) == pytest.approx(0, abs=0.3)
+
+
+def test_the_page_is_the_largest_block_whose_knee_stays_put():
+    frames = [staircase({256: 9.0})] + [staircase({256: 9.0}, stride=s, per_octave=2, lo=64 << 20, seed=i + 1)
+                                         for i, s in enumerate(chase.PAGE_STRIDES)]
+    found = values(tlb_rows(pd.concat(frames, ignore_index=True)))
+    assert found["tlb.page_bytes"] == PAGE
+
+
+def test_a_page_of_four_blocks_is_told_from_a_page_of_one():
+    """Negative control: when the knee does not move until 8 MiB blocks, the page is 4 MiB, not 2."""
+    def big_page(stride, **kw):
+        frame = staircase({}, stride=stride, **kw)
+        pages = frame["footprint_bytes"] / np.maximum(2 * PAGE, stride)
+        frame.loc[pages > 128, "value"] += 9.0
+        return frame
+
+    frames = [big_page(PAGE)] + [big_page(s, per_octave=2, lo=64 << 20, seed=i + 1)
+                                  for i, s in enumerate(chase.PAGE_STRIDES)]
+    assert values(tlb_rows(pd.concat(frames, ignore_index=True)))["tlb.page_bytes"] == 2 * PAGE
+
+
+def test_last_octave_slope():
+    f = np.geomspace(1 << 27, 1 << 33, 13)
+    flat = pd.DataFrame({"footprint_bytes": f, "value": 650.0})
+    rising = pd.DataFrame({"footprint_bytes": f, "value": 650.0 * (f / f[0]) ** np.log2(1.03)})
+    assert abs(last_octave_slope(flat)) < 1e-9
+    assert last_octave_slope(rising) == pytest.approx(0.03, rel=1e-6)
+
+
+def test_element_offsets_break_power_of_two_aliasing():
+    rng = np.random.default_rng(0)
+    offsets = chase.element_offsets(rng, 4096, PAGE)
+    assert (offsets % chase.SECTOR_ALIGN == 0).all() and offsets.min() >= 0 and offsets.max() < PAGE
+    assert len(np.unique(offsets // 128 % 64)) == 64, "the line-in-page bits take every value"
+    assert (chase.element_offsets(rng, 10, 32) == 0).all()
+
+
+def test_fill_chain_with_offsets_is_one_cycle():
+    rng = np.random.default_rng(1)
+    order = chase.chain_order(rng, 64)
+    offsets = chase.element_offsets(rng, 64, 256)
+    words = np.zeros(64 * 256 // 8, dtype=np.uint64)
+    chase.fill_chain(words, order, 256, 4096, offsets)
+    p, seen = chase.expected_address(order, 0, 256, 4096, offsets), []
+    for _ in range(64):
+        seen.append(p)
+        p = int(words[(p - 4096) // 8])
+    assert p == seen[0] and len(set(seen)) == 64
+    assert seen[5] == chase.expected_address(order, 5, 256, 4096, offsets)
+
+
+def test_warm_walk_only_for_chains_that_may_fit_in_l1():
+    device = {"smem_per_sm_bytes": 228 << 10}
+    assert chase.warm_steps(device, 64 << 10, 512) == 512
+    assert chase.warm_steps(device, 64 << 20, 1 << 19) == 0
+
+
+class _FakeLaunch:
+    """A launch that follows a host copy of the chain, counting the addresses it loads."""
+
+    def __init__(self, words, base):
+        self.words, self.base, self.loaded = words, base, []
+        self.cycles_per_step = 600.0
+
+    def __call__(self, start, warm, steps):
+        p = start
+        for _ in range(warm + steps):
+            self.loaded.append(p)
+            p = int(self.words[(p - self.base) // 8])
+        return np.array([self.cycles_per_step * steps, self.cycles_per_step * steps / 1.98, p], dtype=np.uint64)
+
+
+def test_a_cold_path_is_never_revisited(monkeypatch):
+    """chase.miss's measurement visits each element of its path at most once, so every access can miss."""
+    from probes.harness import Budget, Context
+
+    made = {}
+
+    def chain_on_host(ctx, footprint_bytes, stride_bytes, order="random"):
+        rng = ctx.rng(footprint_bytes, stride_bytes)
+        elements = footprint_bytes // stride_bytes
+        visit = rng.choice(elements, 4096, replace=False)
+        offsets = chase.element_offsets(rng, visit.size, stride_bytes)
+        words = np.zeros(elements * stride_bytes // 8, dtype=np.uint64)
+        chase.fill_chain(words, visit, stride_bytes, 1 << 20, offsets)
+        made["launch"] = _FakeLaunch(words, 1 << 20)
+        return words, chase.ChainWalker(visit, stride_bytes, 1 << 20, footprint_bytes, offsets)
+
+    monkeypatch.setattr(chase, "chain_on_gpu", chain_on_host)
+    monkeypatch.setattr(chase, "flush_l2", lambda device: None)
+    ctx = Context(device={"l2_bytes": 1 << 20, "smem_per_sm_bytes": 1 << 16, "sm_clock_max_hz": 2e9},
+                  budget=Budget(min_repeats=5, max_repeats=9, time_s=10))
+    samples = chase.measure_chase(ctx, 8 << 20, 128, lambda *a: made["launch"](*a), "clock64", order="path")
+    loaded = made["launch"].loaded
+    assert len(loaded) == len(set(loaded)), "an element was loaded twice"
+    assert sum(s.metric == "latency" for s in samples) >= 5
