@@ -110,6 +110,7 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
     rows += _access_rows(measurements, device)
     rows += _cold_miss_rows(measurements, device)
+    rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
     rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
@@ -121,9 +122,15 @@ def _l1_rows(frame) -> list[dict]:
     first = fit.plateaus[0]
     in_l1 = [i for i, p in enumerate(fit.plateaus) if p.latency < SAME_LEVEL * first.latency]
     method = "staircase fit of the through-L1 chase (plateau levels: bootstrap 95% CI)"
-    rows = [derived_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
-                 f"plateaus: {_plateau_text(fit)}")]
     last = in_l1[-1]
+    flat = ""
+    if last < len(fit.knees_bytes):
+        medians = frame.groupby("footprint_bytes")["value"].median()
+        medians = medians[medians.index <= 0.75 * fit.knees_bytes[last]]
+        flat = (f"; medians from {fmt_bytes(medians.index.min())} to 3/4 of the capacity span "
+                f"{medians.min():.2f}..{medians.max():.2f} cycles ({medians.max() / medians.min() - 1:.2%})")
+    rows = [derived_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
+                 f"plateaus: {_plateau_text(fit)}{flat}")]
     if last < len(fit.knees_bytes):
         lo, hi = fit.knee_ci[last]
         rows.append(derived_row("l1.capacity_bytes", fit.knees_bytes[last], lo, hi,
@@ -227,18 +234,26 @@ def tlb_rows(frame) -> list[dict]:
         rows.append(derived_row(f"tlb.l{level}.miss_cycles", hi_level.latency - lo_level.latency,
                                 hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
                                 "step between adjacent plateaus of the 2 MiB-block chase", TLB_PROBE))
-    page = page_size(frame, fit.knees_bytes[0])
+    page, knees = page_size(frame, fit.knees_bytes[0])
     if page is not None:
         rows.append(page)
+    elif len(knees) > 2:
+        rows[0]["note"] += ("; the first knee stays put for blocks up to " + fmt_bytes(max(knees))
+                            + ": one entry covers at least that span (" + _knee_text(knees) + ")")
     return rows
 
 
-def page_size(frame, knee_main: float) -> dict | None:
+def _knee_text(knees: dict) -> str:
+    return ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in sorted(knees))
+
+
+def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
     """The page: the footprint where the first TLB level overflows is entries x max(page, block), so the
     knee stays at the 2 MiB-block knee for blocks up to the page and grows with the block beyond it.  The
-    page is the largest block whose knee is within half an octave of the smallest blocks'."""
+    page is the largest block whose knee is within half an octave of the smallest blocks'.  Returns the row
+    (None when no block's knee moved) and the knee of each block size."""
     if "stride_bytes" not in frame:
-        return None
+        return None, {}
     knees = {PAGE_STRIDE: knee_main}
     for stride, part in frame[frame["stride_bytes"] != PAGE_STRIDE].groupby("stride_bytes"):
         if part["footprint_bytes"].nunique() < 8:
@@ -247,18 +262,17 @@ def page_size(frame, knee_main: float) -> dict | None:
         if fit.knees_bytes:
             knees[int(stride)] = fit.knees_bytes[0]
     if len(knees) < 3:
-        return None
+        return None, knees
     strides = sorted(knees)
     base = knees[strides[0]]
     same = [s for s in strides if abs(np.log2(knees[s] / base)) < 0.5]
     grows = [s for s in strides if s > same[-1]]
     if not grows or same != strides[:len(same)]:
-        return None
+        return None, knees
     page = same[-1]
-    text = ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in strides)
     return derived_row("tlb.page_bytes", page, page, page,
                        "largest block size whose first TLB knee stays with the smaller blocks' (the knee is "
-                       "entries x max(page, block))", TLB_PROBE, f"first knees: {text}")
+                       "entries x max(page, block))", TLB_PROBE, f"first knees: {_knee_text(knees)}"), knees
 
 
 #: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
@@ -445,8 +459,30 @@ def _miss_cross_checks(measurements, device) -> list[str]:
                    f"{np.mean(cold.to_numpy() < edge):.2%} of {cold.size}")
         out.append(f"access clusters' mean miss {np.mean(misses) - bands['offset']:.0f} cycles (L2-only, "
                    "recording cost taken off)")
+    warm = select(measurements, CUPY_PROBE, "latency", flavour="default", stride_bytes=128)
+    warm = warm[warm["footprint_bytes"] >= 2 * device["l2_bytes"]]
+    if not warm.empty:
+        out.append(f"the warm staircase (chain just written, walked in part, so partly L2-resident) reads "
+                   f"{warm['value'].median():.0f} cycles at {fmt_bytes(warm['footprint_bytes'].min())}.."
+                   f"{fmt_bytes(warm['footprint_bytes'].max())}")
     line = select(measurements, "chase.line", "latency", flavour="cg")
     if line["stride_bytes"].nunique() >= 3:
         fit = fit_line_size(line["stride_bytes"], line["value"])
         out.append(f"address-order line chase past the L2: {fit['miss']:.0f} cycles (L2-only)")
     return out
+
+
+def _every_sm_rows(frame, device) -> list[dict]:
+    """The L2's capacity as every SM uses it: the knee before the miss plateau of the chase run from every SM
+    at once (both partitions), beside the driver's size."""
+    if frame["footprint_bytes"].nunique() < DENSE_FOOTPRINTS:
+        return []
+    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
+    if len(fit.plateaus) < 2:
+        return []
+    knee, (lo, hi) = fit.knees_bytes[-1], fit.knee_ci[-1]
+    return [derived_row("l2.capacity_chase_bytes", knee, lo, hi,
+                        "knee before the miss plateau of an L2-only chase run from every SM at once, each SM walking "
+                        "its own stretch of one random cycle (bootstrap 95% CI)", "chase.every_sm",
+                        f"plateaus: {_plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
+                        f"{fmt_bytes(device['l2_bytes'])}")]

@@ -18,6 +18,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                         "plateau: far-partition hits mixed with misses, an average of both"),
     "l2.capacity_bytes": ("B", "L2 capacity C of a miss model fitted to every SM's read bandwidth (a footprint F "
                                "keeps min(1, C/F) of itself resident)"),
+    "l2.capacity_chase_bytes": ("B", "L2 capacity as the knee of an L2-only pointer chase run from every SM at once "
+                                     "(both partitions): the capacity a chase over the whole GPU can use"),
     "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
     "l2.far_reach_bytes": ("B", "footprint where one SM's dependent chase turns from far-partition L2 hits to HBM "
                                 "misses: the L2 as one SM sees it"),

@@ -48,6 +48,13 @@ extern "C" __global__ void chase_cg(unsigned long long start, long long warm_ste
     chase<1>(start, warm_steps, steps, out);
 }
 
+// The L2-only chase from every SM at once: one thread of block b follows the chain from starts[b], so the
+// chain's lines are read through both L2 partitions as every SM sees them.  out[3b..3b+2] as above.
+extern "C" __global__ void chase_cg_every_sm(const unsigned long long* starts, long long warm_steps,
+                                             long long steps, unsigned long long* out) {
+    if (threadIdx.x == 0) chase<1>(starts[blockIdx.x], warm_steps, steps, out + 3 * blockIdx.x);
+}
+
 // Per-access latency of the L2-only chase: the same dependent chain, but after each load the thread stores
 // the loaded address to shared memory (STS must wait for the load) and then reads %clock, so consecutive
 // clock reads bracket exactly one load.  The interval per access (load latency plus the constant cost of
@@ -89,6 +96,20 @@ extern "C" __global__ void chase_cg_record(unsigned long long start, long long w
     out[1] = t1 - t0;
     out[2] = p;
 }
+
+// Read every 32-byte sector of a buffer from the whole grid, so a chain no larger than the L2 starts resident
+// in L2 (a chain written 8 bytes at a time holds partial sectors a load does not hit), without one thread
+// walking the chain to get there.
+extern "C" __global__ void touch(const unsigned long long* buf, long long words, long long stride_words,
+                                 unsigned long long* sink) {
+    unsigned long long acc = 0;
+    for (long long i = (long long)(blockIdx.x * blockDim.x + threadIdx.x) * stride_words; i < words;
+         i += (long long)gridDim.x * blockDim.x * stride_words) {
+        acc ^= buf[i];
+    }
+    if (acc == 0x5a5a5a5a5a5a5a5aull) *sink = acc;  // never true for a chain of addresses; keeps the loads
+}
+
 
 // Shared-memory chase: the chain of 32-bit shared-window addresses is built in dynamic shared memory from
 // next_index (element i is followed by element next_index[i]), then one thread follows it with

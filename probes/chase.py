@@ -144,12 +144,13 @@ def page_footprints(device: dict, stride_bytes: int, per_octave: int = 4) -> lis
 #: footprint where a TLB level overflows is (entries) x max(page, stride), so the knee stays put at strides
 #: below the page and moves with the stride above it.
 PAGE_STRIDE = 2 << 20
-PAGE_STRIDES = (PAGE_STRIDE // 4, PAGE_STRIDE // 2, 2 * PAGE_STRIDE, 4 * PAGE_STRIDE)
+PAGE_STRIDES = (PAGE_STRIDE // 4, PAGE_STRIDE // 2, 2 * PAGE_STRIDE, 4 * PAGE_STRIDE, 8 * PAGE_STRIDE,
+                16 * PAGE_STRIDE, 64 * PAGE_STRIDE)
 
 
 def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
     """One element per 2 MiB block, 4 footprints per octave (quick: 2), and in ``full`` the same chase at
-    block strides of 1/4, 1/2, 2 and 4 pages, 2 per octave, to measure the page."""
+    block strides of 1/4 to 64 pages, 2 per octave, to measure the span one TLB entry covers."""
     configs = [{"footprint_bytes": f, "stride_bytes": PAGE_STRIDE, "flavour": "cg"}
                for f in page_footprints(device, PAGE_STRIDE, 2 if quick else 4)]
     if not quick:
@@ -163,7 +164,7 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
        axes={"footprint_bytes": "2 blocks .. total memory / 4, 4 per octave at 2 MiB blocks (quick: 2), 2 per "
                                 "octave from 64 MiB at the other block sizes",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
-                             "0.5, 1, 4 and 8 MiB blocks (the page size from how the knee moves)",
+                             "0.5 MiB..128 MiB blocks (the page size from how the knee moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
        quantities=("tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "tlb.l2.miss_cycles",
                    "tlb.reach_lower_bound_bytes", "tlb.page_bytes"), kernels=("chase.cu",))
@@ -303,12 +304,15 @@ PATH_ELEMENTS = 1 << 18
 
 
 def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "random"):
-    """The chain over ``footprint_bytes`` on the GPU, written by a kernel so its lines start in L2:
-    ``(words, ChainWalker)``.  ``order``: ``random`` (a random single cycle through every element, each at a
+    """The chain over ``footprint_bytes`` on the GPU: ``(words, ChainWalker)``.  A chain no larger than the L2
+    is then read sector by sector from the whole grid, so it starts resident in the L2; a larger one is not
+    (a chase visits a small part of it per sample, and lines left resident would make those visits hits).  ``order``: ``random`` (a random single cycle through every element, each at a
     random sector of its block), ``sequential`` (address order at the block starts, then wrap), or ``path``
     (a random cycle through ``PATH_ELEMENTS`` distinct elements drawn from the footprint, at random sectors:
     a walk shorter than the path never returns to a line it has loaded)."""
     import cupy
+
+    from probes.cuda import kernel
 
     if footprint_bytes < 2 * stride_bytes or stride_bytes % 8:
         raise ValueError(f"footprint_bytes={footprint_bytes} must hold two elements of stride_bytes="
@@ -330,6 +334,10 @@ def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "ran
         raise ValueError(f"unknown chain order {order!r}")
     fill_chain(words, cupy.asarray(order_host), stride_bytes, base,
                None if offsets is None else cupy.asarray(offsets))
+    if order != "path" and footprint_bytes <= ctx.device["l2_bytes"]:
+        sink = cupy.zeros(1, dtype=cupy.uint64)
+        kernel("chase.cu", "touch")((ctx.device["sm_count"] * 4,), (256,),
+                                    (words, np.int64(words.size), np.int64(SECTOR_ALIGN // 8), sink))
     return words, ChainWalker(order_host, stride_bytes, base, footprint_bytes, offsets)
 
 
@@ -416,6 +424,59 @@ def chase_miss(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> li
     Small footprints keep the path's pages inside the TLBs' reach; large ones add translation misses."""
     return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64",
                          order="path")
+
+
+def every_sm_footprints(device: dict) -> list[int]:
+    """L2/4 to 4x the L2, 8 jittered points per octave."""
+    return geom(device["l2_bytes"] // 4, 4 * device["l2_bytes"], per_octave=8, jitter_seed=device["sm_count"],
+                align=128)
+
+
+@probe("chase.every_sm",
+       sweeps={"quick": lambda d: {"footprint_bytes": every_sm_footprints(d)[::8], "stride_bytes": [128]},
+               "full": lambda d: {"footprint_bytes": every_sm_footprints(d), "stride_bytes": [128]}},
+       axes={"footprint_bytes": "L2/4..4x L2, 8 per octave (quick: 1 per octave)",
+             "stride_bytes": "one chain element per 128-byte line, at a random sector of it"},
+       quantities=("l2.capacity_chase_bytes",), kernels=("chase.cu",))
+def chase_every_sm(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]:
+    """Cycles per dependent L2-only load with one chaser on every SM, each walking its own stretch of one
+    random cycle: the chain's lines are read from both L2 partitions, so the knee where loads turn from
+    hits to misses is the capacity the whole GPU can use (a line the two partitions both hold counts twice)."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    blocks = ctx.device["sm_count"]
+    words, walker = chain_on_gpu(ctx, footprint_bytes, stride_bytes)
+    elements = len(walker.order)
+    segment = max(1, elements // blocks)
+    positions = np.arange(blocks, dtype=np.int64) * segment
+    every_sm = kernel("chase.cu", "chase_cg_every_sm")
+    out = cupy.zeros(3 * blocks, dtype=cupy.uint64)
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        starts = [expected_address(walker.order, int(p), stride_bytes, walker.base, walker.offsets)
+                  for p in positions]
+        every_sm((blocks,), (32,), (cupy.asarray(np.array(starts, dtype=np.uint64)), np.int64(warm),
+                                    np.int64(steps), out))
+        result = out.get().reshape(blocks, 3)
+        positions[:] += warm + steps
+        for b, p in enumerate(positions):
+            want = expected_address(walker.order, int(p), stride_bytes, walker.base, walker.offsets)
+            if int(result[b, 2]) != want:
+                raise RuntimeError(f"every-SM chase sink mismatch in block {b}: ended at {int(result[b, 2]):#x}, "
+                                   f"the chain says {want:#x}")
+        return result
+
+    first = run(segment, CALIBRATION_STEPS)  # each chaser walks its stretch once: the whole chain is visited
+    steps = steps_for(float(np.median(first[:, 1])) * 1e-9 / CALIBRATION_STEPS)
+
+    def sample(repeat: int) -> list[Sample]:
+        result = run(0, steps).astype(float)
+        cycles, ns = np.median(result[:, 0]), np.median(result[:, 1])
+        return chase_samples(ctx, (cycles, ns), steps, repeat, "clock64")
+
+    return repeat_until_stable(sample, "latency", ctx.budget)
 
 
 #: Accesses recorded per launch of chase_cg_record (16 bits each in shared memory), launches per footprint,

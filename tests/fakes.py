@@ -58,6 +58,11 @@ def _translation(footprint_bytes, stride_bytes) -> float:
     return TLB_MISS if footprint_bytes / max(PAGE_BYTES, stride_bytes) > TLB_REACH / PAGE_BYTES else 0.0
 
 
+def _every_sm(ctx, footprint_bytes, stride_bytes):
+    """Every SM chasing: hits while the chain fits the whole L2, misses past it."""
+    return _samples(LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"], footprint_bytes)
+
+
 def _miss(ctx, footprint_bytes, stride_bytes, flavour):
     return _samples(LEVELS["dram"] + _translation(footprint_bytes, stride_bytes), footprint_bytes)
 
@@ -256,7 +261,7 @@ def _dpx(ctx, op, impl):
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
-         "chase.access": _access, "chase.miss": _miss,
+         "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,

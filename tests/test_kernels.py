@@ -36,12 +36,13 @@ def chase_cubin():
 
 def test_chase_kernels_use_few_registers_and_no_local_memory(chase_cubin):
     usage = resource_usage(chase_cubin[1])
-    for name in ("chase_default", "chase_cg", "touch"):
+    for name in ("chase_default", "chase_cg", "chase_cg_every_sm", "touch"):
         assert usage[name]["spill_stores"] == usage[name]["stack_bytes"] == 0
         assert usage[name]["registers"] <= 40
 
 
-@pytest.mark.parametrize("kernel, opcode", [("chase_default", "LDG.E.64"), ("chase_cg", "LDG.E.64.STRONG.GPU")])
+@pytest.mark.parametrize("kernel, opcode", [("chase_default", "LDG.E.64"), ("chase_cg", "LDG.E.64.STRONG.GPU"),
+                                            ("chase_cg_every_sm", "LDG.E.64.STRONG.GPU")])
 def test_chase_is_a_dependent_load_chain_of_the_named_flavour(chase_cubin, kernel, opcode):
     code = sass(chase_cubin[0])[kernel]
     region = timed_region(code)

@@ -42,7 +42,7 @@ def test_a_run_writes_the_contract(tmp_path):
 def test_full_translation_sweeps_find_the_page_and_both_hbm_latencies(tmp_path):
     """chase.tlb at several block sizes gives the page; chase.miss past the TLB's reach gives the latency with
     translation misses beside the plain miss latency."""
-    probes = [p for p in simulated_probes() if p.id in ("chase.tlb", "chase.miss")]
+    probes = [p for p in simulated_probes() if p.id in ("chase.tlb", "chase.miss", "chase.every_sm")]
     run, meta = runner.new_run(tmp_path, DEVICE, {"python": "3"}, probes, "full", {}, 0, ["gpuatlas", "run"])
     runner.execute(run, meta, probes, isolate=False)
     values = run.read_derived().set_index("quantity")["value"]
@@ -50,6 +50,7 @@ def test_full_translation_sweeps_find_the_page_and_both_hbm_latencies(tmp_path):
     assert values["tlb.l1.reach_bytes"] == pytest.approx(TLB_REACH, rel=0.2)
     assert values["dram.latency_cycles"] == pytest.approx(LEVELS["dram"], rel=0.01)
     assert values["dram.latency_tlb_miss_cycles"] == pytest.approx(LEVELS["dram"] + TLB_MISS, rel=0.01)
+    assert values["l2.capacity_chase_bytes"] == pytest.approx(DEVICE["l2_bytes"], rel=0.1)
 
 
 def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):
