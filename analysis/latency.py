@@ -238,9 +238,48 @@ def tlb_rows(frame) -> list[dict]:
     if page is not None:
         rows.append(page)
     elif len(knees) > 2:
-        rows[0]["note"] += ("; the first knee stays put for blocks up to " + fmt_bytes(max(knees))
-                            + ": one entry covers at least that span (" + _knee_text(knees) + ")")
+        rows[0]["note"] += ("; the knees at other block sizes settle no page (one entry may cover more than the "
+                            "largest blocks but one): " + _knee_text(knees))
     return rows
+
+
+def _knee_text(knees: dict) -> str:
+    return ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in sorted(knees))
+
+
+def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
+    """The span one TLB entry covers (the page): the footprint where the first TLB level overflows is
+    entries x max(page, block), so the knee stays put for blocks up to the page and grows with the block
+    beyond it.  Each candidate page (a measured block size) is scored by the least-squares misfit of
+    log2(knee) to log2(entries) + log2(max(page, block)), entries free; the best is the page, and the CI spans
+    the candidates within 1.5x its misfit.  Returns the row (None when the largest blocks' knees have not
+    moved) and the knee of each block size."""
+    if "stride_bytes" not in frame:
+        return None, {}
+    knees = {PAGE_STRIDE: knee_main}
+    for stride, part in frame[frame["stride_bytes"] != PAGE_STRIDE].groupby("stride_bytes"):
+        if part["footprint_bytes"].nunique() < 8:
+            continue
+        fit = tlb_fit(part)
+        if fit.knees_bytes:
+            knees[int(stride)] = fit.knees_bytes[0]
+    if len(knees) < 4:
+        return None, knees
+    strides = np.array(sorted(knees), dtype=float)
+    y = np.log2([knees[s] for s in sorted(knees)])
+    misfit = {}
+    for page in strides[:-1]:  # the largest block cannot show that the knee moves past it
+        r = y - np.log2(np.maximum(page, strides))
+        misfit[page] = float(np.sum((r - r.mean()) ** 2))
+    best = min(misfit, key=misfit.get)
+    if best >= strides[-2]:
+        return None, knees
+    close = [p for p, m in misfit.items() if m <= 1.5 * misfit[best]]
+    return derived_row("tlb.page_bytes", best, min(close), max(close),
+                       "block size at which the first TLB knee starts to grow with the block (least-squares fit of "
+                       "knee = entries x max(page, block) over the measured block sizes)", TLB_PROBE,
+                       f"first knees: {_knee_text(knees)}; candidates within 1.5x the best misfit: "
+                       f"{', '.join(fmt_bytes(p) for p in close)}"), knees
 
 
 def _knee_text(knees: dict) -> str:

@@ -144,13 +144,12 @@ def page_footprints(device: dict, stride_bytes: int, per_octave: int = 4) -> lis
 #: footprint where a TLB level overflows is (entries) x max(page, stride), so the knee stays put at strides
 #: below the page and moves with the stride above it.
 PAGE_STRIDE = 2 << 20
-PAGE_STRIDES = (PAGE_STRIDE // 4, PAGE_STRIDE // 2, 2 * PAGE_STRIDE, 4 * PAGE_STRIDE, 8 * PAGE_STRIDE,
-                16 * PAGE_STRIDE, 64 * PAGE_STRIDE)
+PAGE_STRIDES = tuple(PAGE_STRIDE * 2**k // 4 for k in (0, 1, 3, 4, 5, 6, 7, 8, 9))  # 0.5 MiB .. 256 MiB
 
 
 def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
     """One element per 2 MiB block, 4 footprints per octave (quick: 2), and in ``full`` the same chase at
-    block strides of 1/4 to 64 pages, 2 per octave, to measure the span one TLB entry covers."""
+    block strides of 1/4 to 128 pages, 2 per octave, to measure the span one TLB entry covers."""
     configs = [{"footprint_bytes": f, "stride_bytes": PAGE_STRIDE, "flavour": "cg"}
                for f in page_footprints(device, PAGE_STRIDE, 2 if quick else 4)]
     if not quick:
@@ -164,7 +163,7 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
        axes={"footprint_bytes": "2 blocks .. total memory / 4, 4 per octave at 2 MiB blocks (quick: 2), 2 per "
                                 "octave from 64 MiB at the other block sizes",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
-                             "0.5 MiB..128 MiB blocks (the page size from how the knee moves)",
+                             "0.5 MiB..256 MiB blocks (the page size from how the knee moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
        quantities=("tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "tlb.l2.miss_cycles",
                    "tlb.reach_lower_bound_bytes", "tlb.page_bytes"), kernels=("chase.cu",))
