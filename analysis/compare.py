@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.derive import derived_for
 from analysis.errors import UsageError
 from analysis.quantities import QUANTITIES
 from analysis.references import is_reference, load_reference
@@ -66,8 +67,6 @@ def load_derived(source: str | Path) -> tuple[str, pd.DataFrame]:
     ``report`` uses), or of a reference such as ``ref:h100-sxm`` (with ``source`` per row)."""
     if is_reference(source):
         return load_reference(source)
-    from analysis.derive import derived_for
-
     meta, _, derived = derived_for(RunDir(Path(source)))
     return run_label(meta, source, derived)
 
@@ -207,17 +206,22 @@ class Footnotes:
         return [f"[{n}] {text}" for text, n in self.texts.items()]
 
 
+def _published(caveat) -> bool:
+    """Whether a row is a reference's (references carry a caveat on every row; runs none)."""
+    return isinstance(caveat, str) and bool(caveat)
+
+
 def _row_notes(row) -> tuple:
-    return ((f"caveat: {row.caveat}" if isinstance(row.caveat, str) and row.caveat else ""),
-            (f"source: {row.source}" if isinstance(row.caveat, str) and row.caveat else ""))
+    """A reference row's caveat and source, as footnote texts (a run's source is in the legend)."""
+    return (f"caveat: {row.caveat}", f"source: {row.source}") if _published(row.caveat) else ()
 
 
-def annotated(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = False,
-              notes: Footnotes | None = None) -> tuple[pd.DataFrame, list[tuple[str, str]], Footnotes]:
+def annotated(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = False
+              ) -> tuple[pd.DataFrame, list[tuple[str, str]], Footnotes]:
     """The long form with display columns: ``shown`` (value, CI and footnote marks), per ratio pair a
     ``ratio`` cell ("1.23", "n/c[4]" or "-"), and the footnotes they cite.  Returns the wide display table
     (quantity x cells, with ``level``), the ratio pairs as (numerator, denominator), and the notes."""
-    notes = notes or Footnotes()
+    notes = Footnotes()
     labels = gpus(long)
     table = pd.DataFrame(index=pd.Index(list(dict.fromkeys(long["quantity"])), name="quantity"))
     table["level"] = [level(q) for q in table.index]
@@ -240,9 +244,9 @@ def annotated(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = 
 def sources_of(long: pd.DataFrame) -> pd.DataFrame:
     """One row per compared GPU: its label and where its figures come from (a run, or a reference)."""
     first = long.drop_duplicates("gpu")
-    return pd.DataFrame({"gpu": first["gpu"], "origin": [s if not isinstance(c, str) else "published figures "
-                                                       "(each row's source is footnoted)"
-                                                       for s, c in zip(first["source"], first["caveat"])]})
+    published = "published figures (each row's source is footnoted)"
+    return pd.DataFrame({"gpu": first["gpu"], "origin": [published if _published(c) else s
+                                                         for s, c in zip(first["source"], first["caveat"])]})
 
 
 def letters(labels: list[str]) -> dict[str, str]:
@@ -342,6 +346,7 @@ def plot(long: pd.DataFrame, path: Path, baseline: str | None = None) -> Path:
     """A figure of every comparable ratio to the baseline, one row per quantity, grouped by level
     (log axis: 2x and 1/2x are the same distance from 1)."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -359,6 +364,11 @@ def plot(long: pd.DataFrame, path: Path, baseline: str | None = None) -> Path:
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.28 * len(rows)))
     sns.stripplot(data=frame, y="row", x="ratio", hue="gpu", order=rows, size=7, jitter=False, ax=ax)
     ax.set_xscale("log")
+    low, high = frame["ratio"].min(), frame["ratio"].max()
+    ticks = [2.0 ** k for k in range(math.floor(math.log2(min(low, 1.0))), math.ceil(math.log2(max(high, 1.0))) + 1)]
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.axvline(1.0, color="0.4", lw=1)
     for i, lvl in enumerate(frame.drop_duplicates("row")["level"]):
         if i and lvl != frame.drop_duplicates("row")["level"].iat[i - 1]:
