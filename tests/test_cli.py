@@ -107,3 +107,4 @@ def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tm
     page = (tmp_path / "comparison" / "index.html").read_text()
     assert "Run-to-run spread: NVIDIA H200 (2 runs)" in page and "0.00%" in page
     assert "ref:h100-sxm, published" in page
+    assert "Notes: caveats, sources" in page and "] caveat: [R]" in page and "n/c[" in page
