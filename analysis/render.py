@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import claims, figures
+from analysis.compare import display
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.roofline import gap_explanation, roofline_table
@@ -286,16 +287,13 @@ def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "spread": [f"{v:.2%}" for v in spread.values]})
 
 
-def render_comparison(table: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.DataFrame]], out_dir: Path) -> Path:
-    """A page comparing several runs and references, with run-to-run spread for GPUs measured more than once."""
-    labels = [c for c in table.columns[1:] if not c.startswith("ratio: ")]
-    shown = pd.DataFrame({"quantity": table.index})
-    for label in labels:
-        shown[label] = [fmt_value(v, u) for v, u in zip(table[label], table["unit"])]
-    for column in table.columns:
-        if column.startswith("ratio: "):
-            shown[column] = [("-" if pd.isna(v) else f"{v:.3f}") for v in table[column]]
-    sections = [("Derived quantities side by side", shown)]
+def render_comparison(long: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.DataFrame]], out_dir: Path) -> Path:
+    """A page comparing several runs and references (``analysis.compare.comparison``'s long form), grouped by
+    level with CIs, ratios and numbered footnotes, and run-to-run spread for GPUs measured more than once."""
+    shown, legend, notes = display(long)
+    sections = [("Compared", legend), ("Derived quantities side by side", shown)]
+    if notes:
+        sections.append(("Notes: caveats, sources, ratios not given", notes))
     for gpu, runs in same_gpu_runs.items():
         if len(runs) > 1:
             sections.append((f"Run-to-run spread: {gpu} ({len(runs)} runs)", spread_table(runs)))

@@ -95,26 +95,25 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from analysis.compare import compare
-    from analysis.derive import derive
+    from analysis.compare import comparison, run_label
+    from analysis.derive import derived_for
     from analysis.references import is_reference
     from analysis.render import render, render_comparison
     from analysis.results import RunDir
 
     sources = args.runs or [str(DEFAULT_RUN)]
-    loaded = []
-    for source in sources:  # validate every run before writing anything
+    loaded, derived_runs = [], {}
+    for source in sources:  # validate and derive every run before writing anything
         if is_reference(source):
             continue
-        run = RunDir(Path(source))
-        meta = run.read_meta()
-        loaded.append((meta, run.read_measurements()))
-    table = compare(sources) if len(sources) > 1 else None
+        meta, measurements, derived = derived_for(RunDir(Path(source)))
+        loaded.append((meta, measurements, derived))
+        derived_runs[source] = run_label(meta, source, derived)
+    table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
     out_root = Path(args.out)
     console = _console()
     by_gpu: dict[str, dict] = {}
-    for meta, measurements in loaded:
-        derived = derive(meta, measurements)
+    for meta, measurements, derived in loaded:
         by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
         page = render(meta, measurements, derived, out_root / meta["run_id"])
         console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
@@ -125,35 +124,20 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    import string
+    import shutil
 
-    import pandas as pd
+    from analysis.compare import comparison, csv_table, plot, render_text, resolve_baseline
 
-    from analysis.compare import compare
-    from analysis.units import fmt_value
-
-    table = compare(args.runs)
+    long = comparison(args.runs, common=args.common)
+    baseline = resolve_baseline(long, args.baseline)
+    if args.plot:
+        plot(long, Path(args.plot), baseline)
     if args.csv:
-        sys.stdout.write(table.to_csv())
-        return 0
-    from rich.table import Table
-
-    console = _console()
-    labels = [c for c in table.columns[1:] if not c.startswith("ratio: ")]
-    letters = dict(zip(labels, string.ascii_uppercase))
-    for label, letter in letters.items():
-        console.print(f"{letter} = {label}", markup=False)
-    out = Table()
-    out.add_column("quantity", no_wrap=True)
-    for label in labels:
-        out.add_column(letters[label], justify="right")
-    for label in labels[1:]:
-        out.add_column(f"{letters[label]}/{letters[labels[0]]}", justify="right")
-    for quantity, row in table.iterrows():
-        values = [fmt_value(row[label], row["unit"]) for label in labels]
-        ratios = [("-" if pd.isna(r) else f"{r:.3f}") for r in (row[f"ratio: {label} / {labels[0]}"] for label in labels[1:])]
-        out.add_row(quantity, *values, *ratios)
-    console.print(out)
+        sys.stdout.write(csv_table(long, baseline).to_csv(index=False))
+    else:
+        sys.stdout.write(render_text(long, shutil.get_terminal_size().columns, baseline, args.pairwise))
+    if args.plot:
+        print(f"figure: {args.plot}", file=sys.stderr)
     return 0
 
 
@@ -209,11 +193,20 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
     s.set_defaults(func=cmd_report)
 
-    s = sub.add_parser("compare", help="derived quantities of runs and published references side by side")
+    s = sub.add_parser("compare", help="derived quantities of runs and published references side by side, "
+                                       "grouped by level, with CIs, ratios and footnoted sources and caveats")
     s.add_argument("runs", nargs="+", metavar="RUN_DIR|ref:NAME",
-                   help="run directories, or published references: " + ", ".join(
+                   help="two or more run directories, or published references: " + ", ".join(
                        f"ref:{n}" for n in __import__("analysis.references", fromlist=["x"]).list_references()))
-    s.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    s.add_argument("--baseline", metavar="NAME",
+                   help="ratios against this run or reference (a run id, ref:NAME or part of a label; default: "
+                        "the first)")
+    s.add_argument("--pairwise", action="store_true", help="ratios of every pair, not only against the baseline")
+    s.add_argument("--common", action="store_true", help="only the quantities every compared GPU has")
+    s.add_argument("--csv", action="store_true",
+                   help="print the long form (one row per GPU and quantity) as CSV instead of a table")
+    s.add_argument("--plot", metavar="PATH", help="also save a figure of the ratios to the baseline (.png, .svg, "
+                                                  ".pdf)")
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("doctor", help="can this machine run gpuatlas? each backend checked, with fixes")

@@ -57,7 +57,7 @@ def test_run_without_a_gpu_says_so(tmp_path, capsys):
 
 def test_report_of_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert "no run.json" in one_line_error(capsys, ["report", str(tmp_path), "--out", str(tmp_path / "o")])
-    assert "not a directory" in one_line_error(capsys, ["compare", str(tmp_path / "missing")])
+    assert "not a directory" in one_line_error(capsys, ["compare", str(tmp_path / "missing"), "ref:h100-sxm"])
     assert not (tmp_path / "o").exists()
 
 
@@ -92,12 +92,12 @@ def test_report_defaults_to_the_committed_h200_run(tmp_path, capsys):
 
 def test_compare_prints_ratios_and_csv(capsys, run_copy):
     assert main(["compare", str(COMMITTED_RUN), str(run_copy)]) == 2  # the same run twice is refused
-    capsys.readouterr()
+    assert "same run as" in capsys.readouterr().err
     meta = run_copy / "run.json"
     meta.write_text(meta.read_text().replace('"run_id": "', '"run_id": "copy-'))
     assert main(["compare", str(COMMITTED_RUN), str(run_copy), "--csv"]) == 0
     out = capsys.readouterr().out
-    assert "dram.latency_cycles" in out and "ratio:" in out
+    assert "dram.latency_cycles" in out and ",ratio," in out.splitlines()[0]
 
 
 def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys, run_copy):
@@ -107,3 +107,4 @@ def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tm
     page = (tmp_path / "comparison" / "index.html").read_text()
     assert "Run-to-run spread: NVIDIA H200 (2 runs)" in page and "0.00%" in page
     assert "ref:h100-sxm, published" in page
+    assert "Notes: caveats, sources" in page and "] caveat: [R]" in page and "n/c[" in page
