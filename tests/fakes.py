@@ -131,8 +131,8 @@ L2_READ, TRANSLATION_LOSS = 9e12, 0.95
 
 
 def _bw_dram(ctx, op, variant=None):
-    rate = {"read": HBM_READ, "write": HBM_WRITE * WRITE_LOSS[variant or "grid_stride_16"], "copy": 4.0e12,
-            "memcpy": 4.2e12}[op]
+    rate = (HBM_WRITE * WRITE_LOSS[variant or "grid_stride_16"] if op == "write"
+            else {"read": HBM_READ, "copy": 4.0e12, "memcpy": 4.2e12}[op])
     return [Sample("bandwidth", rate, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
