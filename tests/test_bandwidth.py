@@ -532,3 +532,24 @@ def test_measure_flags_an_impossible_bandwidth_invalid_and_keeps_it(bw, fake_tim
                           bound=bw.bandwidth_bound(H200, "dram"))
     assert samples and all(s.flag == "invalid" for s in samples)
     assert samples[0].value == pytest.approx(1e15)
+
+
+def test_a_simulated_run_recovers_the_fakes_write_and_footprint_physics(tmp_path):
+    """The fakes' fastest write variant and their largest-footprint read come back as the headlines."""
+    import fakes
+    from analysis.derive import derive
+    from probes import runner
+
+    probes = [p for p in fakes.simulated_probes() if p.id in ("bw.dram", "bw.dram_footprint")]
+    run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    derived = derive(meta, run.read_measurements()).set_index("quantity")
+    best = max(fakes.WRITE_LOSS, key=fakes.WRITE_LOSS.get)
+    write = derived.loc["dram.write_bandwidth_bytes_per_s"]
+    assert write["value"] == pytest.approx(fakes.HBM_WRITE * fakes.WRITE_LOSS[best], rel=1e-6)
+    assert write["note"].startswith(f"fastest: {best} ")
+    top = max(c["footprint_bytes"] for c in probes[1].configs(fakes.DEVICE, "quick"))
+    large = derived.loc["dram.read_bandwidth_large_footprint_bytes_per_s"]
+    assert large["value"] == pytest.approx(fakes.read_bandwidth(top), rel=1e-6)
+    assert large["value"] < fakes.HBM_READ  # past the fakes' TLB reach, translation-limited
