@@ -295,6 +295,14 @@ def _write_row(measurements, peak) -> list[dict]:
     variants = write_variants(measurements)
     if not variants:
         return []
+    frame = select(measurements, DRAM_PROBE, "bandwidth", op="write")
+    if "variant" not in frame or frame["variant"].isna().all():  # a run before the variants: one kernel
+        med, lo, hi = median_ci(frame["value"])
+        note = f"{len(frame)} samples"
+        if peak:
+            note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
+        return [derived_row("dram.write_bandwidth_bytes_per_s", med, lo, hi, "16-byte stores over buffers of 32x "
+                            "the L2 or more, grid-stride, every SM full (median, bootstrap 95% CI)", DRAM_PROBE, note)]
     medians = {v: float(samples.median()) for v, samples in variants.items()}
     best = max(medians, key=medians.get)
     med, lo, hi = median_ci(variants[best])
