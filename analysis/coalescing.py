@@ -30,6 +30,7 @@ LANES = 32
 CANDIDATE_BLOCKS = (32, 64, 128)
 SECTOR_BYTES, SEGMENT_BYTES = 32, 128
 STRIDE_PROBE, DRAM_PROBE, L2_PROBE, ONCHIP_PROBE = "bw.stride", "bw.dram", "bw.l2", "bw.onchip"
+FOOTPRINT_PROBE = "bw.dram_footprint"
 
 # -- byte accounting ----------------------------------------------------------------------------------------
 
@@ -265,6 +266,67 @@ def _faster_copy(measurements) -> tuple[str, float | None]:
     return best, measured["memcpy" if best == "copy" else "copy"]
 
 
+#: Write variants (bw.dram's ``variant`` axis): what each stores.  Runs before the axis wrote with the first.
+WRITE_VARIANTS = {"grid_stride_16": "16-byte stores, grid-stride", "grid_stride_16_cs": "16-byte streaming "
+                  "stores (st.global.cs), grid-stride", "once_8": "one 8-byte store per thread, no loop",
+                  "once_16": "one 16-byte store per thread, no loop", "once_16_cs": "one 16-byte streaming store "
+                  "per thread, no loop"}
+LEGACY_WRITE = "grid_stride_16"
+#: Pairs of write variants that differ in one thing: (what differs, faster-if-it-helps, baseline).
+WRITE_CONTRASTS = (("16- over 8-byte stores", "once_16", "once_8"),
+                   ("streaming hint, grid-stride", "grid_stride_16_cs", "grid_stride_16"),
+                   ("streaming hint, one store per thread", "once_16_cs", "once_16"),
+                   ("one store per thread over grid-stride", "once_16", "grid_stride_16"))
+
+
+def write_variants(measurements) -> dict[str, pd.Series]:
+    """Usable bw.dram write bandwidth samples per variant (runs without the axis: ``LEGACY_WRITE``)."""
+    frame = select(measurements, DRAM_PROBE, "bandwidth", op="write")
+    if frame.empty:
+        return {}
+    names = frame["variant"] if "variant" in frame else pd.Series(np.nan, index=frame.index)
+    names = names.where(names.notna() & names.isin(list(WRITE_VARIANTS)), LEGACY_WRITE)
+    return {v: frame.loc[names == v, "value"] for v in WRITE_VARIANTS if (names == v).any()}
+
+
+def _write_row(measurements, peak) -> list[dict]:
+    """The fastest write variant is the headline; the note gives every variant's median and the ratio of each
+    pair that differs in one thing (store width, cache hint, grid), which says what limits the slower ones."""
+    variants = write_variants(measurements)
+    if not variants:
+        return []
+    frame = select(measurements, DRAM_PROBE, "bandwidth", op="write")
+    if "variant" not in frame or frame["variant"].isna().all():  # a run before the variants: one kernel
+        med, lo, hi = median_ci(frame["value"])
+        note = f"{len(frame)} samples"
+        if peak:
+            note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
+        return [derived_row("dram.write_bandwidth_bytes_per_s", med, lo, hi, "16-byte stores over buffers of 32x "
+                            "the L2 or more, grid-stride, every SM full (median, bootstrap 95% CI)", DRAM_PROBE, note)]
+    medians = {v: float(samples.median()) for v, samples in variants.items()}
+    best = max(medians, key=medians.get)
+    med, lo, hi = median_ci(variants[best])
+    note = f"fastest: {best} ({WRITE_VARIANTS[best]}), {len(variants[best])} samples"
+    if peak:
+        note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
+    note += "; every variant: " + ", ".join(f"{v} {fmt_value(m, 'B/s')}" for v, m in medians.items())
+    contrasts = [f"{what} {medians[a] / medians[b] - 1:+.1%}" for what, a, b in WRITE_CONTRASTS
+                 if a in medians and b in medians]
+    if contrasts:
+        note += "; " + ", ".join(contrasts)
+    return [derived_row("dram.write_bandwidth_bytes_per_s", med, lo, hi,
+                        "the fastest of the write variants over a buffer of 32x the L2 or more, every word checked "
+                        "after each sample (median, bootstrap 95% CI); every warp store covers whole 32-byte "
+                        "sectors (256 or 512 aligned contiguous bytes), so no sector is fetched to merge a "
+                        "partial write: the variants differ in store width, grid and cache hint only",
+                        DRAM_PROBE, note)]
+
+
+def _config_median(measurements, metric, **params) -> float:
+    frame = select(measurements, DRAM_PROBE, metric, **params)
+    return float(frame["value"].median()) if not frame.empty else float("nan")
+
+
 def _dram_rows(measurements, device) -> list[dict]:
     rows = []
     peak = dram_peak(device)
@@ -272,8 +334,11 @@ def _dram_rows(measurements, device) -> list[dict]:
     copy_what = ("16-byte loads and stores" if copy_op == "copy" else "the driver's cudaMemcpyAsync (device to "
                  "device), faster here than gpuatlas's copy kernels") + ", bytes read plus written"
     for op, quantity, what in (("read", "dram.read_bandwidth_bytes_per_s", "16-byte loads"),
-                               ("write", "dram.write_bandwidth_bytes_per_s", "16-byte stores"),
+                               ("write", "dram.write_bandwidth_bytes_per_s", None),
                                (copy_op, "dram.copy_bandwidth_bytes_per_s", copy_what)):
+        if op == "write":
+            rows += _write_row(measurements, peak)
+            continue
         frame = select(measurements, DRAM_PROBE, "bandwidth", op=op)
         if frame.empty:
             continue
@@ -283,6 +348,8 @@ def _dram_rows(measurements, device) -> list[dict]:
             note += f"; the {'driver copy' if copy_op == 'copy' else 'copy kernels'}: {fmt_value(other, 'B/s')}"
         if peak:
             note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
+        if op == "read":
+            note += _read_bound_note(measurements, device)
         rows.append(derived_row(quantity, med, lo, hi, f"{what} over buffers of 32x the L2 or more, grid-stride, every "
                          "SM full (median, bootstrap 95% CI)", DRAM_PROBE, note))
         if op == "read":
@@ -291,7 +358,57 @@ def _dram_rows(measurements, device) -> list[dict]:
             rows.append(derived_row("dram.read_bytes_per_clk_sm", pmed, plo, phi,
                              "HBM read bandwidth / (SMs x the SM clock read after each sample)", DRAM_PROBE,
                              f"{device['sm_count']} SMs at {fmt_value(frame['sm_clock_hz'].median(), 'Hz')}"))
+    rows += _footprint_rows(measurements, device)
     return rows
+
+
+def l2_share_bound(l2_bytes: float, buffer_bytes: float) -> float:
+    """Largest fraction of a pass's bytes the L2 can serve when each pass reads every line of the buffer once:
+    a line hits only if it stayed resident for a whole pass, and the L2 holds at most ``l2_bytes``."""
+    return min(1.0, l2_bytes / buffer_bytes)
+
+
+def _read_bound_note(measurements, device) -> str:
+    """The read buffer's size and the L2's largest share of its bytes (runs that recorded the buffer)."""
+    buffer = _config_median(measurements, "buffer_bytes", op="read")
+    if buffer != buffer:
+        return ""
+    return (f"; one buffer of {fmt_bytes(buffer)} read pass after pass, each line once a pass: the L2 "
+            f"({fmt_bytes(device['l2_bytes'])}) serves at most {l2_share_bound(device['l2_bytes'], buffer):.1%} "
+            "of the bytes")
+
+
+def footprint_table(measurements) -> pd.DataFrame:
+    """bw.dram_footprint: median read bandwidth and samples per footprint, smallest first."""
+    frame = select(measurements, FOOTPRINT_PROBE, "bandwidth")
+    if frame.empty or "footprint_bytes" not in frame:
+        return pd.DataFrame(columns=["footprint_bytes", "bandwidth", "n"])
+    return (frame.groupby("footprint_bytes")["value"].agg(bandwidth="median", n="size").reset_index()
+            .sort_values("footprint_bytes").reset_index(drop=True))
+
+
+def _footprint_rows(measurements, device) -> list[dict]:
+    """``dram.read_bandwidth_large_footprint_bytes_per_s``: the read bandwidth at the sweep's largest
+    footprint, with the curve's ends and the L2's largest share at each in the note."""
+    table = footprint_table(measurements)
+    if table.empty:
+        return []
+    top = table["footprint_bytes"].iloc[-1]
+    samples = select(measurements, FOOTPRINT_PROBE, "bandwidth")
+    samples = samples[samples["footprint_bytes"] == top]["value"]
+    med, lo, hi = median_ci(samples)
+    l2 = device["l2_bytes"]
+    first = table.iloc[0]
+    note = (f"footprint {fmt_bytes(top)} (L2 share at most {l2_share_bound(l2, top):.1%}), {len(samples)} samples; "
+            f"{len(table)} footprints from {fmt_bytes(first['footprint_bytes'])} ({fmt_value(first['bandwidth'], 'B/s')}, "
+            f"L2 share at most {l2_share_bound(l2, first['footprint_bytes']):.1%}): "
+            f"{med / first['bandwidth'] - 1:+.1%} from the smallest to the largest")
+    read = _config_median(measurements, "bandwidth", op="read")
+    if read == read:
+        note += f"; {med / read - 1:+.1%} against bw.dram's read"
+    return [derived_row("dram.read_bandwidth_large_footprint_bytes_per_s", med, lo, hi,
+                        "bw.dram's read kernels (the fastest) re-reading one buffer of the sweep's largest "
+                        "footprint pass after pass (median, bootstrap 95% CI)", FOOTPRINT_PROBE, note)]
 
 
 def _coalescing_rows(measurements) -> list[dict]:

@@ -55,6 +55,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "l2.bandwidth_bytes_per_s": ("B/s", "L2 bandwidth"),
     "dram.read_bandwidth_bytes_per_s": ("B/s", "device-memory read bandwidth"),
     "dram.write_bandwidth_bytes_per_s": ("B/s", "device-memory write bandwidth"),
+    "dram.read_bandwidth_large_footprint_bytes_per_s": ("B/s", "device-memory read bandwidth re-reading the largest "
+                                                               "footprint of the footprint sweep (several GiB)"),
     "dram.copy_bandwidth_bytes_per_s": ("B/s", "device-memory copy bandwidth, bytes read plus written"),
     "coalescing.block_bytes": ("B", "bytes moved per block touched, the block size whose byte accounting best "
                                     "predicts the HBM stride sweep"),

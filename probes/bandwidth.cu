@@ -14,7 +14,9 @@
 //                        occupancy, u8 at half (more loads per thread, fewer threads).
 //   dram_read_chunk_u{4,8}  the same loads, but a warp's trip reads U x 512 contiguous bytes, with the
 //                        L2 told to fetch 256-byte blocks (ld.global.L2::256B): fewer DRAM pages open at once.
-//   dram_write           B stores (STG.E.128) of a per-launch value, grid-stride.
+//   dram_write           B stores (STG.E.128) of a per-launch value, grid-stride; dram_write_cs the same
+//                        with streaming stores (st.global.cs); dram_write_once_{8,16,16_cs} one 8- or
+//                        16-byte store per thread and no loop, a grid of elements / 256 blocks.
 //   dram_copy            U B loads then U B stores (each word + seed), grid-stride; dram_copy_chunk_u{4,8}
 //                        with the chunked layout and 256-byte L2 fetches.
 //                        The host times every bw.dram kernel at its occupancy and at half of it and measures
@@ -224,6 +226,51 @@ dram_write(uint4* buf, long long vecs, long long passes, unsigned int seed) {
             for (int u = 0; u < WRITE_U; ++u) buf[i + u * threads] = value;
         }
     }
+}
+
+// Write variants: the store width (8 or 16 bytes), the grid (grid-stride at the driver's occupancy, or one
+// store per thread over a grid of elements / 256 blocks, as public stream suites write) and the cache hint
+// (st.global.cs: evict-first streaming, STG.E.EF.128).  Every warp store covers 256 or 512 aligned
+// contiguous bytes, whole 32-byte sectors, so the L2 never has to fetch a sector to merge a partial write.
+__device__ __forceinline__ void store_cs(uint4* p, uint4 v) {
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_write_cs(uint4* buf, long long vecs, long long passes, unsigned int seed) {
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint4 value = make_uint4(seed, seed, seed, seed);
+#pragma unroll 1
+    for (long long pass = 0; pass < passes; ++pass) {
+#pragma unroll 1
+        for (long long i = first; i < vecs; i += WRITE_U * threads) {
+#pragma unroll
+            for (int u = 0; u < WRITE_U; ++u) store_cs(buf + i + u * threads, value);
+        }
+    }
+}
+
+// One 8-byte store per thread, no loop: the grid has one thread per 8-byte element.
+extern "C" __global__ void __launch_bounds__(256)
+dram_write_once_8(unsigned long long* buf, unsigned int seed) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    buf[i] = (unsigned long long)seed << 32 | seed;
+}
+
+// One 16-byte store per thread, no loop.
+extern "C" __global__ void __launch_bounds__(256)
+dram_write_once_16(uint4* buf, unsigned int seed) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    buf[i] = make_uint4(seed, seed, seed, seed);
+}
+
+// One 16-byte streaming store per thread, no loop.
+extern "C" __global__ void __launch_bounds__(256)
+dram_write_once_16_cs(uint4* buf, unsigned int seed) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    store_cs(buf + i, make_uint4(seed, seed, seed, seed));
 }
 
 constexpr int COPY_U = 4;

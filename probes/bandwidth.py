@@ -5,8 +5,10 @@
   (a footprint of sectors far beyond L2) and from L2 (an L2-resident footprint), both with ``ld.global.cg``
   (L2 only, so L1 cannot merge what the L2 moves).  Useful bandwidth against stride says how many bytes the
   memory system moves per useful byte, and so its transfer block (``analysis/coalescing.py``).
-* ``bw.dram`` -- HBM read, write and copy (read plus written bytes) with 16-byte accesses over buffers of
-  several times L2, and the driver's own device-to-device copy (cudaMemcpyAsync) beside gpuatlas's.
+* ``bw.dram`` -- HBM read, write and copy (read plus written bytes) over buffers of several times L2, the
+  write in several variants (store width, grid-stride or one store per thread, streaming hint), and the
+  driver's own device-to-device copy (cudaMemcpyAsync) beside gpuatlas's.
+* ``bw.dram_footprint`` -- HBM read bandwidth against the footprint re-read, 4x the L2 to several GiB.
 * ``bw.l2`` -- L2-only 16-byte reads over footprints from 1 MiB to the L2's size.
 * ``bw.onchip`` -- shared memory (LDS.128) and L1 hits (LDG.E.128) per SM per clock.
 
@@ -60,6 +62,9 @@ MEMORY_FRACTION = 0.25
 #: bw.dram buffers: read and write sweep HBM_FOOTPRINT_L2 x L2; copy reads one buffer of half that into another.
 #: A launch should last about LAUNCH_S (long against launch gaps and tails) and a sample at least SAMPLE_S.
 LAUNCH_S, SAMPLE_S, STRIDE_SAMPLE_S = 1e-3, 2e-3, 1e-3
+#: bw.dram_footprint re-reads one buffer of FOOTPRINT_LOW_L2 .. FOOTPRINT_TOP_L2 x L2: from where the L2 may
+#: still serve a quarter of the bytes to several GiB, past the address-translation caches' reach.
+FOOTPRINT_LOW_L2, FOOTPRINT_TOP_L2 = 4, 128
 #: The stride sweep has hundreds of configs: cap its repeats (bandwidths are stable to well under 1%), and
 #: shorten its warm-up (the calibration launches before it already warm caches and clocks).
 STRIDE_MAX_REPEATS = 11
@@ -76,9 +81,22 @@ WRITE_U, COPY_U = 4, 4
 DRAM_KERNELS = {
     "read": (("dram_read_u4", 4, 512), ("dram_read_u8", 8, 512), ("dram_read_chunk_u4", 4, 4 * 512),
              ("dram_read_chunk_u8", 8, 8 * 512)),
-    "write": (("dram_write", WRITE_U, 512),),
     "copy": (("dram_copy", COPY_U, 512), ("dram_copy_chunk_u4", 4, 4 * 512), ("dram_copy_chunk_u8", 8, 8 * 512)),
 }
+#: bw.dram's write variants: variant -> (kernel, bytes per store, grid-stride loop, streaming store hint).
+#: Grid-stride kernels run at the driver's occupancy and at half of it (the faster is measured); the "once"
+#: kernels store one element per thread over a grid of elements / BLOCK_THREADS blocks (a public stream
+#: suite's plain write), ``passes`` launches per timed launch.  Every warp store covers 256 or 512 aligned
+#: contiguous bytes: whole 32-byte sectors, so no variant makes the L2 fetch a sector to merge a partial one.
+WRITE_VARIANTS = {
+    "grid_stride_16": ("dram_write", 16, True, False),
+    "grid_stride_16_cs": ("dram_write_cs", 16, True, True),
+    "once_8": ("dram_write_once_8", 8, False, False),
+    "once_16": ("dram_write_once_16", 16, False, False),
+    "once_16_cs": ("dram_write_once_16_cs", 16, False, True),
+}
+#: The variant of the other ops: the fastest of their kernels (read, copy) or the driver's copy (memcpy).
+OP_VARIANT = {"read": "fastest", "copy": "fastest", "memcpy": "driver"}
 
 #: Validity.  No SM moves more than 128 B/clk between its L1/shared array and registers on any NVIDIA GPU
 #: so far; twice that is a generous but physical bound for shared memory and L1 per SM, and (times SMs and
@@ -379,18 +397,30 @@ def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
     return measure_stride(ctx, 16, 1, 0, "l2", layout=layout, budget=ctx.budget, sample_s=SAMPLE_S)
 
 
-@probe("bw.dram", sweeps={"quick": lambda d: {"op": list(DRAM_OPS)}, "full": lambda d: {"op": list(DRAM_OPS)}},
-       axes={"op": "read (16-byte loads), write (16-byte stores), copy (bytes read + written) or memcpy (the "
-                   "driver's cudaMemcpyAsync device to device, bytes read + written)"},
+def dram_configs(device: dict) -> list[dict]:
+    """Every op once, and the write op in each of its variants."""
+    return [{"op": op, "variant": v} for op in DRAM_OPS
+            for v in (WRITE_VARIANTS if op == "write" else (OP_VARIANT[op],))]
+
+
+@probe("bw.dram", sweeps={"quick": dram_configs, "full": dram_configs},
+       axes={"op": "read (16-byte loads), write (stores), copy (bytes read + written) or memcpy (the "
+                   "driver's cudaMemcpyAsync device to device, bytes read + written)",
+             "variant": "write: grid_stride_16 / grid_stride_16_cs (16-byte stores, grid-stride, plain or "
+                        "st.global.cs), once_8 / once_16 / once_16_cs (one 8- or 16-byte store per thread, no "
+                        "loop); read and copy: fastest (of their kernels and occupancies); memcpy: driver"},
        quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
                    "dram.copy_bandwidth_bytes_per_s"),
        kernels=("bandwidth.cu",))
-def bw_dram(ctx, op: str) -> list[Sample]:
+def bw_dram(ctx, op: str, variant: str | None = None) -> list[Sample]:
     """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""
     if op == "read":
         return _dram_read(ctx)
     if op == "write":
-        return _dram_write(ctx)
+        variant = variant or "grid_stride_16"
+        if variant not in WRITE_VARIANTS:
+            raise ValueError(f"unknown write variant {variant!r}: choose one of {', '.join(WRITE_VARIANTS)}")
+        return _dram_write(ctx, variant)
     if op == "copy":
         return _dram_copy(ctx)
     if op == "memcpy":
@@ -420,15 +450,15 @@ def dram_variants(kernels: list[tuple[object, int, int]], blocks_per_sm: list[in
     return out
 
 
-def _dram_stream(ctx, op: str, buffer_l2: float, make_args, verify, reset, bytes_per_vector: float,
-                 counted=lambda func: func) -> list[Sample]:
-    """Size the buffers for every variant of ``op``'s kernels, time each variant once, and measure the
-    fastest until stable.
+def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset, bytes_per_vector: float,
+                 counted=lambda func: func, extra: tuple = ()) -> list[Sample]:
+    """Size the buffers for every variant of ``kernels`` (``DRAM_KERNELS`` entries), time each variant once,
+    and measure the fastest until stable.
 
     ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call); ``counted``
     wraps a kernel to count its launches."""
     sms = ctx.device["sm_count"]
-    kernels = [(_kernel(name), unroll, contiguous) for name, unroll, contiguous in DRAM_KERNELS[op]]
+    kernels = [(_kernel(name), unroll, contiguous) for name, unroll, contiguous in kernels]
     variants = dram_variants(kernels, [_blocks_per_sm(func) for func, _, _ in kernels])
     per_trip = math.lcm(*[sms * v.blocks_per_sm * BLOCK_THREADS * v.unroll for v in variants])
     vecs = dram_vectors(ctx.device, buffer_l2, per_trip, 1)
@@ -448,12 +478,15 @@ def _dram_stream(ctx, op: str, buffer_l2: float, make_args, verify, reset, bytes
     passes, _ = calibrate(run, 1, LAUNCH_S)
     extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
              ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
-             ("blocks_per_sm", float(best.blocks_per_sm), "1"))
+             ("blocks_per_sm", float(best.blocks_per_sm), "1"),
+             ("buffer_bytes", float(vecs * 16), "B"), *extra)
     return _measure(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
                     bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
 
 
-def _dram_read(ctx) -> list[Sample]:
+def _dram_read(ctx, buffer_l2: float = HBM_FOOTPRINT_L2) -> list[Sample]:
+    """Every pass reads each line of a buffer of ``buffer_l2`` x L2 once, so a line can hit in the L2 only
+    if it stayed resident through a whole pass: the L2 serves at most L2 / buffer of the bytes."""
     import cupy
 
     sink = Sink("dram_read")
@@ -472,30 +505,91 @@ def _dram_read(ctx) -> list[Sample]:
             sink.launches += 1
         return call
 
-    return _dram_stream(ctx, "read", HBM_FOOTPRINT_L2, args,
+    return _dram_stream(ctx, DRAM_KERNELS["read"], buffer_l2, args,
                         lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0,
                         counted)
 
 
-def _dram_write(ctx) -> list[Sample]:
+def footprint_sweep(device: dict, per_octave: int) -> list[int]:
+    """bw.dram_footprint's buffers: FOOTPRINT_LOW_L2 x L2 .. FOOTPRINT_TOP_L2 x L2 (capped at MEMORY_FRACTION
+    of device memory), ``per_octave`` per doubling, whole MiB."""
+    l2 = device["l2_bytes"]
+    top = min(FOOTPRINT_TOP_L2 * l2, int(device["total_memory_bytes"] * MEMORY_FRACTION))
+    return geom(FOOTPRINT_LOW_L2 * l2, top, per_octave=per_octave, align=1 << 20)
+
+
+@probe("bw.dram_footprint",
+       sweeps={"quick": lambda d: {"footprint_bytes": footprint_sweep(d, 2)},
+               "full": lambda d: {"footprint_bytes": footprint_sweep(d, 3)}},
+       axes={"footprint_bytes": f"bytes of one buffer re-read pass after pass, {FOOTPRINT_LOW_L2}x .. "
+                                f"{FOOTPRINT_TOP_L2}x the L2 (at most {MEMORY_FRACTION:.0%} of device memory); "
+                                "quick: 2 per octave, full: 3"},
+       quantities=("dram.read_bandwidth_large_footprint_bytes_per_s",), kernels=("bandwidth.cu",))
+def bw_dram_footprint(ctx, footprint_bytes: int) -> list[Sample]:
+    """HBM read bandwidth (B/s) against the footprint re-read: bw.dram's read kernels (the fastest) over one
+    buffer of each size.  Past the reach of the address-translation caches every page's translation is
+    fetched again on every pass; below some L2 multiples the L2 serves up to L2 / footprint of the bytes."""
     import cupy
 
-    buffers, seed = {}, {"value": 0}
+    try:
+        return _dram_read(ctx, int(footprint_bytes) / ctx.device["l2_bytes"])
+    finally:
+        cupy.get_default_memory_pool().free_all_blocks()
 
-    def args(vecs: int, passes: int):
-        if "words" not in buffers:
-            buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
+
+def _dram_write(ctx, variant: str) -> list[Sample]:
+    """One write variant over a buffer of HBM_FOOTPRINT_L2 x L2; every word is checked after each sample."""
+    import cupy
+
+    name, store_bytes, grid_stride, streaming = WRITE_VARIANTS[variant]
+    buffers, seed = {}, {"value": 0}
+    config = (("store_bytes", float(store_bytes), "B"), ("streaming_store", float(streaming), "1"))
+
+    def next_seed() -> np.uint32:
         seed["value"] = (seed["value"] + 1) % 2**32 or 1
-        return (buffers["words"], np.int64(vecs), np.int64(passes), np.uint32(seed["value"]))
+        return np.uint32(seed["value"])
 
     def verify(vecs: int, passes: int):
         words = buffers["words"]
         wrong = _mismatches(words, None, seed["value"])
         if wrong:
-            raise RuntimeError(f"dram_write: {wrong} of {words.size} words do not hold the last launch's "
+            raise RuntimeError(f"{name}: {wrong} of {words.size} words do not hold the last launch's "
                                f"value {seed['value']:#x}")
 
-    return _dram_stream(ctx, "write", HBM_FOOTPRINT_L2, args, verify, lambda: None, 16.0)
+    if grid_stride:
+        def args(vecs: int, passes: int):
+            if "words" not in buffers:
+                buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
+            return (buffers["words"], np.int64(vecs), np.int64(passes), next_seed())
+
+        return _dram_stream(ctx, ((name, WRITE_U, 512),), HBM_FOOTPRINT_L2, args, verify, lambda: None, 16.0,
+                            extra=config)
+
+    func = _kernel(name)
+    vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2, BLOCK_THREADS, 1)
+    buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
+    blocks = once_blocks(vecs * 16, store_bytes)
+
+    def run(passes: int):
+        def launch():
+            value = next_seed()
+            for _ in range(passes):
+                func((blocks,), (BLOCK_THREADS,), (buffers["words"], value))
+        return launch
+
+    passes, _ = calibrate(run, 1, LAUNCH_S)
+    extra = (*config, ("grid_blocks", float(blocks), "1"))
+    return _measure(ctx, run(passes), lambda: None, lambda: verify(vecs, passes), passes * vecs * 16.0,
+                    bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
+
+
+def once_blocks(buffer_bytes: int, store_bytes: int) -> int:
+    """Blocks of a one-store-per-thread grid that writes every ``store_bytes`` element of the buffer once."""
+    elements, rest = divmod(buffer_bytes, store_bytes)
+    if rest or elements % BLOCK_THREADS:
+        raise ValueError(f"{buffer_bytes} B is not a whole number of {BLOCK_THREADS}-thread blocks of "
+                         f"{store_bytes}-byte stores")
+    return elements // BLOCK_THREADS
 
 
 def _dram_copy(ctx) -> list[Sample]:
@@ -517,7 +611,7 @@ def _dram_copy(ctx) -> list[Sample]:
         if wrong:
             raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
 
-    return _dram_stream(ctx, "copy", HBM_FOOTPRINT_L2 / 2, args, verify, lambda: None, 32.0)
+    return _dram_stream(ctx, DRAM_KERNELS["copy"], HBM_FOOTPRINT_L2 / 2, args, verify, lambda: None, 32.0)
 
 
 def _dram_memcpy(ctx) -> list[Sample]:

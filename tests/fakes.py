@@ -138,10 +138,35 @@ def _bw_l2(ctx, footprint_bytes):
     return [Sample("bandwidth", 9e12, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
-def _bw_dram(ctx, op):
-    return [Sample("bandwidth", {"read": HBM_READ, "write": 4.3e12, "copy": 4.0e12, "memcpy": 4.2e12}[op], "B/s", r,
-                   CLOCK_HZ,
-                   "cuda_event") for r in range(5)]
+#: HBM write of the simulated GPU: every variant writes whole sectors; 16-byte stores issue half the store
+#: instructions of 8-byte ones, the streaming hint leaves the L2's replacement to the writes alone, and a
+#: grid-stride loop keeps its blocks resident (each factor below 1 is what the variant loses).
+HBM_WRITE = 4.5e12
+WRITE_LOSS = {"grid_stride_16": 0.95, "grid_stride_16_cs": 0.97, "once_8": 0.98, "once_16": 0.99,
+              "once_16_cs": 1.0}
+#: L2 bandwidth a re-read footprint gets from the lines still resident; past TLB_REACH each pass refetches
+#: every page's translation, at this fraction of the HBM rate.
+L2_READ, TRANSLATION_LOSS = 9e12, 0.95
+
+
+def _bw_dram(ctx, op, variant=None):
+    rate = (HBM_WRITE * WRITE_LOSS[variant or "grid_stride_16"] if op == "write"
+            else {"read": HBM_READ, "copy": 4.0e12, "memcpy": 4.2e12}[op])
+    return [Sample("bandwidth", rate, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
+def read_bandwidth(footprint_bytes):
+    """A footprint F re-read pass after pass: the L2 serves h = min(1, L2 / F) of the bytes (every line it
+    can keep), HBM the rest, at a translation-limited rate past the TLB's reach."""
+    hbm = HBM_READ * (TRANSLATION_LOSS if footprint_bytes > TLB_REACH else 1.0)
+    h = min(1.0, DEVICE["l2_bytes"] / footprint_bytes)
+    return 1 / (h / L2_READ + (1 - h) / hbm)
+
+
+def _bw_dram_footprint(ctx, footprint_bytes):
+    return [s for r in range(5) for s in (
+        Sample("bandwidth", read_bandwidth(footprint_bytes), "B/s", r, CLOCK_HZ, "cuda_event"),
+        Sample("buffer_bytes", float(footprint_bytes), "B", r, CLOCK_HZ, "config"))]
 
 
 def _bw_onchip(ctx, level):
@@ -265,6 +290,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
+         "bw.dram_footprint": _bw_dram_footprint,
          "occupancy.throughput": _occupancy,
          "compute.vector": _compute_vector, "compute.latency": _compute_latency,
          "compute.mma_sync": _compute_mma_sync, "compute.wgmma": _compute_wgmma,

@@ -28,7 +28,7 @@ def probes(bw):
     from probes.registry import all_probes
 
     registry = all_probes()
-    return {pid: registry[pid] for pid in ("bw.stride", "bw.l2", "bw.dram", "bw.onchip")}
+    return {pid: registry[pid] for pid in ("bw.stride", "bw.l2", "bw.dram", "bw.onchip", "bw.dram_footprint")}
 
 
 # -- kernels ------------------------------------------------------------------------------------------------
@@ -39,10 +39,12 @@ def cubin():
 
 
 KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_read_chunk_u4",
-           "dram_read_chunk_u8", "dram_write", "dram_copy", "dram_copy_chunk_u4", "dram_copy_chunk_u8",
+           "dram_read_chunk_u8", "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
+           "dram_write_once_16_cs", "dram_copy", "dram_copy_chunk_u4", "dram_copy_chunk_u8",
            "smem_read", "l1_read", "fill_hash", "sum_elements", "count_mismatches")
 #: Kernels that must run at full occupancy on sm_90: 256-thread blocks, 2048 threads/SM -> <= 32 registers.
 FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_chunk_u4", "dram_write",
+                  "dram_write_cs", "dram_write_once_8", "dram_write_once_16", "dram_write_once_16_cs",
                   "dram_copy_chunk_u4", "smem_read", "l1_read")
 
 
@@ -125,6 +127,7 @@ LOOP_LOADS = {"stride_2": ("LDG.E.U16.STRONG.GPU", 16), "stride_4": ("LDG.E.STRO
               "stride_16": ("LDG.E.128.STRONG.GPU", 4), "dram_read_u4": ("LDG.E.128", 4),
               "dram_read_u8": ("LDG.E.128", 8), "dram_read_chunk_u4": ("LDG.E.LTC256B.128", 4),
               "dram_read_chunk_u8": ("LDG.E.LTC256B.128", 8), "dram_write": ("STG.E.128", 4),
+              "dram_write_cs": ("STG.E.EF.128", 4),
               "dram_copy": ("STG.E.128", 4), "dram_copy_chunk_u4": ("STG.E.128", 4),
               "dram_copy_chunk_u8": ("STG.E.128", 8),
               "smem_read": ("LDS.128", 4), "l1_read": ("LDG.E.128", 4)}
@@ -211,9 +214,39 @@ def test_chunked_loads_are_one_warp_trip_of_contiguous_512_byte_pieces(cubin):
         assert offsets == [u * 512 for u in range(8)], (name, lines)
 
 
-def test_dram_write_is_16_byte_stores_only(cubin, bw):
-    ops = [opcode(l) for l in instructions(sass(cubin[0])["dram_write"])]
-    assert [o for o in ops if o.startswith(("STG", "STS", "LDG", "LDS", "RED", "ATOM"))] == ["STG.E.128"] * bw.WRITE_U
+def memory_ops(code: str) -> list[str]:
+    """Opcodes of every global or shared load, store, reduction and atomic."""
+    return [o for o in map(opcode, instructions(code)) if o.startswith(("STG", "STS", "LDG", "LDS", "RED", "ATOM"))]
+
+
+def store_op(store_bytes: int, streaming: bool) -> str:
+    """SASS of a global store: STG.E.64 / STG.E.128, with .EF (evict first) for st.global.cs."""
+    return "STG.E" + (".EF" if streaming else "") + (".64" if store_bytes == 8 else f".{store_bytes * 8}")
+
+
+@pytest.mark.parametrize("variant", list(importlib.import_module("probes.bandwidth").WRITE_VARIANTS))
+def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin, bw, variant):
+    """Grid-stride: WRITE_U stores a trip; once: exactly one store, no loop.  The other width and the other
+    hint are the negative controls: each variant's SASS must fail to match them."""
+    name, store_bytes, grid_stride, streaming = bw.WRITE_VARIANTS[variant]
+    code = sass(cubin[0])[name]
+    want = [store_op(store_bytes, streaming)] * (bw.WRITE_U if grid_stride else 1)
+    assert memory_ops(code) == want
+    assert memory_ops(code) != [store_op(store_bytes, not streaming)] * len(want)
+    assert memory_ops(code) != [store_op(24 - store_bytes, streaming)] * len(want)
+    # a loop with a body (every kernel ends in a one-instruction BRA-to-itself after EXIT)
+    assert any(hi > lo for lo, hi in innermost_loops(code)) == grid_stride
+
+
+def test_once_grids_write_every_element_once(bw):
+    vecs = bw.dram_vectors(H200, bw.HBM_FOOTPRINT_L2, bw.BLOCK_THREADS, 1)
+    for store_bytes in (8, 16):
+        blocks = bw.once_blocks(vecs * 16, store_bytes)
+        assert blocks * bw.BLOCK_THREADS * store_bytes == vecs * 16
+    with pytest.raises(ValueError):
+        bw.once_blocks(bw.BLOCK_THREADS * 16 + 16, 16)  # a partial block would leave elements unwritten
+    with pytest.raises(ValueError):
+        bw.once_blocks(bw.BLOCK_THREADS * 16 + 4, 8)
 
 
 @pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.bandwidth")
@@ -266,12 +299,13 @@ def test_the_in_flight_check_catches_a_dependent_load(tmp_path):
 
 def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
     axes = {"bw.stride": {"element_bytes", "stride_elements", "aligned", "level"}, "bw.l2": {"footprint_bytes"},
-            "bw.dram": {"op"}, "bw.onchip": {"level"}}
+            "bw.dram": {"op", "variant"}, "bw.onchip": {"level"}, "bw.dram_footprint": {"footprint_bytes"}}
     quantities = {"bw.stride": {"coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"},
                   "bw.l2": {"l2.bandwidth_bytes_per_s", "l2.capacity_bytes"},
                   "bw.dram": {"dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
                               "dram.copy_bandwidth_bytes_per_s"},
-                  "bw.onchip": {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm"}}
+                  "bw.onchip": {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm"},
+                  "bw.dram_footprint": {"dram.read_bandwidth_large_footprint_bytes_per_s"}}
     for pid, p in probes.items():
         assert set(p.axes) == axes[pid]
         assert set(p.quantities) == quantities[pid]
@@ -282,7 +316,12 @@ def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
 
 def test_config_counts_on_the_committed_h200(probes):
     counts = {pid: (len(p.configs(H200, "quick")), len(p.configs(H200, "full"))) for pid, p in probes.items()}
-    assert counts == {"bw.stride": (84, 792), "bw.l2": (19, 41), "bw.dram": (4, 4), "bw.onchip": (2, 2)}
+    assert counts == {"bw.stride": (84, 792), "bw.l2": (19, 41), "bw.dram": (8, 8), "bw.onchip": (2, 2),
+                      "bw.dram_footprint": (11, 16)}
+    dram = probes["bw.dram"].configs(H200, "full")
+    assert {c["variant"] for c in dram if c["op"] == "write"} == set(importlib.import_module(
+        "probes.bandwidth").WRITE_VARIANTS)
+    assert [c["op"] for c in dram if c["op"] != "write"] == ["read", "copy", "memcpy"]
     full = probes["bw.stride"].configs(H200, "full")
     assert sorted({c["stride_elements"] for c in full}) == [*range(1, 65), 128, 256]
     assert {c["aligned"] for c in full} == {"aligned", "misaligned"}
@@ -358,6 +397,20 @@ def test_dram_variants_are_each_kernel_at_full_and_half_occupancy(bw):
     assert [(v.func, v.unroll, v.contiguous_bytes, v.blocks_per_sm) for v in variants] == [
         ("u4", 4, 512, 8), ("u4", 4, 512, 4), ("c8", 8, 4096, 5), ("c8", 8, 4096, 2)]
     assert [v.blocks_per_sm for v in bw.dram_variants([("copy", 4, 512)], [1])] == [1]
+
+
+@pytest.mark.parametrize("device", [H200, OTHER], ids=["h200", "other"])
+def test_footprint_sweep_spans_four_l2s_to_the_top_or_the_memory_cap(bw, device):
+    l2 = device["l2_bytes"]
+    for per_octave in (2, 3):
+        footprints = bw.footprint_sweep(device, per_octave)
+        top = min(bw.FOOTPRINT_TOP_L2 * l2, device["total_memory_bytes"] * bw.MEMORY_FRACTION)
+        assert footprints[0] == bw.FOOTPRINT_LOW_L2 * l2 and footprints[-1] == pytest.approx(top, abs=1 << 20)
+        assert footprints == sorted(set(footprints)) and all(f % (1 << 20) == 0 for f in footprints)
+        steps = np.diff(np.log2(footprints))
+        assert np.allclose(steps, 1 / per_octave, atol=0.02)  # per_octave points per doubling, evenly
+    small = {**device, "total_memory_bytes": 16 * l2}  # memory, not the L2 multiple, caps the sweep
+    assert bw.footprint_sweep(small, 2)[-1] <= small["total_memory_bytes"] * bw.MEMORY_FRACTION
 
 
 def test_misaligned_start_is_one_element(bw):
@@ -479,3 +532,24 @@ def test_measure_flags_an_impossible_bandwidth_invalid_and_keeps_it(bw, fake_tim
                           bound=bw.bandwidth_bound(H200, "dram"))
     assert samples and all(s.flag == "invalid" for s in samples)
     assert samples[0].value == pytest.approx(1e15)
+
+
+def test_a_simulated_run_recovers_the_fakes_write_and_footprint_physics(tmp_path):
+    """The fakes' fastest write variant and their largest-footprint read come back as the headlines."""
+    import fakes
+    from analysis.derive import derive
+    from probes import runner
+
+    probes = [p for p in fakes.simulated_probes() if p.id in ("bw.dram", "bw.dram_footprint")]
+    run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    derived = derive(meta, run.read_measurements()).set_index("quantity")
+    best = max(fakes.WRITE_LOSS, key=fakes.WRITE_LOSS.get)
+    write = derived.loc["dram.write_bandwidth_bytes_per_s"]
+    assert write["value"] == pytest.approx(fakes.HBM_WRITE * fakes.WRITE_LOSS[best], rel=1e-6)
+    assert write["note"].startswith(f"fastest: {best} ")
+    top = max(c["footprint_bytes"] for c in probes[1].configs(fakes.DEVICE, "quick"))
+    large = derived.loc["dram.read_bandwidth_large_footprint_bytes_per_s"]
+    assert large["value"] == pytest.approx(fakes.read_bandwidth(top), rel=1e-6)
+    assert large["value"] < fakes.HBM_READ  # past the fakes' TLB reach, translation-limited

@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from analysis.capacity import bandwidth_model
-from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes, predicted_efficiency,
-                                 relative_efficiency, stride_table, touched_blocks, useful_bytes)
+from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, footprint_table, l2_share_bound,
+                                 moved_bytes, predicted_efficiency, relative_efficiency, stride_table,
+                                 touched_blocks, useful_bytes, write_variants)
 from analysis.quantities import QUANTITIES
 from analysis.stats import ratio_ci
 from tests.conftest import COMMITTED_RUN
@@ -341,3 +342,92 @@ def test_bandwidth_rows_give_the_l2_capacity_only_from_a_sweep_past_the_l2():
     assert set(rows) == {"l2.bandwidth_bytes_per_s", "l2.capacity_bytes"}
     short = bandwidth_rows(l2_sweep(53 * MiB, top=1), L2_DEVICE)
     assert [r["quantity"] for r in short] == ["l2.bandwidth_bytes_per_s"]
+
+
+# -- HBM write variants, the read's L2 bound, and the footprint sweep -------------------------------------
+
+WRITE_RATES = {"grid_stride_16": 4.30e12, "grid_stride_16_cs": 4.35e12, "once_8": 4.40e12, "once_16": 4.50e12,
+               "once_16_cs": 4.45e12}
+
+
+def write_variant_measurements(rates=WRITE_RATES) -> pd.DataFrame:
+    rows = []
+    for i, (variant, rate) in enumerate(rates.items()):
+        rows += _samples("bw.dram", "bandwidth", "B/s", _noisy(rate, seed=i), op="write", variant=variant)
+    # a flagged sample above every variant: the headline must not come from it
+    rows += _samples("bw.dram", "bandwidth", "B/s", [9e12] * 7, flag="invalid", op="write", variant="once_8")
+    return pd.DataFrame(rows)
+
+
+def test_write_headline_is_the_fastest_variant_named_with_every_variant_and_contrast():
+    by = {r["quantity"]: r for r in bandwidth_rows(write_variant_measurements(), DEVICE)}
+    row = by["dram.write_bandwidth_bytes_per_s"]
+    assert row["value"] == pytest.approx(4.50e12, rel=0.01)
+    assert row["note"].startswith("fastest: once_16 ")
+    for variant in WRITE_RATES:
+        assert variant in row["note"]
+    width = re.search(r"16- over 8-byte stores ([+-][\d.]+)%", row["note"])
+    assert width and float(width.group(1)) == pytest.approx((4.50 / 4.40 - 1) * 100, abs=0.2), row["note"]
+    grid = re.search(r"one store per thread over grid-stride ([+-][\d.]+)%", row["note"])
+    assert grid and float(grid.group(1)) == pytest.approx((4.50 / 4.30 - 1) * 100, abs=0.2)
+    assert "partial write" in row["method"]
+
+
+def test_write_headline_follows_the_samples_not_the_variant_order():
+    """Negative control: with the grid-stride kernel fastest, the headline and its name move with it."""
+    rates = {**WRITE_RATES, "grid_stride_16": 4.6e12}
+    row = {r["quantity"]: r for r in bandwidth_rows(write_variant_measurements(rates), DEVICE)}[
+        "dram.write_bandwidth_bytes_per_s"]
+    assert row["value"] == pytest.approx(4.6e12, rel=0.01) and row["note"].startswith("fastest: grid_stride_16 ")
+
+
+def test_runs_before_the_variant_axis_read_as_the_grid_stride_kernel():
+    frame = pd.DataFrame(_samples("bw.dram", "bandwidth", "B/s", _noisy(4.3e12), op="write"))
+    assert list(write_variants(frame)) == ["grid_stride_16"]
+    row = {r["quantity"]: r for r in bandwidth_rows(frame, DEVICE)}["dram.write_bandwidth_bytes_per_s"]
+    assert row["value"] == pytest.approx(4.3e12, rel=0.01)
+    assert row["method"].startswith("16-byte stores") and "fastest" not in row["note"]  # derived as it was
+
+
+def test_l2_share_bound_is_the_l2_over_the_bytes_a_pass_reads():
+    assert l2_share_bound(60 * MiB, 32 * 60 * MiB) == pytest.approx(1 / 32)
+    assert l2_share_bound(60 * MiB, 240 * MiB) == pytest.approx(0.25)
+    assert l2_share_bound(60 * MiB, 30 * MiB) == 1.0  # a buffer inside the L2 may hit entirely
+
+
+def test_read_note_states_the_buffer_and_the_l2_bound():
+    buffer = 32 * DEVICE["l2_bytes"]
+    frame = pd.DataFrame(_samples("bw.dram", "bandwidth", "B/s", _noisy(4.6e12), op="read", variant="fastest")
+                         + _samples("bw.dram", "buffer_bytes", "B", [float(buffer)] * 5, op="read",
+                                    variant="fastest"))
+    row = {r["quantity"]: r for r in bandwidth_rows(frame, DEVICE)}["dram.read_bandwidth_bytes_per_s"]
+    assert "serves at most 3.1% of the bytes" in row["note"], row["note"]
+    older = pd.DataFrame(_samples("bw.dram", "bandwidth", "B/s", _noisy(4.6e12), op="read"))
+    assert "serves at most" not in {r["quantity"]: r for r in bandwidth_rows(older, DEVICE)}[
+        "dram.read_bandwidth_bytes_per_s"]["note"]  # a run that did not record its buffer claims no bound
+
+
+def footprint_measurements(rates: dict) -> pd.DataFrame:
+    rows = []
+    for i, (footprint, rate) in enumerate(rates.items()):
+        rows += _samples("bw.dram_footprint", "bandwidth", "B/s", _noisy(rate, seed=i), footprint_bytes=footprint)
+    rows += _samples("bw.dram", "bandwidth", "B/s", _noisy(4.6e12, seed=9), op="read", variant="fastest")
+    return pd.DataFrame(rows)
+
+
+def test_large_footprint_read_is_the_sweeps_largest_footprint():
+    l2 = DEVICE["l2_bytes"]
+    rates = {4 * l2: 4.9e12, 16 * l2: 4.65e12, 64 * l2: 4.5e12, 128 * l2: 4.4e12}
+    table = footprint_table(footprint_measurements(rates))
+    assert list(table["footprint_bytes"]) == sorted(rates)
+    row = {r["quantity"]: r for r in bandwidth_rows(footprint_measurements(rates), DEVICE)}[
+        "dram.read_bandwidth_large_footprint_bytes_per_s"]
+    assert row["value"] == pytest.approx(4.4e12, rel=0.01) and row["unit"] == "B/s"
+    assert "L2 share at most 0.8%" in row["note"] and "L2 share at most 25.0%" in row["note"], row["note"]
+    change = re.search(r"([+-][\d.]+)% against bw.dram's read", row["note"])
+    assert change and float(change.group(1)) == pytest.approx((4.4 / 4.6 - 1) * 100, abs=0.2)
+    # negative control: a sweep whose largest footprint is the fastest reports that, not the first point
+    rates[256 * l2] = 5.0e12
+    row = {r["quantity"]: r for r in bandwidth_rows(footprint_measurements(rates), DEVICE)}[
+        "dram.read_bandwidth_large_footprint_bytes_per_s"]
+    assert row["value"] == pytest.approx(5.0e12, rel=0.01)
