@@ -94,6 +94,11 @@ def cmd_run(args) -> int:
     return 1 if failed else 0
 
 
+def _progress(line: str) -> None:
+    """A progress line on stderr, so stdout keeps only the report's paths."""
+    print(f"report: {line}", file=sys.stderr, flush=True)
+
+
 def cmd_report(args) -> int:
     from analysis.compare import compare
     from analysis.derive import derive
@@ -114,9 +119,10 @@ def cmd_report(args) -> int:
     console = _console()
     by_gpu: dict[str, dict] = {}
     for meta, measurements in loaded:
+        _progress(f"deriving {meta['run_id']}")
         derived = derive(meta, measurements)
         by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
-        page = render(meta, measurements, derived, out_root / meta["run_id"])
+        page = render(meta, measurements, derived, out_root / meta["run_id"], progress=_progress)
         console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
     if table is not None:
         page = render_comparison(table, by_gpu, out_root / "comparison")
