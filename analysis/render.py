@@ -229,18 +229,20 @@ def drawn_figures(measurements) -> list[str]:
 
 
 def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
-    """Yield (spec, matplotlib Figure) for every figure whose probe the run measured; the caller closes them."""
+    """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
+    closes them."""
     measured = set(measurements["probe"].unique())
     for spec in which:
         if spec.probe in measured:
-            yield spec, spec.draw(meta, measurements, derived).figure
+            fig = spec.draw(meta, measurements, derived).figure
+            fig.tight_layout()
+            yield spec, fig
 
 
 def _encode(fig) -> tuple[bytes, bytes]:
-    """The figure as PNG and SVG bytes, laid out once; both without dates so rebuilds are byte-identical."""
+    """The laid-out figure as PNG and SVG bytes, both without dates so rebuilds are byte-identical."""
     import matplotlib as mpl
 
-    fig.tight_layout()
     with mpl.rc_context({"svg.hashsalt": "gpuatlas", "svg.fonttype": "none"}):
         png, svg = io.BytesIO(), io.BytesIO()
         fig.savefig(png, format="png", dpi=PNG_DPI)
@@ -256,8 +258,7 @@ def _draw_one(spec_index: int) -> tuple[int, bytes, bytes, float]:
     import matplotlib.pyplot as plt
 
     started = time.perf_counter()
-    spec = _JOB["specs"][spec_index]
-    fig = spec.draw(_JOB["meta"], _JOB["measurements"], _JOB["derived"]).figure
+    (_, fig), = draw_figures(_JOB["meta"], _JOB["measurements"], _JOB["derived"], [_JOB["specs"][spec_index]])
     png, svg = _encode(fig)
     plt.close(fig)
     return spec_index, png, svg, time.perf_counter() - started
