@@ -120,7 +120,7 @@ def cmd_report(args) -> int:
     by_gpu: dict[str, dict] = {}
     for meta, measurements in loaded:
         _progress(f"deriving {meta['run_id']}")
-        derived = derive(meta, measurements)
+        derived = derive(meta, measurements, parallel=True)
         by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
         page = render(meta, measurements, derived, out_root / meta["run_id"], progress=_progress)
         console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
