@@ -249,7 +249,7 @@ def coalescing(measurements: pd.DataFrame, ax=None):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}" if y >= 1 / 64 else f"1/{1 / y:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}" if y >= 1 else f"1/{1 / y:g}"))
     ax.set_xlabel("element stride between lanes")
     ax.set_ylabel("useful bandwidth / stride-1 bandwidth")
     ax.set_title("Coalescing from HBM: measured against the 32-, 64- and 128-byte models")
