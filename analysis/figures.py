@@ -405,7 +405,8 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
         hi = max(hi, 4 * peak / bw)
         x = np.geomspace(lo, hi, 200)
         ax.plot(x, np.minimum(peak, x * bw), color="black", lw=1.2,
-                label=f"HBM roof: {bw / 1e12:.2f} TB/s,\nBF16 peak {peak / 1e12:.0f} TFLOP/s (ridge {peak / bw:.0f} FLOP/B)")
+                label=f"HBM roof: {bw / 1e12:.2f} TB/s,\n"
+                      f"BF16 peak {peak / 1e12:.0f} TFLOP/s (ridge {peak / bw:.0f} FLOP/B)")
         if L2_BANDWIDTH in d:
             l2 = d[L2_BANDWIDTH]
             ax.plot(x, np.minimum(peak, x * l2), color="black", lw=1.0, ls="--",

@@ -1,8 +1,8 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
-Order: the reconstructed hierarchy table, the derived quantities, the lecture's claims judged, the figures
-(latency staircase, launch overhead), CuPy vs Numba agreement, then device, clocks, software, probe status
-and warnings.
+Order: a table of contents, the reconstructed hierarchy table, the derived quantities, the lecture's claims
+judged, the captioned figures (FIGURES, each also written as PNG and SVG), the Hopper units, CuPy vs Numba
+agreement, then device, clocks, software, probe status and warnings.
 """
 from __future__ import annotations
 
@@ -443,7 +443,8 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
             atomic_write_bytes(out_dir / f"{spec.stem}.png", png)
             atomic_write_bytes(out_dir / f"{spec.stem}.svg", svg)
             caption = f"Figure {n_fig}. {spec.caption}"
-            md += [f"![{heading}]({spec.stem}.png)", "", f"*{caption}* (vector: [{spec.stem}.svg]({spec.stem}.svg))", ""]
+            md += [f"![{heading}]({spec.stem}.png)", "",
+                   f"*{caption}* (vector: [{spec.stem}.svg]({spec.stem}.svg))", ""]
             body.append(f'<figure><img alt="{html.escape(heading)}" src="data:image/png;base64,'
                         f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(caption)} '
                         f'<a href="{spec.stem}.svg">SVG</a></figcaption></figure>')
