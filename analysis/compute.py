@@ -26,11 +26,12 @@ MMA_SHAPES = {"bf16": "m16n8k16", "fp16": "m16n8k16", "tf32": "m16n8k8", "e4m3":
 WGMMA_K = {"bf16": 16, "fp16": 16, "tf32": 8, "e4m3": 32}
 #: bar label -> derived quantity, in the order the figure draws them
 PEAK_BARS = {"FP64 DFMA": "fp64.peak_flops", "FP32 FFMA": "fp32.peak_flops", "FP16x2 HFMA2": "fp16.peak_flops",
+             "INT32 IMAD": "int32.peak_ops",
              "mma.sync TF32": "tc.tf32.mma_sync_peak_flops", "mma.sync BF16": "tc.bf16.mma_sync_peak_flops",
              "mma.sync FP16": "tc.fp16.mma_sync_peak_flops", "mma.sync FP8": "tc.fp8.mma_sync_peak_flops",
              "wgmma TF32": "tc.tf32.peak_flops", "wgmma BF16": "tc.bf16.peak_flops",
              "wgmma FP16": "tc.fp16.peak_flops", "wgmma FP8": "tc.fp8.peak_flops",
-             "cuBLAS BF16 8192^3": "matmul.cublas_bf16_flops", "Triton BF16 8192^3": "matmul.triton_bf16_flops"}
+             "cuBLAS BF16 8192³": "matmul.cublas_bf16_flops", "Triton BF16 8192³": "matmul.triton_bf16_flops"}
 
 
 def _note(frame: pd.DataFrame) -> str:

@@ -1,15 +1,18 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
-Order: the reconstructed hierarchy table, the derived quantities, the lecture's claims judged, the figures
-(latency staircase, launch overhead), CuPy vs Numba agreement, then device, clocks, software, probe status
-and warnings.
+Order: a table of contents, the reconstructed hierarchy table, the derived quantities, the lecture's claims
+judged, the captioned figures (FIGURES, each also written as PNG and SVG), the Hopper units, CuPy vs Numba
+agreement, then device, clocks, software, probe status and warnings.
 """
 from __future__ import annotations
 
 import base64
 import html
 import io
+import os
+import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import pandas as pd
 
@@ -19,7 +22,13 @@ from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.roofline import gap_explanation, roofline_table
 from analysis.stats import SPREAD_WARNING, unstable_configs
-from analysis.units import fmt_bytes, fmt_value
+from analysis.units import fmt_bytes
+from analysis.units import fmt_value as _fmt_value
+
+
+def fmt_value(value, unit: str) -> str:
+    """A value with its unit for the page: microseconds written with µ."""
+    return _fmt_value(value, unit).replace(" us", " µs")
 
 #: Probe families still to come, named in the report where their columns are empty.
 PENDING = {"bandwidth": "issue #4", "capacity": "issue #3"}
@@ -77,7 +86,8 @@ def derived_table(derived: pd.DataFrame) -> pd.DataFrame:
         "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
         "95% CI": [f"[{fmt_value(lo, u)}, {fmt_value(hi, u)}]"
                    for lo, hi, u in zip(derived["ci_low"], derived["ci_high"], derived["unit"])],
-        "method": derived["method"], "note": derived["note"].fillna(""),
+        "method": derived["method"],
+        "note": derived["note"].fillna("").str.replace(r"(\d) us\b", "\\1 µs", regex=True),
     })
 
 
@@ -137,56 +147,155 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
     return out
 
 
-#: (file name, the probe whose data the figure needs, how to draw it from (meta, measurements, derived)).
+class FigureSpec(NamedTuple):
+    """One report figure: its file stem, the probe whose data it needs, its heading and caption, and how to
+    draw it from (meta, measurements, derived) -> Axes."""
+    stem: str
+    probe: str
+    title: str
+    caption: str
+    draw: Callable
+
+
+#: The report's figures in order; the "hopper" ones go in the "Hopper units" section.
 FIGURES = (
-    ("latency-staircase.png", "chase.latency", lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
-    ("access-latency.png", "chase.access", lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
-    ("tlb-staircase.png", "chase.tlb", lambda meta, m, d: figures.tlb_staircase(m, d)),
-    ("line-size.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
-    ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),
-    ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
-    ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"], d)),
-    ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
-    ("occupancy-throughput.png", "occupancy.throughput",
-     lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
-    ("compute-peaks.png", "compute.vector", lambda meta, m, d: figures.compute_peaks(d)),
-    ("roofline.png", "matmul.roofline", lambda meta, m, d: figures.roofline(m, d)),
-    ("fused-softmax.png", "fusion.softmax", lambda meta, m, d: figures.fusion(m)),
+    FigureSpec("latency-staircase", "chase.latency", "Latency staircase",
+               "Cycles per dependent load of a pointer chase against its footprint, CuPy and Numba, through L1 "
+               "and L2-only loads (median, interquartile band). Dashed: the fitted latency of each level; dotted: "
+               "the fitted capacities (95% CI shaded) and the driver's L2 size.",
+               lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
+    FigureSpec("access-latency", "chase.access", "Single-access latency",
+               "Distribution of one SM's single-access latencies at footprints beyond L1, the recording's cost "
+               "taken off: near-partition L2 hits, far-partition hits (shaded) and HBM misses, with the derived "
+               "latencies marked.",
+               lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
+    FigureSpec("tlb-staircase", "chase.tlb", "TLB staircase",
+               "One load per 2 MiB page: latency against the footprint the pages span, with the fitted TLB "
+               "reaches.", lambda meta, m, d: figures.tlb_staircase(m, d)),
+    FigureSpec("line-size", "chase.line", "Line size",
+               "Address-order chase against stride: latency rises until the stride passes the fill "
+               "granularity, through L1 and L2 only.", lambda meta, m, d: figures.line_size(m)),
+    FigureSpec("bank-conflicts", "smem.banks", "Shared-memory bank conflicts",
+               "Cycles per warp-wide shared load against the stride between lanes, per access size: dependent "
+               "loads (latency, left) and independent loads (throughput, right); lines CuPy, crosses Numba.",
+               lambda meta, m, d: figures.bank_conflicts(m)),
+    FigureSpec("coalescing", "bw.stride", "Coalescing",
+               "Useful HBM bandwidth over the stride-1 bandwidth against the element stride between lanes, per "
+               "element size, with the 32-B sector, 64-B and 128-B segment models' predictions.",
+               lambda meta, m, d: figures.coalescing(m)),
+    FigureSpec("bandwidth-footprint", "bw.l2", "Bandwidth against footprint",
+               "Read bandwidth of every SM through L2 only against footprint, with the fitted L2 miss model and "
+               "capacity (95% CI shaded); shared memory, L1 and HBM read bandwidth for scale.",
+               lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"], d)),
+    FigureSpec("launch-overhead", "launch.overhead", "Launch overhead",
+               "Time per empty-kernel launch, plain launches against a CUDA graph (median, interquartile range).",
+               lambda meta, m, d: figures.launch_overhead(m)),
+    FigureSpec("occupancy-throughput", "occupancy.throughput", "Occupancy against throughput",
+               "Read bandwidth against resident warps per SM, one line per ILP, from HBM and L2 with 4- and "
+               "16-byte loads; dashed: Little's-law fits; the HBM panels mark HBM read bandwidth and the "
+               "fitted ILP-1 knee.", lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
+    FigureSpec("compute-peaks", "compute.vector", "Compute peaks",
+               "Measured dense peaks with 95% CIs: vector units (FP64, FP32, FP16x2, INT32), mma.sync, wgmma, "
+               "and cuBLAS and Triton matmuls.", lambda meta, m, d: figures.compute_peaks(d)),
+    FigureSpec("roofline", "matmul.roofline", "Roofline",
+               "Square-tiled Triton matmul on the run's measured roofline: HBM and L2 bandwidth slopes under the "
+               "BF16 tensor peak; each BLOCK's predicted (hollow) and measured (filled) point.",
+               lambda meta, m, d: figures.roofline(m, d)),
+    FigureSpec("fused-softmax", "fusion.softmax", "Fused softmax",
+               "Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel.",
+               lambda meta, m, d: figures.fusion(m)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
-    ("dsmem-latency.png", "hopper.dsmem_latency", lambda meta, m, d: figures.dsmem_latency(m, d)),
-    ("tma-latency.png", "hopper.tma_latency", lambda meta, m, d: figures.tma_latency(m, d)),
-    ("copy-bandwidth.png", "hopper.copy_bandwidth", lambda meta, m, d: figures.copy_bandwidth(m, d)),
+    FigureSpec("dsmem-latency", "hopper.dsmem_latency", "DSMEM latency",
+               "Chase latency against cluster size: the next block's shared memory (DSMEM), the block's own "
+               "through the same generic path, and its own by LDS (median, interquartile bars).",
+               lambda meta, m, d: figures.dsmem_latency(m, d)),
+    FigureSpec("tma-latency", "hopper.tma_latency", "TMA latency",
+               "Cycles from issuing one bulk copy to its completion against copy size, 1-D and 2-D, from L2 and "
+               "HBM, with the load-to-use latencies of one ld.global.", lambda meta, m, d: figures.tma_latency(m, d)),
+    FigureSpec("copy-bandwidth", "hopper.copy_bandwidth", "Global to shared copy bandwidth",
+               "Streaming bandwidth from global into shared memory against chunk size: TMA, cp.async and plain "
+               "loads, from HBM (solid) and L2 (dashed).", lambda meta, m, d: figures.copy_bandwidth(m, d)),
 )
+
+#: Resolution of the PNGs (print); every figure is also written as SVG.
+PNG_DPI = 200
 
 
 def drawn_figures(measurements) -> list[str]:
-    """Names of the figures a report of these measurements holds (main and Hopper sections)."""
-    measured = set(measurements["probe"])
-    return [name for name, probe, _ in (*FIGURES, *HOPPER_FIGURES) if probe in measured]
+    """Names of the PNGs a report of these measurements holds (main and Hopper sections)."""
+    measured = set(measurements["probe"].unique())
+    return [f"{spec.stem}.png" for spec in (*FIGURES, *HOPPER_FIGURES) if spec.probe in measured]
 
 
-def _figures(meta, measurements, derived, which=FIGURES) -> dict[str, bytes]:
+def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
+    """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
+    closes them."""
+    measured = set(measurements["probe"].unique())
+    for spec in which:
+        if spec.probe in measured:
+            fig = spec.draw(meta, measurements, derived).figure
+            fig.tight_layout()
+            yield spec, fig
+
+
+def _encode(fig) -> tuple[bytes, bytes]:
+    """The laid-out figure as PNG and SVG bytes, both without dates so rebuilds are byte-identical."""
+    import matplotlib as mpl
+
+    with mpl.rc_context({"svg.hashsalt": "gpuatlas", "svg.fonttype": "none"}):
+        png, svg = io.BytesIO(), io.BytesIO()
+        fig.savefig(png, format="png", dpi=PNG_DPI)
+        fig.savefig(svg, format="svg", metadata={"Date": None})
+    return png.getvalue(), svg.getvalue()
+
+
+#: What the figure workers draw from: set before they fork, so the frames are shared, not pickled.
+_JOB: dict = {}
+
+
+def _draw_one(spec_index: int) -> tuple[int, bytes, bytes, float]:
     import matplotlib.pyplot as plt
 
-    made = {}
-    for name, probe, draw in which:
-        if probe in set(measurements["probe"]):
-            ax = draw(meta, measurements, derived)
-            made[name] = _png(ax.figure)
-            plt.close(ax.figure)
-    return made
+    started = time.perf_counter()
+    (_, fig), = draw_figures(_JOB["meta"], _JOB["measurements"], _JOB["derived"], [_JOB["specs"][spec_index]])
+    png, svg = _encode(fig)
+    plt.close(fig)
+    return spec_index, png, svg, time.perf_counter() - started
 
 
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    return buf.getvalue()
+def _figures(meta, measurements, derived, which, progress) -> dict:
+    """stem -> (spec, PNG, SVG) of every figure the run has data for, drawn on every core (forked workers
+    where the platform forks, else in turn); ``progress`` gets a line per figure as it is done."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    measured = set(measurements["probe"].unique())
+    specs = [spec for spec in which if spec.probe in measured]
+    _JOB.update(specs=specs, meta=meta, measurements=measurements, derived=derived)
+    done = {}
+    try:
+        workers = min(len(specs), os.cpu_count() or 1)
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                results = (f.result() for f in as_completed([pool.submit(_draw_one, i) for i in range(len(specs))]))
+                for i, png, svg, seconds in results:
+                    done[i] = (png, svg)
+                    if progress:
+                        progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
+        else:
+            for i in range(len(specs)):
+                _, png, svg, seconds = _draw_one(i)
+                done[i] = (png, svg)
+                if progress:
+                    progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
+    finally:
+        _JOB.clear()
+    return {specs[i].stem: (specs[i], *done[i]) for i in sorted(done)}
 
 
-def _sections(meta, measurements, derived):
+def _sections(meta, measurements, derived, progress=None):
     """(title, DataFrame | list[str] | figure name) in report order."""
     device = meta["device"]
     soft = meta.get("software", {})
@@ -207,13 +316,13 @@ def _sections(meta, measurements, derived):
     status = pd.DataFrame([(pid, s["status"], f"{s['configs_done']}/{s['configs_total']}", f"{s['seconds']:.1f} s",
                             s.get("error") or "") for pid, s in meta["probes"].items()],
                           columns=["probe", "status", "configs", "time", "error"])
-    figs = _figures(meta, measurements, derived)
+    figs = _figures(meta, measurements, derived, (*FIGURES, *HOPPER_FIGURES), progress)
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
                 ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
-    sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
-                 for name, png in figs.items()]
-    sections += hopper_sections(meta, measurements, derived)
+    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
+                 if spec in FIGURES]
+    sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))
@@ -238,8 +347,9 @@ def hopper_table(derived: pd.DataFrame) -> pd.DataFrame:
                         columns=["Hopper unit", "measured", "classic path", "classic measured", "unit / classic"])
 
 
-def hopper_sections(meta, measurements, derived) -> list:
-    """The "Hopper units" section: the comparison table and its figures, or why the run has none."""
+def hopper_sections(meta, measurements, derived, drawn=()) -> list:
+    """The "Hopper units" section: the comparison table and its ``drawn`` figures ((spec, PNG, SVG)), or why
+    the run has none."""
     states = {pid: s for pid, s in meta["probes"].items() if pid.startswith("hopper.")}
     if not states:
         return []
@@ -248,9 +358,7 @@ def hopper_sections(meta, measurements, derived) -> list:
     table = hopper_table(derived)
     sections = [("Hopper units: DSMEM, TMA, DPX against the classic path",
                  table if not table.empty else (skipped or ["no Hopper quantity and classic path both measured"]))]
-    sections += [(name.removesuffix(".png").replace("-", " ").capitalize().replace("Tma", "TMA")
-                  .replace("Dsmem", "DSMEM"), ("figure", name, png))
-                 for name, png in _figures(meta, measurements, derived, HOPPER_FIGURES).items()]
+    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in drawn]
     if skipped and not table.empty:
         sections.append(("Hopper units not measured", skipped))
     return sections
@@ -269,10 +377,12 @@ def _md_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path) -> Path:
-    """Write ``index.html`` (self-contained), ``index.md`` and the figures' PNGs; return the HTML path."""
+def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path,
+           progress: Callable[[str], None] | None = None) -> Path:
+    """Write ``index.html`` (self-contained), ``index.md`` and each figure as PNG and SVG; return the HTML path.
+    ``progress`` is called with a line as each figure is done."""
     title = f"gpuatlas: {meta['gpu']} ({meta['run_id']})"
-    return _write_page(title, _sections(meta, measurements, derived), out_dir)
+    return _write_page(title, _sections(meta, measurements, derived, progress), out_dir)
 
 
 def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -300,12 +410,25 @@ def render_comparison(long: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.
     return _write_page("gpuatlas: comparison", sections, out_dir)
 
 
+def _anchor(heading: str, taken: set) -> str:
+    base = "".join(c if c.isalnum() else "-" for c in heading.lower()).strip("-")
+    while "--" in base:
+        base = base.replace("--", "-")
+    anchor, n = base, 2
+    while anchor in taken:
+        anchor, n = f"{base}-{n}", n + 1
+    taken.add(anchor)
+    return anchor
+
+
 def _write_page(title: str, sections, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    md, body = [f"# {title}", ""], [f"<h1>{html.escape(title)}</h1>"]
+    md, body, toc, taken, n_fig = [f"# {title}", ""], [], [], set(), 0
     for heading, content in sections:
+        anchor = _anchor(heading, taken)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
         md += [f"## {heading}", ""]
-        body.append(f"<h2>{html.escape(heading)}</h2>")
+        body.append(f'<h2 id="{anchor}">{html.escape(heading)}</h2>')
         if isinstance(content, pd.DataFrame):
             md += [_md_table(content), ""]
             table = content.to_html(index=False, na_rep="", classes="data", border=0)
@@ -313,16 +436,22 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
                 table = table.replace("<td>deviates</td>", '<td class="deviates">deviates</td>')
             body.append(table)
         elif isinstance(content, tuple):
-            _, name, png = content
-            atomic_write_bytes(out_dir / name, png)
-            md += [f"![{heading}]({name})", ""]
-            body.append(f'<img alt="{html.escape(heading)}" src="data:image/png;base64,'
-                        f'{base64.b64encode(png).decode()}">')
+            _, spec, png, svg = content
+            n_fig += 1
+            atomic_write_bytes(out_dir / f"{spec.stem}.png", png)
+            atomic_write_bytes(out_dir / f"{spec.stem}.svg", svg)
+            caption = f"Figure {n_fig}. {spec.caption}"
+            md += [f"![{heading}]({spec.stem}.png)", "",
+                   f"*{caption}* (vector: [{spec.stem}.svg]({spec.stem}.svg))", ""]
+            body.append(f'<figure><img alt="{html.escape(heading)}" src="data:image/png;base64,'
+                        f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(caption)} '
+                        f'<a href="{spec.stem}.svg">SVG</a></figcaption></figure>')
         else:
             md += [f"- {line}" for line in content] + [""]
             body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>")
+    nav = f'<nav class="toc"><h2>Contents</h2><ol>{"".join(toc)}</ol></nav>' if len(toc) > 2 else ""
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{nav}{''.join(body)}</body></html>\n")
     atomic_write_text(out_dir / "index.md", "\n".join(md))
     atomic_write_text(out_dir / "index.html", page)
     return out_dir / "index.html"
@@ -331,4 +460,5 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table.data{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}
 table.data th,table.data td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}"""
+td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}
+figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}nav.toc ol{columns:2}"""

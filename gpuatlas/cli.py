@@ -94,6 +94,11 @@ def cmd_run(args) -> int:
     return 1 if failed else 0
 
 
+def _progress(line: str) -> None:
+    """A progress line on stderr, so stdout keeps only the report's paths."""
+    print(f"report: {line}", file=sys.stderr, flush=True)
+
+
 def cmd_report(args) -> int:
     from analysis.compare import comparison, run_label
     from analysis.derive import derived_for
@@ -106,7 +111,8 @@ def cmd_report(args) -> int:
     for source in sources:  # validate and derive every run before writing anything
         if is_reference(source):
             continue
-        meta, measurements, derived = derived_for(RunDir(Path(source)))
+        _progress(f"deriving {source}")
+        meta, measurements, derived = derived_for(RunDir(Path(source)), parallel=True)
         loaded.append((meta, measurements, derived))
         derived_runs[source] = run_label(meta, source, derived)
     table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
@@ -115,7 +121,7 @@ def cmd_report(args) -> int:
     by_gpu: dict[str, dict] = {}
     for meta, measurements, derived in loaded:
         by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
-        page = render(meta, measurements, derived, out_root / meta["run_id"])
+        page = render(meta, measurements, derived, out_root / meta["run_id"], progress=_progress)
         console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
     if table is not None:
         page = render_comparison(table, by_gpu, out_root / "comparison")

@@ -33,3 +33,19 @@ def committed_run():
 
     meta, measurements = load_run(COMMITTED_RUN)
     return meta, measurements
+
+
+@pytest.fixture(scope="session")
+def committed_figures(committed_run):
+    """Every report figure of the committed run, drawn and laid out once per test session ({file stem: Figure}),
+    from its committed derived.csv (test_committed_run checks that it is what derive() gives)."""
+    import matplotlib.pyplot as plt
+
+    from analysis.render import draw_figures
+    from analysis.results import RunDir
+
+    meta, measurements = committed_run
+    drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived())}
+    yield drawn
+    for fig in drawn.values():
+        plt.close(fig)

@@ -134,11 +134,19 @@ def test_report_renders_a_simulated_run(tmp_path):
     run, meta, probes = make_run(tmp_path)
     meta = runner.execute(run, meta, probes)
     measurements = run.read_measurements()
-    page = render(meta, measurements, derive(meta, measurements), tmp_path / "report")
+    derived = derive(meta, measurements)
+    pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
+    lines = []
+    page = render(meta, measurements, derived, tmp_path / "report", progress=lines.append)
     html = page.read_text()
     assert "data:image/png;base64," in html and "Memory hierarchy, reconstructed" in html
-    assert "33.0" in (tmp_path / "report" / "index.md").read_text()
+    markdown = (tmp_path / "report" / "index.md").read_text()
+    assert "33.0" in markdown
     assert (tmp_path / "report" / "latency-staircase.png").stat().st_size > 10_000
+    assert (tmp_path / "report" / "latency-staircase.svg").read_text().lstrip().startswith("<?xml")
+    drawn = html.count("<figcaption>")
+    assert drawn == html.count("data:image/png;base64,") == markdown.count("*Figure ") == len(lines) >= 5
+    assert '<nav class="toc">' in html and 'href="#latency-staircase"' in html and "TLB staircase" in html
 
 
 @pytest.mark.parametrize("probe_id", sorted(fakes_ids := [p.id for p in simulated_probes()]))
