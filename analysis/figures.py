@@ -142,20 +142,71 @@ def access_latency(measurements: pd.DataFrame, device: dict, derived: pd.DataFra
 
 
 def tlb_staircase(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
-    """Page-stride chase: latency against the footprint its pages span; TLB reaches marked."""
+    """Block-stride chase: latency against the footprint its blocks span, one line per block size; TLB
+    reaches marked."""
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.tlb") & (measurements["metric"] == "latency")])
-    _median_lines(ax, frame.assign(series="one load per 2 MiB page"), "footprint_bytes", "series", lambda n: n)
+    if "stride_bytes" in frame:
+        frame = frame.assign(series=frame["stride_bytes"].astype(int))
+    else:
+        frame = frame.assign(series=2 << 20)
+    _median_lines(ax, frame, "footprint_bytes", "series", lambda n: f"one load per {fmt_bytes(n)} block")
     _bytes_axis(ax)
     d = derived.set_index("quantity")
     for level, style in ((1, ":"), (2, "--")):
-        quantity = f"tlb.level{level}_reach_bytes"
+        quantity = f"tlb.l{level}.reach_bytes"
         if quantity in d.index:
             ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=style,
                        label=f"TLB level {level} reach {fmt_bytes(d.loc[quantity, 'value'])}")
-    ax.set_xlabel("footprint spanned by the pages")
+    ax.set_xlabel("footprint spanned by the blocks")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("Address translation: page-stride chase (L2-resident lines)")
+    ax.set_title("Address translation: block-stride chase (L2-resident lines)")
+    _legend(ax)
+    return ax
+
+
+def hbm_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """The cold-path chase (every access an L2 miss): latency against the footprint the path is drawn from,
+    plain and L2-only loads, with the HBM latency inside and past the TLB's reach and the reach marked."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "chase.miss") & (measurements["metric"] == "latency")])
+    _median_lines(ax, frame, "footprint_bytes", "flavour", lambda n: FLAVOURS.get(n, n))
+    _bytes_axis(ax)
+    d = derived.set_index("quantity")
+    for quantity, name, style in (("dram.latency_cycles", "HBM, inside the TLB reach", "--"),
+                                  ("dram.latency_tlb_miss_cycles", "HBM with TLB misses", "-.")):
+        if quantity in d.index:
+            ax.axhline(d.loc[quantity, "value"], color="dimgrey", lw=0.8, ls=style,
+                       label=f"{name}: {d.loc[quantity, 'value']:.0f} cycles")
+    if "tlb.l1.reach_bytes" in d.index:
+        ax.axvline(d.loc["tlb.l1.reach_bytes", "value"], color="black", lw=0.8, ls=":",
+                   label=f"TLB reach {fmt_bytes(d.loc['tlb.l1.reach_bytes', 'value'])}")
+    ax.set_xlabel("footprint the path's lines are drawn from")
+    ax.set_ylabel("cycles per dependent load")
+    ax.set_title("HBM latency: a cold path, every access an L2 miss")
+    _legend(ax)
+    return ax
+
+
+def l2_capacity(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
+    """The chase from every SM at once against footprint, with its knee, the bandwidth fit's capacity and the
+    driver's size."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "chase.every_sm")
+                                & (measurements["metric"] == "latency")])
+    _median_lines(ax, frame.assign(series="every SM chasing"), "footprint_bytes", "series", lambda n: n)
+    _bytes_axis(ax)
+    d = derived.set_index("quantity")
+    for quantity, name, style in (("l2.capacity_chase_bytes", "knee of the every-SM chase", ":"),
+                                  ("l2.capacity_bytes", "bandwidth miss-model fit", "-.")):
+        if quantity in d.index:
+            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=style,
+                       label=f"{name}: {fmt_bytes(d.loc[quantity, 'value'])}")
+    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.8, ls="--",
+               label=f"L2 size reported by the driver: {fmt_bytes(device['l2_bytes'])}")
+    ax.set_xlabel("footprint of the chain")
+    ax.set_ylabel("cycles per dependent load (median over SMs)")
+    ax.set_title("L2 capacity the whole GPU uses: an L2-only chase from every SM")
     _legend(ax)
     return ax
 

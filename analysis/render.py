@@ -68,8 +68,8 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
          + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", pending),
          "whole GPU"),
-        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "issue #3"),
-         measured("dram.latency_ns", "issue #3"),
+        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
+         measured("dram.latency_ns", "chase.miss"),
          measured("dram.read_bandwidth_bytes_per_s", pending).replace("]", "] read", 1), "whole GPU"),
     ]
     for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
@@ -170,8 +170,18 @@ FIGURES = (
                "latencies marked.",
                lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
     FigureSpec("tlb-staircase", "chase.tlb", "TLB staircase",
-               "One load per 2 MiB page: latency against the footprint the pages span, with the fitted TLB "
-               "reaches.", lambda meta, m, d: figures.tlb_staircase(m, d)),
+               "One load per block of 0.5 MiB to 256 MiB, each at a random sector of its block, the lines "
+               "L2-resident: latency against the footprint the blocks span, with the fitted TLB reaches. Where a "
+               "knee stays put as the blocks grow, one TLB entry covers more than a block.",
+               lambda meta, m, d: figures.tlb_staircase(m, d)),
+    FigureSpec("hbm-latency", "chase.miss", "HBM latency",
+               "A cold path (the L2 flushed, no line visited twice, so every access misses the L2) against the "
+               "footprint its lines are drawn from: plain and L2-only loads, the HBM latency inside and past the "
+               "TLB's reach, and the reach.", lambda meta, m, d: figures.hbm_latency(m, d)),
+    FigureSpec("l2-capacity", "chase.every_sm", "L2 capacity from every SM",
+               "An L2-only chase run from every SM at once, each SM on its own stretch of one random cycle: "
+               "latency against footprint, with its knee, the capacity the bandwidth miss model fits, and the "
+               "driver's L2 size.", lambda meta, m, d: figures.l2_capacity(m, meta["device"], d)),
     FigureSpec("line-size", "chase.line", "Line size",
                "Address-order chase against stride: latency rises until the stride passes the fill "
                "granularity, through L1 and L2 only.", lambda meta, m, d: figures.line_size(m)),
