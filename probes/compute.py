@@ -438,8 +438,8 @@ def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
     if n == max(WGMMA_NS):
         bound = tensor_bound_per_clk_sm(dtype)
         burst_groups = max(1, min(MAX_TRIPS, round(groups * BURST_S / LAUNCH_S)))
-        samples += _bursts(ctx, run(burst_groups), run(max(1, groups // 8)), clocks, check,
-                           flop_per_group * burst_groups, bound)
+        samples += _bursts(ctx, run(burst_groups), run(max(1, groups // 8)), clocks,
+                           lambda: out[:cta_floats].get(), flop_per_group * burst_groups, bound)
         samples += _sustained(ctx, run(groups), clocks, check, flop_per_group * groups, bound)
     _check_identical(out.get().reshape(blocks, -1), f"wgmma_{dtype}_n{n}", "CTAs")
     return samples + [_occupancy_sample(blocks, ctx, "warpgroups_per_sm", 1)]
@@ -453,9 +453,10 @@ def _rate_samples(ctx, prefix: str, flop: float, seconds: float, hz: float, boun
             Sample(f"{prefix}_per_clk_sm", per_clk, "FLOP/cycle", repeat, hz, "cuda_event", flag)]
 
 
-def _bursts(ctx, launch, warm, clocks, check, flop: float, bound: float) -> list[Sample]:
+def _bursts(ctx, launch, warm, clocks, result, flop: float, bound: float) -> list[Sample]:
     """BURSTS single launches, each from a rested GPU, CUDA-event timed, at the clock the launch ran at.
-    A short ``warm`` launch queued right before each lifts the clock out of its idle state."""
+    A short ``warm`` launch queued right before each lifts the clock out of its idle state; ``result()``
+    (CTA 0's accumulators) must be the same after every burst."""
     import cupy
 
     recorder = telemetry.recorder(ctx.device.get("uuid"))
@@ -469,7 +470,10 @@ def _bursts(ctx, launch, warm, clocks, check, flop: float, bound: float) -> list
         stop.record()
         stop.synchronize()
         seconds = cupy.cuda.get_elapsed_time(start, stop) * 1e-3
-        check()
+        got = result()
+        first = got if repeat == 0 else first
+        if not np.array_equal(got, first):
+            raise RuntimeError("wgmma: CTA 0's accumulators changed between identical burst launches")
         samples += _rate_samples(ctx, "burst", flop, seconds, kernel_clock_hz(clocks.get()), bound, repeat)
     return samples
 
