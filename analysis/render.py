@@ -213,6 +213,7 @@ def _sections(meta, measurements, derived):
     sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
                  for name, png in figs.items()]
     sections += hopper_sections(meta, measurements, derived)
+    sections += telemetry_sections(measurements)
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))
@@ -225,6 +226,26 @@ def _sections(meta, measurements, derived):
         sections.append(("Bank conflicts: CuPy against Numba", banks))
     sections += [("Device, clocks and software", facts), ("Probes", status),
                  ("Warnings", warnings(meta, measurements) or ["none"])]
+    return sections
+
+
+def telemetry_sections(measurements: pd.DataFrame) -> list:
+    """NVML's clock and power per probe and the tensor-core trace, or the sentence saying the run has none."""
+    import matplotlib.pyplot as plt
+
+    from analysis import telemetry
+
+    if not telemetry.has_telemetry(measurements):
+        return [("Clock and power (NVML)", ["this run recorded no NVML telemetry (a run from before results schema "
+                                            "2, or NVML did not answer)"])]
+    sections = []
+    for title, name, draw in (("Clock and power per probe (NVML)", "clock-power.png", telemetry.clock_power_strip),
+                              ("Clock and power over back-to-back tensor-core launches (NVML)", "power-trace.png",
+                               telemetry.power_trace)):
+        ax = draw(measurements)
+        if ax is not None:
+            sections.append((title, ("figure", name, _png(ax.figure))))
+            plt.close(ax.figure)
     return sections
 
 

@@ -34,12 +34,14 @@ SCHEMA_VERSION = 2
 #: The NVML readings over a sample's window: mean and max board power (W), median NVML SM clock (Hz), the OR
 #: of the clock-event reason masks, max GPU temperature (C), and ``telemetry``: "power_capped" (SW power cap
 #: or HW power brake set), "thermal" (SW or HW thermal slowdown), both joined by "+", or "".  Not a flag:
-#: a power-capped sample is a real result, and fits keep it.
+#: a power-capped sample is a real result, and fits keep it.  ``elapsed_s``: when the sample was made, in
+#: seconds since its probe began measuring (in that process), the time axis the readings are drawn against.
 TELEMETRY_COLUMNS = ("power_w", "power_max_w", "nvml_sm_clock_hz", "clock_event_reasons", "temperature_c",
-                     "telemetry")
+                     "telemetry", "elapsed_s")
 #: What a row has when nothing was recorded (no NVML, or a schema-1 run).
 TELEMETRY_EMPTY = {"power_w": float("nan"), "power_max_w": float("nan"), "nvml_sm_clock_hz": float("nan"),
-                   "clock_event_reasons": 0, "temperature_c": float("nan"), "telemetry": ""}
+                   "clock_event_reasons": 0, "temperature_c": float("nan"), "telemetry": "",
+                   "elapsed_s": float("nan")}
 #: Columns every measurements row has; probe parameters add one column each (``footprint_bytes``, ...).
 #: Schema 1 had all but the telemetry columns.
 CORE_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat", "sm_clock_hz", "timer",

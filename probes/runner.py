@@ -75,16 +75,19 @@ def telemetry_windows(samples, start: float, poll_s: float = POLL_S) -> list[tup
 
 
 def samples_frame(meta: dict, probe_id: str, params: dict, samples, recorder=None,
-                  start: float | None = None) -> pd.DataFrame:
-    """One row per sample; with a telemetry ``recorder``, each row carries the readings of its window."""
+                  start: float | None = None, origin: float | None = None) -> pd.DataFrame:
+    """One row per sample; with a telemetry ``recorder``, each row carries the readings of its window (from
+    ``start``, the config's), and ``elapsed_s``, its time since ``origin`` (the probe's start)."""
     samples = list(samples)
-    windows = telemetry_windows(samples, min((s.created for s in samples), default=0.0) if start is None
-                                else start)
+    first = min((s.created for s in samples), default=0.0)
+    start = first if start is None else start
+    origin = start if origin is None else origin
+    windows = telemetry_windows(samples, start)
     readings = recorder.windows(windows) if recorder is not None else [dict(TELEMETRY_EMPTY) for _ in windows]
     rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe_id, "config": config_key(params),
              **params, "metric": s.metric, "value": float(s.value), "unit": s.unit, "repeat": s.repeat,
-             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag, **reading}
-            for s, reading in zip(samples, readings)]
+             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag, **reading,
+             "elapsed_s": s.created - origin} for s, reading in zip(samples, readings)]
     return pd.DataFrame(rows).astype({"clock_event_reasons": "int64"}) if rows else pd.DataFrame(rows)
 
 
@@ -151,13 +154,14 @@ def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo
                     report: Callable[[dict], None]) -> None:
     """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured."""
     recorder = telemetry.recorder(ctx.device.get("uuid"))
+    origin = time.monotonic()
     for params in todo:
         start = time.monotonic()
         try:
             samples = func(ctx, **params)
         except Exception as exc:
             raise ProbeFailed(f"{config_key(params)}: {exc.__class__.__name__}: {exc}") from None
-        rows = samples_frame(meta, probe_id, params, samples, recorder, start)
+        rows = samples_frame(meta, probe_id, params, samples, recorder, start, origin)
         run.write_part(probe_id, params, rows)
         report(params)
 

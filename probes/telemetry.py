@@ -83,7 +83,7 @@ class Recorder:
         temperature of its readings; a window with none takes the last reading before its end (at most
         STALE_S old), else EMPTY."""
         if not windows or not self.active:
-            return [dict(EMPTY) for _ in windows]
+            return [{k: v for k, v in EMPTY.items() if k != "elapsed_s"} for _ in windows]
         data = self.readings(min(t0 for t0, _ in windows) - STALE_S, max(t1 for _, t1 in windows))
         t = data[:, 0]
         out = []
@@ -93,7 +93,7 @@ class Recorder:
                 lo = hi - 1
             part = data[lo:hi]
             if not len(part):
-                out.append(dict(EMPTY))
+                out.append({k: v for k, v in EMPTY.items() if k != "elapsed_s"})
                 continue
             mask = int(np.bitwise_or.reduce(part[:, 3].astype(np.int64)))
             out.append({"power_w": float(np.mean(part[:, 1])), "power_max_w": float(np.max(part[:, 1])),

@@ -105,7 +105,9 @@ def test_each_sample_gets_the_readings_since_the_previous_one():
     assert first["power_w"] == pytest.approx(650.0) and first["power_max_w"] == 700.0
     assert first["nvml_sm_clock_hz"] == pytest.approx(1.75e9) and first["clock_event_reasons"] == 0x4
     assert first["temperature_c"] == 55.0 and first["telemetry"] == "power_capped"
-    assert rows.iloc[1][list(TELEMETRY_COLUMNS)].tolist() == first[list(TELEMETRY_COLUMNS)].tolist()
+    shared = [c for c in TELEMETRY_COLUMNS if c != "elapsed_s"]
+    assert rows.iloc[1][shared].tolist() == first[shared].tolist()
+    assert rows["elapsed_s"].tolist() == pytest.approx([0.02, 0.02, 0.04], abs=1e-5)
     # The second window (1.025, 1.045] holds the last two readings only: the idle one is not in it.
     assert second["power_w"] == pytest.approx(575.0) and second["clock_event_reasons"] == 0x20
     assert second["telemetry"] == "thermal" and second["temperature_c"] == 80.0
@@ -139,6 +141,12 @@ def test_a_schema_1_run_still_loads_with_empty_telemetry():
     assert set(TELEMETRY_COLUMNS) <= set(measurements.columns)
     assert measurements["power_w"].isna().all() and (measurements["clock_event_reasons"] == 0).all()
     assert (measurements["telemetry"] == "").all()
+    from analysis.render import telemetry_sections
+    from analysis.telemetry import has_telemetry
+
+    assert not has_telemetry(measurements)
+    [(_, sentence)] = telemetry_sections(measurements)
+    assert "no NVML telemetry" in sentence[0]
 
 
 def test_a_run_records_telemetry_columns(tmp_path):
@@ -150,3 +158,35 @@ def test_a_run_records_telemetry_columns(tmp_path):
     _, measurements = load_run(run.path)
     assert set(TELEMETRY_COLUMNS) <= set(measurements.columns)
     assert pd.api.types.is_integer_dtype(measurements["clock_event_reasons"])
+
+
+def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
+    from analysis.render import telemetry_sections
+    from analysis.telemetry import clock_power_strip, power_trace, traces
+
+    rows = []
+    for probe in ("bw.dram", "compute.wgmma"):
+        for i in range(6):
+            capped = probe == "compute.wgmma" and i >= 3
+            rows.append({"probe": probe, "config": "dtype=e4m3,n=256", "metric": "throughput", "value": 1.0,
+                         "repeat": i, "power_w": 690.0 if capped else 300.0, "power_max_w": 700.0,
+                         "nvml_sm_clock_hz": 1.7e9 if capped else 1.98e9, "clock_event_reasons": 4 if capped else 0,
+                         "temperature_c": 60.0, "telemetry": "power_capped" if capped else "", "elapsed_s": 0.1 * i})
+    for i in range(5):
+        for metric, value in (("trace_t_s", 0.01 * i), ("trace_power_w", 600.0 + 20 * i),
+                              ("trace_sm_clock_hz", 1.9e9 - 3e7 * i), ("trace_clock_event_reasons", 4 * (i > 1))):
+            rows.append({"probe": "compute.wgmma", "config": "dtype=e4m3,n=256", "metric": metric, "value": value,
+                         "repeat": i, "power_w": np.nan, "elapsed_s": np.nan, "telemetry": ""})
+    frame = pd.DataFrame(rows)
+    ax = clock_power_strip(frame)
+    titles = [a.get_title() for a in ax.figure.axes]
+    assert "bw.dram" in titles and "compute.wgmma" in titles
+    wgmma = ax.figure.axes[titles.index("compute.wgmma")]
+    marked = [line for line in wgmma.get_lines() if line.get_label() == "power capped"]
+    assert len(marked) == 1 and list(marked[0].get_xdata()) == pytest.approx([0.3, 0.4, 0.5])
+    bw = ax.figure.axes[titles.index("bw.dram")]
+    assert not [x for line in bw.get_lines() if line.get_label() == "power capped" for x in line.get_xdata()]
+    [trace] = traces(frame).values()
+    assert trace["power_w"].tolist() == [600.0, 620.0, 640.0, 660.0, 680.0]
+    assert power_trace(frame) is not None
+    assert [name for _, (_, name, _) in telemetry_sections(frame)] == ["clock-power.png", "power-trace.png"]
