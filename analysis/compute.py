@@ -159,13 +159,15 @@ def _wgmma_rows(measurements) -> list[dict]:
                 f"{shape}, N={int(steady['n'].max())}: launches back to back for {steady['t_s'].max():.1f} s, the "
                 f"samples after the first {STEADY_FROM:.0%} of it (median, bootstrap 95% CI)", WGMMA_PROBE,
                 f"{_note(steady)} (in-kernel clock); NVML: {telemetry_note(steady)}"))
+        # The width at the bursts' N (under the power cap FLOP/s hardly depends on N, so the best N by
+        # throughput is noise); runs without bursts: at the best N, as they were derived.
+        width_n = n if burst.empty else burst_n
         per_clk = _wgmma(measurements, "per_clk_sm", dtype)
-        if not per_clk.empty:  # the width is the best N per clock: under a power cap FLOP/s hardly depends on N
-            width_n = best_n(per_clk)
-            per_clk = per_clk[per_clk["n"] == width_n]
+        per_clk = per_clk[per_clk["n"] == width_n]
+        if not per_clk.empty:
             rows.append(derived_row(f"tc.{name}.flop_per_clk_sm", *median_ci(per_clk["value"]),
-                                    f"wgmma {dtype} at N={width_n} (the N with the most FLOP per clock): FLOP/s / "
-                                    "SMs / the clock each launch ran at", WGMMA_PROBE, _note(per_clk)))
+                                    f"wgmma {dtype} at N={width_n}: FLOP/s / SMs / the clock each launch ran at",
+                                    WGMMA_PROBE, _note(per_clk)))
     return rows
 
 

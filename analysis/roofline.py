@@ -175,5 +175,5 @@ def matmul_rows(measurements: pd.DataFrame, derived=()) -> list[dict]:
     rows.append(derived_row("roofline.tiled_fraction_of_peak", best["measured_flops"] / peak,
                             best["ci_low"] / peak_hi, best["ci_high"] / peak_lo,
                             "best Triton square-tiled matmul (BLOCK_M = BLOCK_N = BLOCK_K, BLOCK 128-256) over the "
-                            "run's tc.bf16.peak_flops, the burst rate (CI: measured CI over the peak's CI)", ROOFLINE_PROBE, note))
+                            "run's tc.bf16.peak_flops (CI: measured CI over the peak's CI)", ROOFLINE_PROBE, note))
     return rows
