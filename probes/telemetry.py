@@ -127,9 +127,17 @@ def _nvml_reader(uuid: str | None):
         import pynvml
 
         pynvml.nvmlInit()
-        handle = (pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(0))
     except Exception:
         return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    except Exception:  # no UUID, or one NVML does not know: only a lone GPU is surely the one measured
+        try:
+            if pynvml.nvmlDeviceGetCount() != 1:
+                return None
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:
+            return None
     reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
         pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
     instant = getattr(pynvml, "NVML_FI_DEV_POWER_INSTANT", None)

@@ -25,7 +25,14 @@ def fake_pynvml(readings, instant=True, event_reasons=True):
     module.NVML_FI_DEV_POWER_INSTANT = 186
     module.nvmlInit = lambda: None
     module.nvmlDeviceGetHandleByIndex = lambda index: "handle"
-    module.nvmlDeviceGetHandleByUUID = lambda uuid: "handle"
+
+    def by_uuid(uuid):
+        if not uuid:
+            raise ValueError("NVML_ERROR_INVALID_ARGUMENT")
+        return "handle"
+
+    module.nvmlDeviceGetHandleByUUID = by_uuid
+    module.nvmlDeviceGetCount = lambda: 1
 
     def current():
         return readings[min(max(state["i"], 0), len(readings) - 1)]
@@ -59,6 +66,14 @@ def test_the_reader_decodes_nvml_units(monkeypatch, instant, event_reasons):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml([(650_000, 1755, 0x4, 61)] * 3, instant, event_reasons))
     read = telemetry._nvml_reader(None)
     assert read() == (650.0, 1755e6, 0x4, 61.0)
+
+
+def test_without_a_known_uuid_only_a_lone_gpu_is_read(monkeypatch):
+    module = fake_pynvml([(650_000, 1755, 0x4, 61)])
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    assert telemetry._nvml_reader("GPU-a") is not None and telemetry._nvml_reader(None) is not None
+    module.nvmlDeviceGetCount = lambda: 2
+    assert telemetry._nvml_reader(None) is None and telemetry._nvml_reader("GPU-a") is not None
 
 
 def test_no_nvml_records_nothing(monkeypatch):
