@@ -3,8 +3,8 @@ POLL_S by a background thread for the device being measured.
 
 The driver lowers the SM clock when the board reaches its power limit (SW power cap) or a temperature limit,
 and says so in the clock-event reasons bitmask.  Each sample is joined to the readings taken while it was
-measured (``window``), so a power-capped or thermally slowed sample is flagged from what NVML reported, not
-inferred from its clock.  Where NVML does not answer (no NVIDIA driver, a CPU machine, the tests) nothing is
+measured (``Recorder.windows``), so a power-capped or thermally slowed sample is flagged from what NVML
+reported, not inferred from its clock.  Where NVML does not answer (no NVIDIA driver, a CPU machine, the tests) nothing is
 recorded and every telemetry column stays empty.
 """
 from __future__ import annotations
