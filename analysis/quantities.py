@@ -80,10 +80,22 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
     "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),
     "fp32.latency_cycles": ("cycles", "dependent FP32 FMA latency"),
-    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma)"),
-    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma)"),
-    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma)"),
-    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma)"),
+    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma): the burst rate, a short launch "
+                                    "from a rested GPU"),
+    "tc.bf16.sustained_flops": ("FLOP/s", "dense BF16 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.fp16.sustained_flops": ("FLOP/s", "dense FP16 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.tf32.sustained_flops": ("FLOP/s", "dense TF32 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.fp8.sustained_flops": ("FLOP/s", "dense FP8 E4M3 wgmma rate held over a second of back-to-back "
+                                         "launches (the clock the power limit allows)"),
     "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
     "tc.fp16.mma_sync_peak_flops": ("FLOP/s", "dense FP16 tensor-core peak through mma.sync"),
     "tc.tf32.mma_sync_peak_flops": ("FLOP/s", "dense TF32 tensor-core peak through mma.sync"),

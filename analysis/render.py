@@ -229,6 +229,31 @@ HOPPER_FIGURES = (
                "loads, from HBM (solid) and L2 (dashed).", lambda meta, m, d: figures.copy_bandwidth(m, d)),
 )
 
+#: NVML's clock and power, drawn when the run recorded telemetry (results schema 2).
+TELEMETRY_FIGURES = (
+    FigureSpec("clock-power", "clock.sm", "Clock and power per probe (NVML)",
+               "NVML's board power and SM clock against time within each probe, one panel per probe; samples "
+               "taken while the SW power cap or a thermal slowdown was set are marked.",
+               lambda meta, m, d: _telemetry().clock_power_strip(m)),
+    FigureSpec("power-trace", "compute.wgmma", "Clock and power over back-to-back tensor-core launches (NVML)",
+               "Board power and SM clock read by NVML every 10 ms over a second and a half of back-to-back wgmma "
+               "launches per data type: the clock the power limit allows once the board reaches its cap.",
+               lambda meta, m, d: _telemetry().power_trace(m)),
+)
+
+
+def _telemetry():
+    from analysis import telemetry
+
+    return telemetry
+
+
+def _figure_specs(measurements) -> tuple:
+    """Every figure spec of the report; the NVML ones only for a run that recorded telemetry."""
+    specs = (*FIGURES, *HOPPER_FIGURES)
+    return specs + TELEMETRY_FIGURES if _telemetry().has_telemetry(measurements) else specs
+
+
 #: Resolution of the PNGs (print); every figure is also written as SVG.
 PNG_DPI = 200
 
@@ -236,7 +261,7 @@ PNG_DPI = 200
 def drawn_figures(measurements) -> list[str]:
     """Names of the PNGs a report of these measurements holds (main and Hopper sections)."""
     measured = set(measurements["probe"].unique())
-    return [f"{spec.stem}.png" for spec in (*FIGURES, *HOPPER_FIGURES) if spec.probe in measured]
+    return [f"{spec.stem}.png" for spec in _figure_specs(measurements) if spec.probe in measured]
 
 
 def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
@@ -245,9 +270,11 @@ def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES))
     measured = set(measurements["probe"].unique())
     for spec in which:
         if spec.probe in measured:
-            fig = spec.draw(meta, measurements, derived).figure
-            fig.tight_layout()
-            yield spec, fig
+            ax = spec.draw(meta, measurements, derived)
+            if ax is None:  # nothing of its kind in this run (an NVML trace, say)
+                continue
+            ax.figure.tight_layout()
+            yield spec, ax.figure
 
 
 def _encode(fig) -> tuple[bytes, bytes]:
@@ -269,7 +296,10 @@ def _draw_one(spec_index: int) -> tuple[int, bytes, bytes, float]:
     import matplotlib.pyplot as plt
 
     started = time.perf_counter()
-    (_, fig), = draw_figures(_JOB["meta"], _JOB["measurements"], _JOB["derived"], [_JOB["specs"][spec_index]])
+    drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], _JOB["derived"], [_JOB["specs"][spec_index]]))
+    if not drawn:
+        return spec_index, None, None, time.perf_counter() - started
+    (_, fig), = drawn
     png, svg = _encode(fig)
     plt.close(fig)
     return spec_index, png, svg, time.perf_counter() - started
@@ -302,7 +332,7 @@ def _figures(meta, measurements, derived, which, progress) -> dict:
                     progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
     finally:
         _JOB.clear()
-    return {specs[i].stem: (specs[i], *done[i]) for i in sorted(done)}
+    return {specs[i].stem: (specs[i], *done[i]) for i in sorted(done) if done[i][0] is not None}
 
 
 def _sections(meta, measurements, derived, progress=None):
@@ -326,13 +356,17 @@ def _sections(meta, measurements, derived, progress=None):
     status = pd.DataFrame([(pid, s["status"], f"{s['configs_done']}/{s['configs_total']}", f"{s['seconds']:.1f} s",
                             s.get("error") or "") for pid, s in meta["probes"].items()],
                           columns=["probe", "status", "configs", "time", "error"])
-    figs = _figures(meta, measurements, derived, (*FIGURES, *HOPPER_FIGURES), progress)
+    figs = _figures(meta, measurements, derived, _figure_specs(measurements), progress)
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
                 ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
     sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
                  if spec in FIGURES]
     sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
+    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
+                 if spec in TELEMETRY_FIGURES] or [("Clock and power (NVML)", [
+                     "this run recorded no NVML telemetry (a run from before results schema 2, or NVML did not "
+                     "answer)"])]
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))

@@ -28,11 +28,25 @@ import pandas as pd
 from analysis.errors import UsageError
 
 SCHEMA = "gpuatlas.run"
-SCHEMA_VERSION = 1
+#: 2: every measurements row carries NVML telemetry (TELEMETRY_COLUMNS); schema-1 runs load with them empty.
+SCHEMA_VERSION = 2
 
+#: The NVML readings over a sample's window: mean and max board power (W), median NVML SM clock (Hz), the OR
+#: of the clock-event reason masks, max GPU temperature (C), and ``telemetry``: "power_capped" (SW power cap
+#: or HW power brake set), "thermal" (SW or HW thermal slowdown), both joined by "+", or "".  Not a flag:
+#: a power-capped sample is a real result, and fits keep it.  ``elapsed_s``: when the sample was made, in
+#: seconds since its probe began measuring (in that process), the time axis the readings are drawn against.
+TELEMETRY_COLUMNS = ("power_w", "power_max_w", "nvml_sm_clock_hz", "clock_event_reasons", "temperature_c",
+                     "telemetry", "elapsed_s")
+#: What a row has when nothing was recorded (no NVML, or a schema-1 run).
+TELEMETRY_EMPTY = {"power_w": float("nan"), "power_max_w": float("nan"), "nvml_sm_clock_hz": float("nan"),
+                   "clock_event_reasons": 0, "temperature_c": float("nan"), "telemetry": "",
+                   "elapsed_s": float("nan")}
 #: Columns every measurements row has; probe parameters add one column each (``footprint_bytes``, ...).
-MEASUREMENT_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat",
-                       "sm_clock_hz", "timer", "flag")
+#: Schema 1 had all but the telemetry columns.
+CORE_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat", "sm_clock_hz", "timer",
+                "flag")
+MEASUREMENT_COLUMNS = CORE_COLUMNS + TELEMETRY_COLUMNS
 DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note")
 
 #: Flags a sample can carry; fits use only unflagged samples.
@@ -226,11 +240,23 @@ def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         raise UsageError(f"{path} is not a readable parquet file ({exc.__class__.__name__}): it is "
                          "truncated or foreign; delete it and finish the run with `gpuatlas run --resume`"
                          ) from None
-    needed = set(columns or MEASUREMENT_COLUMNS)
+    needed = set(columns or CORE_COLUMNS) - set(TELEMETRY_COLUMNS)
     if not needed <= set(frame.columns):
         raise UsageError(f"{path} lacks columns {sorted(needed - set(frame.columns))}: not a gpuatlas "
                          "measurements file")
-    return frame
+    return with_telemetry(frame, columns)
+
+
+def with_telemetry(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+    """``frame`` with every telemetry column (of ``columns``, if given) it lacks filled empty (schema 1)."""
+    wanted = [c for c in TELEMETRY_COLUMNS if columns is None or c in columns]
+    missing = [c for c in wanted if c not in frame.columns]
+    if not missing:
+        return frame
+    frame = frame.copy()
+    for column in missing:
+        frame[column] = TELEMETRY_EMPTY[column]
+    return frame.astype({"clock_event_reasons": "int64"}) if "clock_event_reasons" in missing else frame
 
 
 def load_run(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:

@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from probes import telemetry
 from probes.harness import Budget, Context
+from probes.telemetry import EMPTY as TELEMETRY_EMPTY, POLL_S
 from probes.registry import PROFILES, Probe, all_probes, select
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,11 +63,32 @@ def git_state() -> dict:
         return {"sha": None, "dirty": None}
 
 
-def samples_frame(meta: dict, probe_id: str, params: dict, samples) -> pd.DataFrame:
+def telemetry_windows(samples, start: float, poll_s: float = POLL_S) -> list[tuple[float, float]]:
+    """Each sample's telemetry window ``(t0, t1]``: from the last sample made more than one poll interval
+    before it (samples made together, such as a rate and its per-clock form, share a window), or ``start``."""
+    times = np.sort([s.created for s in samples])
+    windows = []
+    for s in samples:
+        earlier = np.searchsorted(times, s.created - poll_s, side="left")
+        windows.append((max(float(times[earlier - 1]), start) if earlier else start, s.created))
+    return windows
+
+
+def samples_frame(meta: dict, probe_id: str, params: dict, samples, recorder=None,
+                  start: float | None = None, origin: float | None = None) -> pd.DataFrame:
+    """One row per sample; with a telemetry ``recorder``, each row carries the readings of its window (from
+    ``start``, the config's), and ``elapsed_s``, its time since ``origin`` (the probe's start)."""
+    samples = list(samples)
+    first = min((s.created for s in samples), default=0.0)
+    start = first if start is None else start
+    origin = start if origin is None else origin
+    windows = telemetry_windows(samples, start)
+    readings = recorder.windows(windows) if recorder is not None else [dict(TELEMETRY_EMPTY) for _ in windows]
     rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe_id, "config": config_key(params),
              **params, "metric": s.metric, "value": float(s.value), "unit": s.unit, "repeat": s.repeat,
-             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag} for s in samples]
-    return pd.DataFrame(rows)
+             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag, **reading,
+             "elapsed_s": s.created - origin} for s, reading in zip(samples, readings)]
+    return pd.DataFrame(rows).astype({"clock_event_reasons": "int64"}) if rows else pd.DataFrame(rows)
 
 
 def new_run(out_root: Path, device: dict, software: dict, probes: list[Probe], profile: str,
@@ -129,12 +153,15 @@ class ProbeFailed(Exception):
 def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo: list[dict], ctx: Context,
                     report: Callable[[dict], None]) -> None:
     """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured."""
+    recorder = telemetry.recorder(ctx.device.get("uuid"))
+    origin = time.monotonic()
     for params in todo:
+        start = time.monotonic()
         try:
             samples = func(ctx, **params)
         except Exception as exc:
             raise ProbeFailed(f"{config_key(params)}: {exc.__class__.__name__}: {exc}") from None
-        rows = samples_frame(meta, probe_id, params, samples)
+        rows = samples_frame(meta, probe_id, params, samples, recorder, start, origin)
         run.write_part(probe_id, params, rows)
         report(params)
 
