@@ -148,8 +148,8 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
 
 
 class FigureSpec(NamedTuple):
-    """One report figure: its file stem, the probe whose data it needs, its heading and caption, and how to
-    draw it from (meta, measurements, derived) -> Axes."""
+    """One report figure: its file stem, the probe whose data it needs (None: any), its heading and caption,
+    and how to draw it from (meta, measurements, derived) -> Axes (None when the run has nothing to draw)."""
     stem: str
     probe: str
     title: str
@@ -231,7 +231,7 @@ HOPPER_FIGURES = (
 
 #: NVML's clock and power, drawn when the run recorded telemetry (results schema 2).
 TELEMETRY_FIGURES = (
-    FigureSpec("clock-power", "clock.sm", "Clock and power per probe (NVML)",
+    FigureSpec("clock-power", None, "Clock and power per probe (NVML)",
                "NVML's board power and SM clock against time within each probe, one panel per probe; samples "
                "taken while the SW power cap or a thermal slowdown was set are marked.",
                lambda meta, m, d: _telemetry().clock_power_strip(m)),
@@ -261,7 +261,7 @@ PNG_DPI = 200
 def drawn_figures(measurements) -> list[str]:
     """Names of the PNGs a report of these measurements holds (main and Hopper sections)."""
     measured = set(measurements["probe"].unique())
-    return [f"{spec.stem}.png" for spec in _figure_specs(measurements) if spec.probe in measured]
+    return [f"{spec.stem}.png" for spec in _figure_specs(measurements) if spec.probe in measured or spec.probe is None]
 
 
 def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
@@ -269,7 +269,7 @@ def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES))
     closes them."""
     measured = set(measurements["probe"].unique())
     for spec in which:
-        if spec.probe in measured:
+        if spec.probe in measured or spec.probe is None:
             ax = spec.draw(meta, measurements, derived)
             if ax is None:  # nothing of its kind in this run (an NVML trace, say)
                 continue
@@ -312,7 +312,7 @@ def _figures(meta, measurements, derived, which, progress) -> dict:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     measured = set(measurements["probe"].unique())
-    specs = [spec for spec in which if spec.probe in measured]
+    specs = [spec for spec in which if spec.probe in measured or spec.probe is None]
     _JOB.update(specs=specs, meta=meta, measurements=measurements, derived=derived)
     done = {}
     try:

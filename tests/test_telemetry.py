@@ -156,12 +156,11 @@ def test_a_schema_1_run_still_loads_with_empty_telemetry():
     assert set(TELEMETRY_COLUMNS) <= set(measurements.columns)
     assert measurements["power_w"].isna().all() and (measurements["clock_event_reasons"] == 0).all()
     assert (measurements["telemetry"] == "").all()
-    from analysis.render import telemetry_sections
+    from analysis.render import TELEMETRY_FIGURES, _figure_specs
     from analysis.telemetry import has_telemetry
 
     assert not has_telemetry(measurements)
-    [(_, sentence)] = telemetry_sections(measurements)
-    assert "no NVML telemetry" in sentence[0]
+    assert not set(TELEMETRY_FIGURES) & set(_figure_specs(measurements))
 
 
 def test_a_run_records_telemetry_columns(tmp_path):
@@ -176,7 +175,7 @@ def test_a_run_records_telemetry_columns(tmp_path):
 
 
 def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
-    from analysis.render import telemetry_sections
+    from analysis.render import TELEMETRY_FIGURES, draw_figures
     from analysis.telemetry import clock_power_strip, power_trace, traces
 
     rows = []
@@ -204,4 +203,7 @@ def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
     [trace] = traces(frame).values()
     assert trace["power_w"].tolist() == [600.0, 620.0, 640.0, 660.0, 680.0]
     assert power_trace(frame) is not None
-    assert [name for _, (_, name, _) in telemetry_sections(frame)] == ["clock-power.png", "power-trace.png"]
+    drawn = [spec.stem for spec, _ in draw_figures({"device": {}}, frame, pd.DataFrame(), TELEMETRY_FIGURES)]
+    assert drawn == ["clock-power", "power-trace"]
+    assert not list(draw_figures({"device": {}}, frame[~frame["metric"].str.startswith("trace_")], pd.DataFrame(),
+                                 TELEMETRY_FIGURES[1:])), "no trace, no trace figure"
