@@ -102,6 +102,9 @@ def cmd_report(args) -> int:
     from analysis.results import RunDir
 
     sources = args.runs or [str(DEFAULT_RUN)]
+    if all(is_reference(source) for source in sources):
+        raise UsageError("report renders runs: give at least one run directory (a ref:NAME stands beside "
+                         "runs on the comparison page; `gpuatlas compare` sets references side by side)")
     loaded = []
     for source in sources:  # validate every run before writing anything
         if is_reference(source):

@@ -35,3 +35,9 @@ def test_compare_of_two_sources_is_accepted_by_the_parser():
 
     assert parser().parse_args(["compare", "ref:h100-sxm", "ref:a100-sxm4-80gb"]).runs == [
         "ref:h100-sxm", "ref:a100-sxm4-80gb"]
+
+
+def test_report_of_references_alone_is_refused(tmp_path, capsys):
+    err = one_line_error(capsys, ["report", "ref:h100-sxm", "ref:a100-sxm4-80gb", "--out", str(tmp_path / "o")])
+    assert "at least one run directory" in err
+    assert not (tmp_path / "o").exists()
