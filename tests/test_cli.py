@@ -3,8 +3,10 @@ import shutil
 
 import pytest
 
+import fakes
 from analysis.results import RunDir
 from gpuatlas.cli import main
+from probes import runner
 from tests_support import tree_digest
 
 from conftest import COMMITTED_RUN
@@ -58,7 +60,7 @@ def test_run_without_a_gpu_says_so(tmp_path, capsys):
 
 def test_report_of_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert "no run.json" in one_line_error(capsys, ["report", str(tmp_path), "--out", str(tmp_path / "o")])
-    assert "not a directory" in one_line_error(capsys, ["compare", str(tmp_path / "missing")])
+    assert "not a directory" in one_line_error(capsys, ["compare", str(tmp_path / "missing"), "ref:h100-sxm"])
     assert not (tmp_path / "o").exists()
 
 
@@ -99,10 +101,15 @@ def test_compare_prints_ratios_and_csv(capsys, run_copy):
     assert "dram.latency_cycles" in out and "ratio:" in out
 
 
-def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys, run_copy):
-    meta = run_copy / "run.json"
-    meta.write_text(meta.read_text().replace('"run_id": "', '"run_id": "copy-'))
-    assert main(["report", str(COMMITTED_RUN), str(run_copy), "ref:h100-sxm", "--out", str(tmp_path)]) == 0
-    page = (tmp_path / "comparison" / "index.html").read_text()
-    assert "Run-to-run spread: NVIDIA H200 (2 runs)" in page and "0.00%" in page
+def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys):
+    """Two copies of one small simulated run (the committed run's report is rendered once, elsewhere)."""
+    probes = [p for p in fakes.simulated_probes() if p.id in ("clock.sm", "chase.latency")]
+    run, meta = runner.new_run(tmp_path / "runs", fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
+    runner.execute(run, meta, probes, isolate=False)
+    copy = tmp_path / "copy"
+    shutil.copytree(run.path, copy)
+    (copy / "run.json").write_text((copy / "run.json").read_text().replace('"run_id": "', '"run_id": "copy-'))
+    assert main(["report", str(run.path), str(copy), "ref:h100-sxm", "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "comparison" / "index.html").read_text()
+    assert f"Run-to-run spread: {fakes.DEVICE['name']} (2 runs)" in page and "0.00%" in page
     assert "ref:h100-sxm, published" in page
