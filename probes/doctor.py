@@ -21,10 +21,10 @@ class Check:
 GPU_EXTRA = "pip install -e '.[gpu]'"
 
 
-def _missing(check: str, package: str, exc: ImportError, fix: str = "", required: bool = True) -> Check:
+def _missing(check: str, package: str, exc: ImportError) -> Check:
     """A check failed because a Python package is not installed: name the package and the line that installs it."""
     return Check(check, False, f"the Python package {package} is not installed ({_why(exc)})",
-                 fix or f"{GPU_EXTRA}   (or just this package: pip install {package})", required=required)
+                 f"{GPU_EXTRA}   (or just this package: pip install {package})")
 
 
 def _why(exc: BaseException) -> str:
