@@ -16,19 +16,6 @@ from probes.registry import probe
 PTX_LOADS = {"default": "ld.global.u64", "cg": "ld.global.cg.u64"}
 
 
-def quiet_numba() -> None:
-    """Silence Numba's performance warnings in this (probe) process: it warns at every launch of fewer than
-    128 blocks, and a latency probe launches one block (or one warp) on purpose."""
-    import importlib
-    import warnings
-
-    for module in ("numba.core.errors", "numba.cuda.core.errors"):  # numba-cuda has its own warning class
-        try:
-            warnings.simplefilter("ignore", importlib.import_module(module).NumbaPerformanceWarning)
-        except (ImportError, AttributeError):
-            pass
-
-
 def make_chase_kernel(cuda, load, clock64, globaltimer):
     """A kernel ``chase(chain, start, warm_steps, steps, out)`` over the given primitives.
 
@@ -115,7 +102,6 @@ def chase_latency_numba(ctx, footprint_bytes: int, stride_bytes: int, flavour: s
     problem = numba_problem()
     if problem:
         raise RuntimeError(problem)
-    quiet_numba()
     if flavour not in FLAVOURS:
         raise ValueError(f"unknown flavour {flavour!r}")
     chase = gpu_kernel(flavour)

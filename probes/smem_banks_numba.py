@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 
-from probes.chase_numba import quiet_numba
 from probes.harness import Sample
 from probes.registry import probe
 from probes.smem_banks import (ACCESS_BYTES, AXES, CHAIN_UNROLL, FORMS, LANES, batch, measure_banks,
@@ -156,7 +155,6 @@ def smem_banks_numba(ctx, access_bytes: int, stride_words: int, offset_words: in
     problem = numba_problem()
     if problem:
         raise RuntimeError(problem)
-    quiet_numba()
     bank_kernel = gpu_kernel(access_bytes, form)
 
     def launch(elements: int, pitch: int, offset: int, xor_mask: int, trips: int, warps: int):
