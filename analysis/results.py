@@ -23,6 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
@@ -174,7 +175,7 @@ class RunDir:
         if not frames:
             raise UsageError(f"{self.path} holds no measurements yet: finish it with "
                              f"`gpuatlas run --resume {self.path}`")
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return _whole_parameters(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
 
     def read_derived(self) -> pd.DataFrame:
         if not self.derived_path.is_file():
@@ -257,6 +258,18 @@ def with_telemetry(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.
     for column in missing:
         frame[column] = TELEMETRY_EMPTY[column]
     return frame.astype({"clock_event_reasons": "int64"}) if "clock_event_reasons" in missing else frame
+
+
+def _whole_parameters(frame: pd.DataFrame) -> pd.DataFrame:
+    """Probe parameters that hold whole numbers as integers again: a parameter column is empty in other
+    probes' rows, and a merged file stores it as float for them; nullable Int64 keeps 4096 an integer."""
+    for column in frame.columns.difference(MEASUREMENT_COLUMNS):
+        if frame[column].dtype.kind == "f":
+            values = frame[column].to_numpy()
+            present = values[~np.isnan(values)]
+            if present.size and (present == np.round(present)).all():
+                frame[column] = frame[column].astype("Int64")
+    return frame
 
 
 def load_run(path: str | os.PathLike) -> tuple[dict, pd.DataFrame]:

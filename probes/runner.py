@@ -171,6 +171,9 @@ def _child(run_path: str, probe_id: str, module: str, qualname: str, todo: list[
     """Entry point of a probe's child process: measure, report each config, exit 1 on failure."""
     import importlib
 
+    # Numba warns at every launch of fewer than 128 blocks; a latency probe launches one block on purpose.
+    # Read when Numba is first imported, which is below: the run's log keeps only gpuatlas's own lines.
+    os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
     func = importlib.import_module(module)
     for part in qualname.split("."):
         func = getattr(func, part)

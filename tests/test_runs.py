@@ -120,7 +120,7 @@ def test_reading_bad_run_directories_fails_in_one_line(tmp_path):
 
 def test_truncated_or_foreign_parquet_is_refused(tmp_path):
     run, meta, probes = make_run(tmp_path)
-    runner.execute(run, meta, probes)
+    runner.execute(run, meta, probes, isolate=False)  # the files, not the processes, are tested
     data = run.measurements_path.read_bytes()
     run.measurements_path.write_bytes(data[: len(data) // 2])
     with pytest.raises(UsageError, match="not a readable parquet"):
@@ -132,7 +132,7 @@ def test_truncated_or_foreign_parquet_is_refused(tmp_path):
 
 def test_report_renders_a_simulated_run(tmp_path):
     run, meta, probes = make_run(tmp_path)
-    meta = runner.execute(run, meta, probes)
+    meta = runner.execute(run, meta, probes, isolate=False)  # rendering is tested, not isolation
     measurements = run.read_measurements()
     derived = derive(meta, measurements)
     pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
