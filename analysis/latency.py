@@ -231,6 +231,8 @@ def capacity_knees(measurements: pd.DataFrame, flavour: str, min_stride: int = 0
     the knee that gives l1.capacity_bytes) or the near L2 partition (``cg``, the knee of l2.partition_bytes)."""
     frame = select(measurements, CUPY_PROBE, "latency", flavour=flavour)
     knees = {}
+    if frame.empty or "stride_bytes" not in frame:
+        return knees
     for stride, data in frame.groupby("stride_bytes"):
         if stride < min_stride or data["footprint_bytes"].nunique() < KNEE_FOOTPRINTS:
             continue

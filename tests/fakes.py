@@ -13,7 +13,10 @@ from probes.registry import all_probes
 
 CLOCK_HZ = 1.98e9
 LEVELS = {"smem": 29.0, "l1": 33.0, "l2": 270.0, "dram": 650.0}
-LINE_BYTES, SECTOR_BYTES = 128, 32
+#: The simulated caches: 128-byte lines of 32-byte sectors; the L1 fills one sector per miss, the L2 fetches two
+#: sectors from HBM per miss.
+LINE_BYTES, SECTOR_BYTES, DRAM_FETCH_BYTES = 128, 32, 64
+L1_BYTES = 200 << 10
 TLB_REACH, TLB_MISS = 64 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
@@ -28,10 +31,13 @@ TC_PEAK, HBM_READ = 900e12, 4.5e12
 LIBRARY_FRACTION = {"cublas": 0.8, "triton": 0.7}
 
 
-def latency_of(footprint_bytes: float) -> float:
-    if footprint_bytes <= 200 << 10:
+def latency_of(footprint_bytes: float, stride_bytes: int = LINE_BYTES, flavour: str = "default") -> float:
+    """Cycles per step of a chain with one element per stride: it occupies footprint / max(stride, line) lines,
+    so it fits a cache of C bytes up to the footprint C * max(1, stride / line); L2-only loads skip the L1."""
+    lines = max(1.0, stride_bytes / LINE_BYTES)
+    if flavour == "default" and footprint_bytes <= L1_BYTES * lines:
         return LEVELS["l1"]
-    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
+    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] * lines else LEVELS["dram"]
 
 
 def _samples(cycles: float, seed: int) -> list:
@@ -45,7 +51,7 @@ def _samples(cycles: float, seed: int) -> list:
 
 
 def _chase(ctx, footprint_bytes, stride_bytes, flavour):
-    return _samples(latency_of(footprint_bytes), footprint_bytes)
+    return _samples(latency_of(footprint_bytes, stride_bytes, flavour), footprint_bytes)
 
 
 #: chase.access's clusters (cycles): far-partition hits, and misses homed by the near and the far partition;
@@ -70,8 +76,8 @@ def _access(ctx, footprint_bytes, stride_bytes, flavour):
 
 
 def _line(ctx, footprint_bytes, stride_bytes, flavour):
-    block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
-                        else (SECTOR_BYTES, LEVELS["l2"], LEVELS["dram"]))
+    block, hit, miss = ((SECTOR_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
+                        else (DRAM_FETCH_BYTES, LEVELS["l2"], LEVELS["dram"]))
     return _samples(hit + (miss - hit) * min(stride_bytes / block, 1), stride_bytes)
 
 
