@@ -129,7 +129,9 @@ def tlb_staircase(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
 
 
 def line_size(measurements: pd.DataFrame, ax=None):
-    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2."""
+    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2.  Latency stops
+    rising where the stride reaches the block each miss fills (the sector where a cache fills sector by sector),
+    not the line, which only the capacity counted in lines shows."""
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.line") & (measurements["metric"] == "latency")])
     frame = frame.assign(series=frame["flavour"].map({"default": "through L1, chain beyond L1",
@@ -138,7 +140,7 @@ def line_size(measurements: pd.DataFrame, ax=None):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("stride between consecutive loads (bytes)")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("Fill granularity: address-order chase against stride")
+    ax.set_title("Fill block (not the line): address-order chase against stride")
     ax.legend(loc="upper left", fontsize=7)
     return ax
 

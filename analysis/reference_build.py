@@ -280,8 +280,8 @@ def _mt(file: str, section: str) -> str:
 #: L1 size at strides from the fetch granularity up and finds where the stride moves the capacity), so it is
 #: gpuatlas's l1.line_bytes; its fetch granularity is the smallest stride at which every access of a cold
 #: chase misses: a fill block, gpuatlas's l1.fill_bytes / l2.dram_fetch_bytes, never a line.
-MT_LINE = ("mt4g line-size probe: capacity counted in lines (chases around the cache size at strides from the "
-           "fetch granularity up)")
+MT_LINE = ("mt4g line-size probe: capacity counted in lines (chases around the cache size at strides from its "
+           "fill block up)")
 MT_LINE_NOTE = "[I] method read in caps-tum/mt4g's L1 line-size benchmark source"
 MT_L1_FILL = "mt4g L1 fetch-granularity p-chase: the block the L1 fills per miss"
 MT_L2_FETCH = "mt4g L2 fetch-granularity p-chase (one cold pass, ld.global.ca)"
