@@ -141,6 +141,7 @@ FIGURES = (
     ("latency-staircase.png", "chase.latency", lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
     ("access-latency.png", "chase.access", lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
     ("tlb-staircase.png", "chase.tlb", lambda meta, m, d: figures.tlb_staircase(m, d)),
+    ("line-by-capacity.png", "chase.latency", lambda meta, m, d: figures.line_by_capacity(m, d)),
     ("fill-block.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
     ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),
     ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
