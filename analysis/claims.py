@@ -201,11 +201,12 @@ def _hbm_mechanism(d: dict) -> str:
 
 def _strided_mechanism(d: dict) -> str:
     """Why stride-32 fp32 is not 1/32 here, from the run's own fetch-block measurement when it has one."""
-    if "mem.sector_bytes" not in d:
+    if "l2.dram_fetch_bytes" not in d:
         return "each lane's 4 bytes cost a whole fetch block of the memory system, whose size sets the ratio"
-    block = d["mem.sector_bytes"][0]
+    block = d["l2.dram_fetch_bytes"][0]
     return (f"each lane's 4 bytes cost one fetch block from HBM, and this GPU fetches {block:.0f}-byte blocks "
-            f"per L2 miss (mem.sector_bytes, the line-size chase), not 128-byte segments: 4/{block:.0f} = "
+            f"per L2 miss (l2.dram_fetch_bytes, the address-order fill-block chase), not 128-byte segments: "
+            f"4/{block:.0f} = "
             f"1/{block / 4:.0f} predicted, measured 1/{1 / d['coalescing.efficiency_stride32_fp32'][0]:.1f}")
 
 

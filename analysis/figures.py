@@ -11,7 +11,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from analysis.latency import ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands  # noqa: E402
+from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, MIN_L2_LINE_STRIDE, NUMBA_PROBE, access_bands,  # noqa: E402
+                              capacity_knees)
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes  # noqa: E402
 
@@ -212,7 +213,9 @@ def l2_capacity(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame,
 
 
 def line_size(measurements: pd.DataFrame, ax=None):
-    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2."""
+    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2.  Latency stops
+    rising where the stride reaches the block each miss fills (the sector where a cache fills sector by sector),
+    not the line, which only the capacity counted in lines shows."""
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.line") & (measurements["metric"] == "latency")])
     frame = frame.assign(series=frame["flavour"].map({"default": "through L1, chain beyond L1",
@@ -221,8 +224,41 @@ def line_size(measurements: pd.DataFrame, ax=None):
     _bytes_axis(ax)
     ax.set_xlabel("stride between consecutive loads")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("Fill granularity: address-order chase against stride")
+    ax.set_title("Fill block (not the line): address-order chase against stride")
     _legend(ax, below=True, ncol=1)
+    return ax
+
+
+def line_by_capacity(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """Capacity knee against chase stride, log-log, with the knees' CIs: flat while the stride is at most the
+    line (elements share lines), rising as the stride beyond it (one line per element); dashed, the line-count
+    model C*max(1, s/L) for each measured line."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    d = derived.set_index("quantity")["value"]
+    drawn = False
+    for level, flavour, min_stride, color in (("l1", "default", 0, "tab:blue"),
+                                              ("l2", "cg", MIN_L2_LINE_STRIDE, "tab:orange")):
+        knees = capacity_knees(measurements, flavour, min_stride)
+        if not knees:
+            continue
+        strides = np.array(sorted(knees), dtype=float)
+        k, lo, hi = (np.array([knees[s][i] for s in sorted(knees)]) for i in range(3))
+        ax.errorbar(strides, k, yerr=[k - lo, hi - k], fmt="o-", color=color, capsize=3,
+                    label=f"{'through L1: L1' if level == 'l1' else 'L2 only: near-partition'} knee")
+        if f"{level}.line_bytes" in d:
+            line = d[f"{level}.line_bytes"]
+            ax.plot(strides, k[0] * np.maximum(1, strides / line), ls="--", color=color, lw=0.8,
+                    label=f"C*max(1, s/L), L = {line:.0f} B")
+        drawn = True
+    if not drawn:
+        return _no_data(ax, "Line by capacity: no dense chase at two or more strides")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v)))
+    ax.set_xlabel("stride between chain elements (bytes)")
+    ax.set_ylabel("capacity knee (footprint)")
+    ax.set_title("Line (tag) size: capacity counted in lines against stride")
+    _legend(ax)
     return ax
 
 

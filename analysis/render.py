@@ -182,9 +182,15 @@ FIGURES = (
                "An L2-only chase run from every SM at once, each SM on its own stretch of one random cycle: "
                "latency against footprint, with its knee, the capacity the bandwidth miss model fits, and the "
                "driver's L2 size.", lambda meta, m, d: figures.l2_capacity(m, meta["device"], d)),
-    FigureSpec("line-size", "chase.line", "Line size",
-               "Address-order chase against stride: latency rises until the stride passes the fill "
-               "granularity, through L1 and L2 only.", lambda meta, m, d: figures.line_size(m)),
+    FigureSpec("line-by-capacity", "chase.latency", "Line size by capacity",
+               "The capacity knee of the chase at each stride between its elements (95% CI bars): flat while "
+               "elements share a line, rising once each element has a line of its own; dashed, the line-count "
+               "model C x max(1, stride / line) of the measured line.",
+               lambda meta, m, d: figures.line_by_capacity(m, d)),
+    FigureSpec("fill-block", "chase.line", "Fill block",
+               "Address-order chase against stride: latency rises until the stride passes the block a miss "
+               "fills (not the line: a line holds several such sectors), through L1 and L2 only.",
+               lambda meta, m, d: figures.line_size(m)),
     FigureSpec("bank-conflicts", "smem.banks", "Shared-memory bank conflicts",
                "Cycles per warp-wide shared load against the stride between lanes, per access size: dependent "
                "loads (latency, left) and independent loads (throughput, right); lines CuPy, crosses Numba.",

@@ -31,6 +31,13 @@ from analysis.errors import UsageError
 SCHEMA = "gpuatlas.run"
 #: 2: every measurements row carries NVML telemetry (TELEMETRY_COLUMNS); schema-1 runs load with them empty.
 SCHEMA_VERSION = 2
+#: Quantity ids a schema renamed, by the version that renamed them: a run older than that version has its
+#: derived.csv rows read under the new ids.  Schema 2: the two address-order fill blocks of chase.line, which
+#: schema 1 called a line and a sector, got the names of what they measure; the TLB levels' ids took the
+#: dotted form of the other levels.
+RENAMED_QUANTITIES = {2: {"l1.line_bytes": "l1.fill_bytes", "mem.sector_bytes": "l2.dram_fetch_bytes",
+                          "tlb.level1_reach_bytes": "tlb.l1.reach_bytes", "tlb.level1_miss_cycles": "tlb.l1.miss_cycles",
+                          "tlb.level2_reach_bytes": "tlb.l2.reach_bytes", "tlb.level2_miss_cycles": "tlb.l2.miss_cycles"}}
 
 #: The NVML readings over a sample's window: mean and max board power (W), median NVML SM clock (Hz), the OR
 #: of the clock-event reason masks, max GPU temperature (C), and ``telemetry``: "power_capped" (SW power cap
@@ -195,7 +202,7 @@ class RunDir:
         except (ValueError, TypeError):
             raise UsageError(f"{self.derived_path} has values that are not numbers: it is damaged; rebuild it "
                              f"with `gpuatlas run --resume {self.path}`") from None
-        return frame
+        return migrate_derived(frame, self.read_meta()["schema_version"])
 
     def done_configs(self, probe: str) -> set[str]:
         """Config keys of ``probe`` whose part is on disk (or already merged)."""
@@ -232,6 +239,15 @@ class RunDir:
 
     def write_derived(self, derived: pd.DataFrame) -> None:
         atomic_write_text(self.derived_path, derived.loc[:, list(DERIVED_COLUMNS)].to_csv(index=False))
+
+
+def migrate_derived(derived: pd.DataFrame, schema_version: int) -> pd.DataFrame:
+    """A derived table written under ``schema_version``, with every id renamed since then under its new name
+    (renames apply in version order, so an id renamed twice ends under its latest name)."""
+    derived = derived.copy()
+    for version in sorted(v for v in RENAMED_QUANTITIES if v > schema_version):
+        derived["quantity"] = derived["quantity"].replace(RENAMED_QUANTITIES[version])
+    return derived
 
 
 def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:

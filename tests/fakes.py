@@ -13,11 +13,13 @@ from probes.registry import all_probes
 
 CLOCK_HZ = 1.98e9
 LEVELS = {"smem": 29.0, "l1": 33.0, "l2": 270.0, "dram": 650.0}
-LINE_BYTES, SECTOR_BYTES = 128, 32
-#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
-PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
+#: The simulated caches: 128-byte lines of 32-byte sectors; the L1 fills one sector per miss, the L2 fetches two
+#: sectors from HBM per miss.
+LINE_BYTES, SECTOR_BYTES, DRAM_FETCH_BYTES = 128, 32, 64
 #: The L1's capacity (bytes) in LINE_BYTES lines.
 L1_BYTES = 200 << 10
+#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
+PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
           "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
@@ -31,12 +33,13 @@ TC_PEAK, HBM_READ = 900e12, 4.5e12
 LIBRARY_FRACTION = {"cublas": 0.8, "triton": 0.7}
 
 
-def latency_of(footprint_bytes: float, stride_bytes: int = LINE_BYTES) -> float:
-    """A chain with one element per stride uses one line per element when the stride is a line or more, so
-    it outgrows the L1 at a footprint of its capacity x stride / line."""
-    if footprint_bytes <= L1_BYTES * max(1, stride_bytes / LINE_BYTES):
+def latency_of(footprint_bytes: float, stride_bytes: int = LINE_BYTES, flavour: str = "default") -> float:
+    """Cycles per step of a chain with one element per stride: it occupies footprint / max(stride, line) lines,
+    so it fits a cache of C bytes up to the footprint C * max(1, stride / line); L2-only loads skip the L1."""
+    lines = max(1.0, stride_bytes / LINE_BYTES)
+    if flavour == "default" and footprint_bytes <= L1_BYTES * lines:
         return LEVELS["l1"]
-    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
+    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] * lines else LEVELS["dram"]
 
 
 def _samples(cycles: float, seed: int) -> list:
@@ -50,21 +53,13 @@ def _samples(cycles: float, seed: int) -> list:
 
 
 def _chase(ctx, footprint_bytes, stride_bytes, flavour):
-    return _samples(latency_of(footprint_bytes, stride_bytes), footprint_bytes)
-
-
-def _translation(footprint_bytes, stride_bytes) -> float:
-    """The TLB miss cost: a chain spans footprint / max(page, stride) pages, one translation each."""
-    return TLB_MISS if footprint_bytes / max(PAGE_BYTES, stride_bytes) > TLB_REACH / PAGE_BYTES else 0.0
-
-
-def _every_sm(ctx, footprint_bytes, stride_bytes):
-    """Every SM chasing: hits while the chain fits the whole L2, misses past it."""
-    return _samples(LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"], footprint_bytes)
-
-
-def _miss(ctx, footprint_bytes, stride_bytes, flavour):
-    return _samples(LEVELS["dram"] + _translation(footprint_bytes, stride_bytes), footprint_bytes)
+#: The simulated caches: 128-byte lines of 32-byte sectors; the L1 fills one sector per miss, the L2 fetches two
+#: sectors from HBM per miss.
+LINE_BYTES, SECTOR_BYTES, DRAM_FETCH_BYTES = 128, 32, 64
+#: The L1's capacity (bytes) in LINE_BYTES lines.
+L1_BYTES = 200 << 10
+#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
+PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
 
 
 #: chase.access's clusters (cycles): far-partition hits, and misses homed by the near and the far partition;
@@ -89,8 +84,8 @@ def _access(ctx, footprint_bytes, stride_bytes, flavour):
 
 
 def _line(ctx, footprint_bytes, stride_bytes, flavour):
-    block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
-                        else (SECTOR_BYTES, LEVELS["l2"], LEVELS["dram"]))
+    block, hit, miss = ((SECTOR_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
+                        else (DRAM_FETCH_BYTES, LEVELS["l2"], LEVELS["dram"]))
     return _samples(hit + (miss - hit) * min(stride_bytes / block, 1), stride_bytes)
 
 

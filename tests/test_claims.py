@@ -34,7 +34,7 @@ def test_hbm_latency_claim_deviates_with_the_mechanism_and_holds_near_500():
 
 @pytest.mark.parametrize("block, predicted", [(64, "1/16"), (32, "1/8")])
 def test_strided_claim_names_the_run_s_own_fetch_block(block, predicted):
-    table = judge(derived(**{"coalescing.efficiency_stride32_fp32": 0.054, "mem.sector_bytes": float(block)}),
+    table = judge(derived(**{"coalescing.efficiency_stride32_fp32": 0.054, "l2.dram_fetch_bytes": float(block)}),
                   DEVICE).set_index("claim")
     reason = table.loc["fp32 at stride >= 32 moves 1/32 useful bytes", "reason"]
     assert f"{block}-byte blocks" in reason and f"{predicted} predicted" in reason and "measured 1/18.5" in reason
