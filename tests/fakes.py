@@ -53,13 +53,21 @@ def _samples(cycles: float, seed: int) -> list:
 
 
 def _chase(ctx, footprint_bytes, stride_bytes, flavour):
-#: The simulated caches: 128-byte lines of 32-byte sectors; the L1 fills one sector per miss, the L2 fetches two
-#: sectors from HBM per miss.
-LINE_BYTES, SECTOR_BYTES, DRAM_FETCH_BYTES = 128, 32, 64
-#: The L1's capacity (bytes) in LINE_BYTES lines.
-L1_BYTES = 200 << 10
-#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
-PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
+    return _samples(latency_of(footprint_bytes, stride_bytes, flavour), footprint_bytes)
+
+
+def _translation(footprint_bytes, stride_bytes) -> float:
+    """The TLB miss cost: a chain spans footprint / max(page, stride) pages, one translation each."""
+    return TLB_MISS if footprint_bytes / max(PAGE_BYTES, stride_bytes) > TLB_REACH / PAGE_BYTES else 0.0
+
+
+def _every_sm(ctx, footprint_bytes, stride_bytes):
+    """Every SM chasing: hits while the chain fits the whole L2, misses past it."""
+    return _samples(LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"], footprint_bytes)
+
+
+def _miss(ctx, footprint_bytes, stride_bytes, flavour):
+    return _samples(LEVELS["dram"] + _translation(footprint_bytes, stride_bytes), footprint_bytes)
 
 
 #: chase.access's clusters (cycles): far-partition hits, and misses homed by the near and the far partition;
