@@ -355,38 +355,6 @@ def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
                        f"{', '.join(fmt_bytes(p) for p in close)}"), knees
 
 
-def _knee_text(knees: dict) -> str:
-    return ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in sorted(knees))
-
-
-def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
-    """The page: the footprint where the first TLB level overflows is entries x max(page, block), so the
-    knee stays at the 2 MiB-block knee for blocks up to the page and grows with the block beyond it.  The
-    page is the largest block whose knee is within half an octave of the smallest blocks'.  Returns the row
-    (None when no block's knee moved) and the knee of each block size."""
-    if "stride_bytes" not in frame:
-        return None, {}
-    knees = {PAGE_STRIDE: knee_main}
-    for stride, part in frame[frame["stride_bytes"] != PAGE_STRIDE].groupby("stride_bytes"):
-        if part["footprint_bytes"].nunique() < 8:
-            continue
-        fit = tlb_fit(part)
-        if fit.knees_bytes:
-            knees[int(stride)] = fit.knees_bytes[0]
-    if len(knees) < 3:
-        return None, knees
-    strides = sorted(knees)
-    base = knees[strides[0]]
-    same = [s for s in strides if abs(np.log2(knees[s] / base)) < 0.5]
-    grows = [s for s in strides if s > same[-1]]
-    if not grows or same != strides[:len(same)]:
-        return None, knees
-    page = same[-1]
-    return derived_row("tlb.page_bytes", page, page, page,
-                       "largest block size whose first TLB knee stays with the smaller blocks' (the knee is "
-                       "entries x max(page, block))", TLB_PROBE, f"first knees: {_knee_text(knees)}"), knees
-
-
 #: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
 #: near hit); the miss band starts at this percentile of the cold paths of 2x the L2 or more (misses only).
 NEAR_EDGE_PERCENTILE, MISS_EDGE_PERCENTILE = 99.5, 0.1
