@@ -383,7 +383,7 @@ def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
        axes={"op": "read (16-byte loads), write (16-byte stores), copy (bytes read + written) or memcpy (the "
                    "driver's cudaMemcpyAsync device to device, bytes read + written)"},
        quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
-                   "dram.copy_bandwidth_bytes_per_s"),
+                   "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm"),
        kernels=("bandwidth.cu",))
 def bw_dram(ctx, op: str) -> list[Sample]:
     """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""

@@ -49,7 +49,8 @@ def footprint_sweep(device: dict) -> list[int]:
        axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 8/octave",
              "stride_bytes": "bytes between chain elements: 128 (one per line); full adds 32 (one per sector)",
              "flavour": "default (ld.global, through L1) or cg (ld.global.cg, L2 only)"},
-       quantities=("l1.latency_cycles", "l2.latency_cycles", "dram.latency_cycles", "dram.latency_ns"),
+       quantities=("l1.latency_cycles", "l2.latency_cycles", "dram.latency_cycles", "dram.latency_ns",
+                   "l1.capacity_bytes", "l2.partition_bytes", "l2.far_plateau_cycles", "l2.far_reach_bytes"),
        kernels=("chase.cu",))
 def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per dependent 64-bit load over a random single-cycle chain of the given footprint."""
@@ -303,7 +304,8 @@ def access_footprints(device: dict, quick: bool = False) -> list[int]:
                                 "4 x L2 (mostly misses); quick: L2/8, 3/4 x L2 and 4 x L2",
              "stride_bytes": "one chain element per 128-byte line",
              "flavour": "cg (ld.global.cg, L2 only)"},
-       quantities=("l2.far_latency_cycles",), kernels=("chase.cu",))
+       quantities=("l2.far_latency_cycles", "dram.near_latency_cycles", "dram.far_latency_cycles"),
+       kernels=("chase.cu",))
 def chase_access(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles of each access of one SM's L2-only chase, one by one: a chain larger than one L2 partition
     mixes near-partition hits, far-partition hits and HBM misses, and each is a cluster of its own in the

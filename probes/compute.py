@@ -372,7 +372,9 @@ def _wgmma_sweep(ns) -> callable:
 @probe("compute.wgmma", sweeps={"quick": _wgmma_sweep(QUICK_WGMMA_NS), "full": _wgmma_sweep(WGMMA_NS)},
        axes={"dtype": "bf16, fp16 (m64nNk16), tf32 (m64nNk8), e4m3 (m64nNk32); fp32 accumulate",
              "n": "N of m64nNk: 64, 128, 192, 256 (quick: 128, 256)"},
-       quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops"),
+       quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops",
+                   "tc.bf16.flop_per_clk_sm", "tc.fp16.flop_per_clk_sm", "tc.tf32.flop_per_clk_sm",
+                   "tc.fp8.flop_per_clk_sm", "tc.bf16_over_fp32"),
        kernels=("wgmma.cu",), min_cc=(9, 0))
 def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
     """Hopper wgmma throughput (dense FLOP per clock per SM and per second), operands in shared memory."""
