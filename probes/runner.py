@@ -177,7 +177,27 @@ def _worker(run_path: str, budget: Budget, tasks, events) -> None:
         except ProbeFailed as exc:
             events.put(("error", str(exc)))
             sys.exit(1)
+        _release_memory()
         events.put(("done", probe_id))
+
+
+def _release_memory() -> None:
+    """Hand the GPU memory the finished probe's frames freed back to the driver, so that the next probe
+    (possibly through the other library: CuPy or torch) finds device memory as a fresh process would;
+    buffers a probe module keeps on purpose stay."""
+    import gc
+
+    gc.collect()
+    if "cupy" in sys.modules:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+    if "torch" in sys.modules:
+        import torch
+
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
 
 
 class Worker:
