@@ -30,10 +30,6 @@ def fmt_value(value, unit: str) -> str:
     """A value with its unit for the page: microseconds written with µ."""
     return _fmt_value(value, unit).replace(" us", " µs")
 
-#: Probe families still to come, named in the report where their columns are empty.
-PENDING = {"bandwidth": "issue #4", "capacity": "issue #3"}
-
-
 def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     """Level, capacity, latency in cycles and time, bandwidth, sharing scope; measured values with CIs.
 
@@ -42,9 +38,10 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     d = derived.set_index("quantity")
     clock = d["value"].get("clock.sm_hz")
 
-    def measured(quantity: str, pending: str) -> str:
+    def measured(quantity: str, source: str) -> str:
+        """The value with its CI, or what would measure it."""
         if quantity not in d.index:
-            return pending if pending.startswith("not in this run") else f"not measured ({pending})"
+            return f"not measured ({source})"
         r = d.loc[quantity]
         return f"{fmt_value(r['value'], r['unit'])} [{fmt_value(r['ci_low'], r['unit'])}, {fmt_value(r['ci_high'], r['unit'])}]"
 
@@ -53,24 +50,23 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
             return "-"
         return fmt_value(d.loc[quantity, "value"] / clock, "s")
 
-    pending = f"not in this run: bw probes, {PENDING['bandwidth']}"
     rows = [
         ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
-         measured("smem.latency_cycles", "issue #3"), as_time("smem.latency_cycles"),
-         measured("smem.bandwidth_bytes_per_clk_sm", pending), "one block"),
-        ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "issue #3"),
-         as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", pending), "one SM"),
-        ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "issue #3"),
+         measured("smem.latency_cycles", "chase.smem"), as_time("smem.latency_cycles"),
+         measured("smem.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one block"),
+        ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "chase.latency"),
+         as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one SM"),
+        ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "chase.latency"),
          as_time("l2.latency_cycles"), "-", "the SMs beside it"),
         ("L2, far partition", ("one SM's reach " if "l2.far_reach_bytes" in d.index else "")
          + measured("l2.far_reach_bytes", "needs a single far plateau in the full profile's chase"),
          measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
         ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
-         + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", pending),
+         + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", "bw.l2"),
          "whole GPU"),
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
          measured("dram.latency_ns", "chase.miss"),
-         measured("dram.read_bandwidth_bytes_per_s", pending).replace("]", "] read", 1), "whole GPU"),
+         measured("dram.read_bandwidth_bytes_per_s", "bw.dram").replace("]", "] read", 1), "whole GPU"),
     ]
     for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
                             ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):

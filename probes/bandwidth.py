@@ -410,7 +410,7 @@ def dram_configs(device: dict) -> list[dict]:
                         "st.global.cs), once_8 / once_16 / once_16_cs (one 8- or 16-byte store per thread, no "
                         "loop); read and copy: fastest (of their kernels and occupancies); memcpy: driver"},
        quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
-                   "dram.copy_bandwidth_bytes_per_s"),
+                   "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm"),
        kernels=("bandwidth.cu",))
 def bw_dram(ctx, op: str, variant: str | None = None) -> list[Sample]:
     """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""

@@ -386,7 +386,8 @@ def _wgmma_sweep(ns) -> callable:
              "n": "N of m64nNk: 64, 128, 192, 256 (quick: 128, 256)"},
        quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops",
                    "tc.bf16.sustained_flops", "tc.fp16.sustained_flops", "tc.tf32.sustained_flops",
-                   "tc.fp8.sustained_flops"),
+                   "tc.fp8.sustained_flops", "tc.bf16.flop_per_clk_sm", "tc.fp16.flop_per_clk_sm",
+                   "tc.tf32.flop_per_clk_sm", "tc.fp8.flop_per_clk_sm", "tc.bf16_over_fp32"),
        kernels=("wgmma.cu",), min_cc=(9, 0))
 def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
     """Hopper wgmma throughput (dense FLOP per clock per SM and per second), operands in shared memory."""

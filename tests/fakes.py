@@ -115,10 +115,25 @@ def _launch(ctx, mode):
                                            Sample("host_call", per, "s", r, CLOCK_HZ, "perf_counter"))]
 
 
-def _banks(ctx, access_bytes, stride_words, offset_words=0, form="latency", layout="plain"):
-    from analysis.banks import conflict_degree
+def bank_ways(stride_words, access_bytes, offset_words=0):
+    """The simulated shared memory: 32 banks of 4-byte words, one 128-byte bank row per phase (a warp of
+    4-byte loads at once, of 8-byte loads in halves, of 16-byte loads in quarters).  Lane l reads the
+    ``access_bytes`` at (l x stride + offset) x access_bytes; a bank asked for k distinct words in a phase
+    takes k passes (lanes reading the same word share it).  Returns the worst k."""
+    lanes_per_phase = min(32, 128 // access_bytes)
+    worst = 0
+    for first in range(0, 32, lanes_per_phase):
+        words_of_bank = {}
+        for lane in range(first, first + lanes_per_phase):
+            start = (lane * stride_words + offset_words) * access_bytes
+            for word in range(start // 4, (start + access_bytes) // 4):
+                words_of_bank.setdefault(word % 32, set()).add(word)
+        worst = max(worst, max(len(words) for words in words_of_bank.values()))
+    return worst
 
-    ways = 1 if layout != "plain" else conflict_degree(stride_words, access_bytes, 32, 4, offset_words)
+
+def _banks(ctx, access_bytes, stride_words, offset_words=0, form="latency", layout="plain"):
+    ways = 1 if layout != "plain" else bank_ways(stride_words, access_bytes, offset_words)
     base, per_way = (23.0, 2.0) if form == "latency" else (1.0, 1.0)
     return [Sample("cycles_per_access", base + per_way * (ways - 1), "cycles", r, CLOCK_HZ, "clock64")
             for r in range(5)]
@@ -129,11 +144,17 @@ def _column(ctx, matrix_side, method):
     return [Sample("useful_bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
-def _bw_stride(ctx, element_bytes, stride_elements, aligned, level):
-    from analysis.coalescing import predicted_efficiency
+def sector_efficiency(stride_elements, element_bytes):
+    """Useful over moved bytes of one warp-wide load in the simulated memory: lane l reads ``element_bytes``
+    at l x stride x element_bytes, and every 32-byte sector holding any byte asked for moves whole."""
+    starts = {lane * stride_elements * element_bytes for lane in range(32)}
+    sectors = {byte // SECTOR_BYTES for start in starts for byte in range(start, start + element_bytes)}
+    return element_bytes * len(starts) / (len(sectors) * SECTOR_BYTES)
 
+
+def _bw_stride(ctx, element_bytes, stride_elements, aligned, level):
     peak = 4.5e12 if level == "dram" else 9e12
-    useful = peak * predicted_efficiency(stride_elements, element_bytes, SECTOR_BYTES)
+    useful = peak * sector_efficiency(stride_elements, element_bytes)
     return [Sample("bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
@@ -177,10 +198,11 @@ def _bw_onchip(ctx, level):
 
 
 def _occupancy(ctx, resident_warps_per_sm, ilp, load_bytes, level):
-    from analysis.littles_law import model
-
-    loads = ctx.device["sm_count"] * resident_warps_per_sm * ilp
-    bandwidth = float(model(loads, 32 * load_bytes, OCCUPANCY_LATENCY_S[level], OCCUPANCY_PEAK[level]))
+    """Little's law: every resident warp keeps ``ilp`` warp-wide loads in flight, each of 32 lanes x
+    ``load_bytes``, and each load returns one latency after it was issued; so the memory is asked for the
+    bytes in flight once per latency, and serves at most its peak (beyond it, requests queue)."""
+    bytes_in_flight = ctx.device["sm_count"] * resident_warps_per_sm * ilp * 32 * load_bytes
+    bandwidth = min(bytes_in_flight / OCCUPANCY_LATENCY_S[level], OCCUPANCY_PEAK[level])
     rng = np.random.default_rng([resident_warps_per_sm, ilp, load_bytes])
     return [s for r in range(5) for s in (
         Sample("bandwidth", bandwidth * (1 + 0.002 * rng.standard_normal()), "B/s", r, CLOCK_HZ, "cuda_event"),
@@ -267,10 +289,13 @@ def _matmul_roofline(ctx, block, matrix_side):
 
 
 def _softmax(ctx, launch, variant, matrix_side):
-    """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
-    from analysis.fusion import total_bytes
-
-    seconds = total_bytes(matrix_side, matrix_side, variant) / HBM_READ
+    """Bandwidth-bound: the bytes the kernels move at the HBM read bandwidth.  On a bf16 matrix with fp32
+    per-row statistics, unfused: the row max reads x and writes the max; exp reads x and the max, writes e
+    and the row sum; normalize reads e and the sum, writes y.  Fused: read x, write y."""
+    matrix, stats = matrix_side * matrix_side * 2, matrix_side * 4
+    moved = {"unfused": (matrix + stats) + (matrix + stats + matrix + stats) + (matrix + stats + matrix),
+             "fused": matrix + matrix}[variant]
+    seconds = moved / HBM_READ
     return [Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 #: Hopper units: remote shared memory between shared memory and L2; cluster size 16 refused by the driver.
 DSMEM = {"local": LEVELS["smem"], "self": 35.0, "remote": 190.0}
