@@ -51,8 +51,8 @@ def test_dense_sweeps_are_fitted_level_by_level():
     assert derived["l2.far_plateau_cycles"] == pytest.approx(480, rel=0.02)
     assert derived["l2.far_reach_bytes"] == pytest.approx(58 << 20, rel=2 ** (1 / 8) - 1)
     assert "l2.capacity_bytes" not in derived  # the L2's capacity is fitted to the all-SM bandwidth sweep, not a chase's
-    assert derived["dram.latency_cycles"] == pytest.approx(620, rel=0.02)
-    assert derived["dram.latency_ns"] == pytest.approx(620 / 2e9, rel=0.02)
+    # the staircase's last plateau is a warm chain, partly L2-resident: the HBM latency is chase.miss's cold path
+    assert "dram.latency_cycles" not in derived and "dram.latency_ns" not in derived
 
 
 def test_a_flat_page_stride_chase_reports_only_a_lower_bound_on_reach():
