@@ -113,7 +113,7 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
-    rows += _line_capacity_rows(measurements)
+    rows += _line_capacity_rows(measurements, rows)
     rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
 
@@ -215,10 +215,6 @@ def _line_rows(measurements) -> list[dict]:
 
 #: Fewest footprints a chase at one stride needs for its capacity knee to be fitted.
 KNEE_FOOTPRINTS = 16
-#: Smallest stride of the L2-only chases that count the L2's lines: below a line's span the L2-only chase's
-#: first knee sits far below the partition's (more elements per footprint meet some other limit first), so
-#: only strides of 128 B and up, where every element is a line of its own once s >= L, test the count.
-MIN_L2_LINE_STRIDE = 128
 #: Largest RMS (octaves) of the knees about C*max(1, s/L) for a line size to be reported: knees that do not
 #: follow the line-count model measure something else.
 MAX_MODEL_OCTAVES = 0.2
@@ -241,12 +237,14 @@ def capacity_knees(measurements: pd.DataFrame, flavour: str, min_stride: int = 0
     return knees
 
 
-def _line_capacity_rows(measurements) -> list[dict]:
-    """l1.line_bytes and l2.line_bytes by capacity counted in distinct lines, or a lower bound on each."""
-    rows = []
-    for level, flavour, what, min_stride in (("l1", "default", "through-L1 chase's L1 knee", 0),
-                                             ("l2", "cg", "L2-only chase's near-partition knee", MIN_L2_LINE_STRIDE)):
-        knees = capacity_knees(measurements, flavour, min_stride)
+def _line_capacity_rows(measurements, rows: list[dict]) -> list[dict]:
+    """l1.line_bytes and l2.line_bytes by capacity counted in distinct lines, or a lower bound on each.  When
+    the knee already moves between the two smallest strides, no line is named (the capacity counts blocks no
+    larger than the smallest stride) and the knees go into the note of that level's capacity row in ``rows``."""
+    out = []
+    for level, flavour, what, capacity in (("l1", "default", "through-L1 chase's L1 knee", "l1.capacity_bytes"),
+                                           ("l2", "cg", "L2-only chase's near-partition knee", "l2.partition_bytes")):
+        knees = capacity_knees(measurements, flavour)
         if len(knees) < 2:
             continue
         fit = fit_line_by_capacity(knees)
@@ -261,14 +259,19 @@ def _line_capacity_rows(measurements) -> list[dict]:
                   "octave of the smallest stride's (bootstrap 95% CI over the knees' CIs)")
         if fit["lower_bound"]:
             top = float(fit["line_bytes"])
-            rows.append(derived_row(f"{level}.line_lower_bound_bytes", top, top, top,
-                                    "no measured stride moved the capacity knee: the line is at least the "
-                                    "largest stride", CUPY_PROBE, note))
+            out.append(derived_row(f"{level}.line_lower_bound_bytes", top, top, top,
+                                   "no measured stride moved the capacity knee: the line is at least the "
+                                   "largest stride", CUPY_PROBE, note))
             continue
         if fit["upper_bound"]:
-            note += "; the second stride already moved the knee: the line is at most the smallest stride"
-        rows.append(derived_row(f"{level}.line_bytes", fit["line_bytes"], *fit["ci"], method, CUPY_PROBE, note))
-    return rows
+            for row in rows:
+                if row["quantity"] == capacity:
+                    row["note"] = "; ".join(filter(None, [row["note"], (
+                        f"capacity counted at several strides moves with every stride, so it counts blocks no "
+                        f"larger than the smallest stride, not lines: {note}")]))
+            continue
+        out.append(derived_row(f"{level}.line_bytes", fit["line_bytes"], *fit["ci"], method, CUPY_PROBE, note))
+    return out
 
 
 TLB_PROBE, PAGE_STRIDE = "chase.tlb", 2 << 20
