@@ -110,7 +110,7 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
     rows += _access_rows(measurements, device)
     rows += _cold_miss_rows(measurements, device)
-    rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device)
+    rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device, rows)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
     rows += _line_capacity_rows(measurements, rows)
@@ -555,17 +555,29 @@ def _miss_cross_checks(measurements, device) -> list[str]:
     return out
 
 
-def _every_sm_rows(frame, device) -> list[dict]:
+def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
     """The L2's capacity as every SM uses it: the knee before the miss plateau of the chase run from every SM
-    at once (both partitions), beside the driver's size."""
+    at once (both partitions), beside the driver's size.  Where one SM's near and far hit latencies are in
+    ``rows``, the note places the every-SM hits between them: hits at the near latency for a chain larger
+    than one partition mean far-homed lines are served from copies in the reader's near partition, and a
+    line held twice takes its capacity twice."""
     if frame["footprint_bytes"].nunique() < DENSE_FOOTPRINTS:
         return []
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     if len(fit.plateaus) < 2:
         return []
     knee, (lo, hi) = fit.knees_bytes[-1], fit.knee_ci[-1]
+    known = {r["quantity"]: r["value"] for r in rows}
+    hits = ""
+    if "l2.latency_cycles" in known and "l2.far_latency_cycles" in known and len(fit.plateaus) >= 2:
+        near, far, hit = known["l2.latency_cycles"], known["l2.far_latency_cycles"], fit.plateaus[-2].latency
+        spans = fit.plateaus[-2]
+        hits = (f"; its hits over {fmt_bytes(spans.lo_bytes)}..{fmt_bytes(spans.hi_bytes)} take {hit:.1f} cycles, "
+                f"{(hit - near) / (far - near):.0%} of the way from one SM's near-partition hit ({near:.1f}) to its "
+                f"far-partition hit ({far:.1f}): lines homed in the far partition are read from copies in the "
+                "reader's near one, and a line held in both partitions takes capacity in both")
     return [derived_row("l2.capacity_chase_bytes", knee, lo, hi,
                         "knee before the miss plateau of an L2-only chase run from every SM at once, each SM walking "
                         "its own stretch of one random cycle (bootstrap 95% CI)", "chase.every_sm",
                         f"plateaus: {_plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
-                        f"{fmt_bytes(device['l2_bytes'])}")]
+                        f"{fmt_bytes(device['l2_bytes'])}{hits}")]
