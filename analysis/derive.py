@@ -9,6 +9,7 @@ from analysis.compute import compute_rows
 from analysis.fusion import fusion_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
+from analysis.links import link_rows
 from analysis.littles_law import littles_rows
 from analysis.quantities import derived_row
 from analysis.errors import UsageError
@@ -39,6 +40,7 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
     rows += compute_rows(measurements)
     rows += fusion_rows(measurements)
     rows += hopper_rows(measurements)
+    rows += link_rows(measurements)
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
     rows += matmul_rows(measurements, rows)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))

@@ -1,0 +1,90 @@
+"""Link and collective quantities from the link probes: NVLink facts, the P2P matrices and latency, NCCL bus
+bandwidth.  A node-wide figure is the median over the GPU pairs of each pair's median."""
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.collectives import COLLECTIVES
+from analysis.quantities import derived_row
+from analysis.stats import median_ci, usable
+
+
+def _of(measurements: pd.DataFrame, probe: str, metric: str) -> pd.DataFrame:
+    if "probe" not in measurements or not len(measurements):
+        return measurements.iloc[:0]
+    return usable(measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)])
+
+
+def pair_medians(frame: pd.DataFrame, by=("src", "dst")) -> pd.Series:
+    return frame.groupby(list(by))["value"].median()
+
+
+def matrix(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.DataFrame:
+    """src x dst table of each pair's median ``metric`` (rows: the GPU issuing, columns: the peer)."""
+    frame = _of(measurements, probe, metric)
+    for name, value in params.items():
+        frame = frame[frame[name] == value] if name in frame else frame.iloc[:0]
+    if frame.empty:
+        return pd.DataFrame()
+    table = pair_medians(frame).unstack("dst")
+    table.index.name, table.columns.name = "src", "dst"
+    return table
+
+
+def _pair_row(quantity, frame, method, probe):
+    """Median over pairs of the pairs' medians, with the bootstrap CI of that median."""
+    medians = pair_medians(frame)
+    return derived_row(quantity, *median_ci(medians.values), f"{method}; median over {len(medians)} GPU pairs",
+                       probe)
+
+
+def link_rows(measurements: pd.DataFrame) -> list[dict]:
+    rows = []
+    topo = "link.topology"
+    for metric, quantity, pick in (("nvlink_active_links", "nvlink.links", "median"),
+                                   ("nvlink_version", "nvlink.version", "max"),
+                                   ("nvlink_link_bytes_per_s", "nvlink.link_bandwidth_bytes_per_s", "median")):
+        values = _of(measurements, topo, metric)["value"]
+        if len(values):
+            v = getattr(values, pick)()
+            rows.append(derived_row(quantity, v, values.min(), values.max(), f"NVML, {pick} over GPU pairs", topo))
+    copies = _of(measurements, "link.memcpy", "bandwidth")
+    for direction, quantity in (("one_way", "p2p.memcpy_bandwidth_bytes_per_s"),
+                                ("both_ways", "p2p.memcpy_bidirectional_bandwidth_bytes_per_s")):
+        frame = copies[copies["direction"] == direction] if len(copies) else copies
+        if len(frame):
+            largest = frame[frame["message_bytes"] == frame["message_bytes"].max()]
+            rows.append(_pair_row(quantity, largest, f"cudaMemcpyPeerAsync of {int(largest['message_bytes'].iat[0])} B "
+                                  f"({direction.replace('_', ' ')}, both directions' bytes counted)", "link.memcpy"))
+    kernels = _of(measurements, "link.p2p_bandwidth", "bandwidth")
+    for op in ("read", "write"):
+        frame = kernels[kernels["op"] == op] if len(kernels) else kernels
+        if len(frame):
+            rows.append(_pair_row(f"p2p.{op}_bandwidth_bytes_per_s", frame,
+                                  f"16-byte {op}s from every SM through a peer pointer", "link.p2p_bandwidth"))
+    for metric, suffix in (("latency", "cycles"), ("latency_time", "ns")):
+        chase = _of(measurements, "link.p2p_latency", metric)
+        if len(chase):
+            for footprint, name in ((chase["footprint_bytes"].max(), "p2p.latency"),
+                                    (chase["footprint_bytes"].min(), "p2p.l2_latency")):
+                if name == "p2p.l2_latency" and suffix == "ns":
+                    continue
+                frame = chase[chase["footprint_bytes"] == footprint]
+                rows.append(_pair_row(f"{name}_{suffix}", frame, f"dependent ld.global.cg chase over a "
+                                      f"{int(footprint)} B chain in the peer's memory", "link.p2p_latency"))
+    busbw = _of(measurements, "nccl.collectives", "busbw")
+    for collective in COLLECTIVES:
+        frame = busbw[busbw["collective"] == collective] if len(busbw) else busbw
+        if len(frame):
+            largest = frame[frame["message_bytes"] == frame["message_bytes"].max()]["value"]
+            rows.append(derived_row(f"nccl.{collective}_busbw_bytes_per_s", *median_ci(largest),
+                                    f"nccl-tests busbw at the largest message ({int(frame['message_bytes'].max())} B)",
+                                    "nccl.collectives"))
+    return rows
+
+
+def collective_curves(measurements: pd.DataFrame) -> pd.DataFrame:
+    """(collective, message_bytes, busbw median, algbw median): the bus-bandwidth curves."""
+    frames = [_of(measurements, "nccl.collectives", m).groupby(["collective", "message_bytes"])["value"].median()
+              .rename(m) for m in ("busbw", "algbw")] if len(_of(measurements, "nccl.collectives", "busbw")) else []
+    return pd.concat(frames, axis=1).reset_index() if frames else pd.DataFrame()
