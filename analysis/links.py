@@ -88,3 +88,50 @@ def collective_curves(measurements: pd.DataFrame) -> pd.DataFrame:
     frames = [_of(measurements, "nccl.collectives", m).groupby(["collective", "message_bytes"])["value"].median()
               .rename(m) for m in ("busbw", "algbw")] if len(_of(measurements, "nccl.collectives", "busbw")) else []
     return pd.concat(frames, axis=1).reset_index() if frames else pd.DataFrame()
+
+
+def link_sections(run: "RunDir") -> list:
+    """The node page's link sections from the run of the link probes: skipped probes with their reason, the
+    P2P matrices, the latency, the NCCL curves and the derived link quantities."""
+    from analysis.derive import derive
+    from analysis.units import fmt_value
+
+    meta = run.read_meta()
+    states = {pid: s for pid, s in meta["probes"].items() if pid.startswith(("link.", "nccl."))}
+    sections = []
+    skipped = [f"{pid}: skipped: {s['error']}" for pid, s in states.items() if s["status"] == "skipped"]
+    failed = [f"{pid}: {s['status']}: {s['error']}" for pid, s in states.items() if s["status"] not in ("ok", "skipped")]
+    if skipped or failed:
+        sections.append(("Link and collective probes not measured", skipped + failed))
+    if not any(s["configs_done"] for s in states.values()):
+        return sections
+    measurements = run.read_measurements()
+    copies = _of(measurements, "link.memcpy", "bandwidth")
+    largest = copies["message_bytes"].max() if len(copies) else None
+    for title, probe, metric, params, unit in (
+            ("cudaMemcpyPeer one way", "link.memcpy", "bandwidth", {"direction": "one_way", "message_bytes": largest}, "B/s"),
+            ("cudaMemcpyPeer both ways", "link.memcpy", "bandwidth", {"direction": "both_ways", "message_bytes": largest},
+             "B/s"),
+            ("kernel reads through a peer pointer", "link.p2p_bandwidth", "bandwidth", {"op": "read"}, "B/s"),
+            ("kernel writes through a peer pointer", "link.p2p_bandwidth", "bandwidth", {"op": "write"}, "B/s"),
+            ("remote load latency (peer HBM chain)", "link.p2p_latency", "latency_time", {}, "s")):
+        if probe == "link.p2p_latency":
+            chase = _of(measurements, probe, metric)
+            params = {"footprint_bytes": chase["footprint_bytes"].max()} if len(chase) else {}
+        table = matrix(measurements, probe, metric, **params)
+        if len(table):
+            shown = table.map(lambda v: "" if pd.isna(v) else fmt_value(v, unit)).reset_index()
+            shown.columns = ["src \\ dst"] + [str(c) for c in table.columns]
+            sections.append((f"P2P matrix: {title}", shown))
+    curves = collective_curves(measurements)
+    if len(curves):
+        sections.append(("NCCL bus bandwidth against message size (nccl-tests busbw; NVLS off)", pd.DataFrame({
+            "collective": curves["collective"], "message": [fmt_value(v, "B") for v in curves["message_bytes"]],
+            "busbw": [fmt_value(v, "B/s") for v in curves["busbw"]],
+            "algbw": [fmt_value(v, "B/s") for v in curves["algbw"]]})))
+    derived = derive(meta, measurements)
+    if len(derived):
+        sections.append(("Link quantities", pd.DataFrame({
+            "quantity": derived["quantity"], "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
+            "method": derived["method"]})))
+    return sections

@@ -22,8 +22,11 @@ _GROUP = {}
 
 
 def collective_sizes(device: dict, per_octave: int) -> list[int]:
-    """Message sizes S from 16 KiB per rank to 4x L2, multiples of 4 bytes x ranks (fp32 chunks)."""
-    n = device.get("gpu_count", 1)
+    """Message sizes S from 16 KiB per rank to 4x L2, multiples of 4 bytes x ranks (fp32 chunks); none
+    without a peer."""
+    n = device.get("gpu_count", 1) if device else 1
+    if n < 2:
+        return []
     return geom(16384 * n, 4 * device["l2_bytes"], per_octave=per_octave, align=4096 * n)
 
 

@@ -320,6 +320,51 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives}
 
 
+#: A fleet of simulated boards: the board of SLOW_UUID moves SLOW_FACTOR of every other board's bytes per
+#: second; Ray's GPU id names a board.
+SLOW_UUID, SLOW_FACTOR = "GPU-sim-1", 0.8
+FLEET_PROBES = ("clock.sm", "bw.dram", "chase.latency")
+
+
+def fleet_device():
+    """The simulated board this Ray task holds (Ray's GPU id, which it also put in CUDA_VISIBLE_DEVICES)."""
+    import ray
+
+    return dict(DEVICE, uuid=f"GPU-sim-{int(ray.get_gpu_ids()[0])}")
+
+
+def _board(func):
+    """``func`` on the board of ctx.device: bandwidths scaled on the slow board; every call logged to
+    $GPUATLAS_TEST_FLEET_DIR/<uuid>.calls, and the process killed (SIGKILL, as a lost node would) after
+    KILL_AFTER calls on the slow board while the file ``kill`` is there (it is removed first: once)."""
+    import os
+    import signal
+    from pathlib import Path
+
+    def call(ctx, **params):
+        folder = Path(os.environ["GPUATLAS_TEST_FLEET_DIR"])
+        log = folder / f"{ctx.device['uuid']}.calls"
+        calls = log.read_text().count("\n") if log.exists() else 0
+        if ctx.device["uuid"] == SLOW_UUID and calls >= KILL_AFTER and (folder / "kill").exists():
+            (folder / "kill").unlink()
+            os.kill(os.getpid(), signal.SIGKILL)
+        samples = func(ctx, **params)
+        with open(log, "a") as f:
+            f.write(f"{sorted(params.items())}\n")
+        if ctx.device["uuid"] != SLOW_UUID:
+            return samples
+        return [dataclasses.replace(s, value=s.value * SLOW_FACTOR) if s.unit == "B/s" else s for s in samples]
+
+    return call
+
+
+KILL_AFTER = 3
+
+
+def fleet_probes():
+    return [dataclasses.replace(p, func=_board(p.func)) for p in simulated_probes() if p.id in FLEET_PROBES]
+
+
 def simulated_probes():
     """Every registered probe with its simulated physics; no backend package is needed to run them."""
     return [dataclasses.replace(p, func=FAKES[p.id], backend="simulated") for p in all_probes().values()]
