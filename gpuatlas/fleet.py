@@ -68,9 +68,8 @@ def measure_board(probe_names, profile: str, seed: int, done_uuids, spool: str, 
     wanted = probes_fn() if probes_fn else select(probe_names)
     unfinished = [p for p in sorted(folder.iterdir()) if (p / "run.json").is_file() and not finished(RunDir(p))]
     if unfinished:
-        run, meta, _ = runner.resume_run(unfinished[-1], device)
-        by_id = {p.id: p for p in wanted}
-        probes = [by_id[pid] for pid in meta["probes"]]
+        # simulated probes (probes_fn) carry their own versions; real ones are checked against the registry
+        run, meta, probes = runner.resume_run(unfinished[-1], device, {p.id: p for p in wanted} if probes_fn else None)
     else:
         run, meta = runner.new_run(folder, device, software, wanted, profile, {}, seed,
                                    ["gpuatlas", "fleet", "--profile", profile])
@@ -119,7 +118,7 @@ def run_fleet(fleet: Path, probe_names, profile: str, seed: int, spool: Path | N
                 result = ray.get(ref)
             except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError,
                     ray.exceptions.TaskCancelledError) as exc:
-                lost.append(str(exc).splitlines()[0])
+                lost.append(str(exc).strip().splitlines()[-1])
                 say(f"a board's task ended without a run ({lost[-1]}); run the same command again to resume it")
                 continue
             if result["status"] == "measured":

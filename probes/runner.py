@@ -85,13 +85,14 @@ def new_run(out_root: Path, device: dict, software: dict, probes: list[Probe], p
     return run, meta
 
 
-def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
+def resume_run(path: Path, device: dict, registry: dict | None = None) -> tuple[RunDir, dict, list[Probe]]:
+    """Open ``path`` to finish it on ``device`` with the probes of ``registry`` (default: the registered ones)."""
     run = RunDir(path)
     meta = run.read_meta()
     if meta["device"].get("uuid") != device.get("uuid") or meta["gpu"] != device["name"]:
         raise UsageError(f"{path} was measured on {meta['gpu']} ({meta['device'].get('uuid')}), not this "
                          f"{device['name']} ({device.get('uuid')}): start a new run here instead")
-    registry = all_probes()
+    registry = registry or all_probes()
     unknown = [pid for pid in meta["probes"] if pid not in registry]
     if unknown:
         raise UsageError(f"{path} has probes this gpuatlas does not know ({', '.join(unknown)}): resume it "
