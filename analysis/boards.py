@@ -159,10 +159,12 @@ def boards_sections(summary: dict, compared: pd.DataFrame) -> list:
     return out
 
 
-def render_boards(folder: Path, kind: str, out_dir: Path, extra_sections: list | None = None) -> Path:
-    """The node or fleet page of ``folder`` (from its summary files) into ``out_dir``."""
+def render_boards(folder: Path, kind: str, out_dir: Path) -> Path:
+    """The node or fleet page of ``folder`` (from its summary files, and a node's links run) into ``out_dir``."""
+    from analysis.links import link_sections
     from analysis.render import _write_page
 
     summary, compared = read_summary(folder, kind)
     title = f"gpuatlas: {kind} of {len(summary['boards'])} boards ({Path(folder).name})"
-    return _write_page(title, boards_sections(summary, compared) + (extra_sections or []), out_dir)
+    links = [link_sections(RunDir(Path(folder) / "links" / summary["links_run"]))] if summary.get("links_run") else []
+    return _write_page(title, boards_sections(summary, compared) + [s for part in links for s in part], out_dir)

@@ -68,8 +68,6 @@ def launch(argv: list[str], device: str, log: Path) -> subprocess.Popen:
 def run_node(args, devices: list[str], out_root: Path, start=launch, say=print) -> tuple[Path, int]:
     """Measure every device in parallel, then the links, then summarize; returns (node folder, exit code)."""
     from analysis.boards import render_boards, run_dirs, write_summary
-    from analysis.links import link_sections
-    from analysis.results import RunDir
     from probes.registry import select
 
     probes = select(args.probe)
@@ -93,6 +91,6 @@ def run_node(args, devices: list[str], out_root: Path, start=launch, say=print) 
     links = run_dirs(node / "links")
     write_summary(node, boards, "node", extra={"devices": devices, "worker_exit_codes": codes,
                                                "links_run": links[0].name if links else None})
-    page = render_boards(node, "node", node / "report", link_sections(RunDir(links[0])) if links else [])
+    page = render_boards(node, "node", node / "report")
     say(f"node summary: {node / 'node.csv'}; node page: {page}")
     return node, 0 if all(c == 0 for c in codes.values()) else 1

@@ -122,6 +122,17 @@ def test_a_one_gpu_node_records_the_links_skipped(tmp_path, monkeypatch):
     page = (folder / "report" / "index.md").read_text()
     assert "link.p2p_latency: skipped: one GPU" in page and "nccl.collectives: skipped: one GPU" in page
     assert "Outliers" in page and len(json.loads((folder / "node.json").read_text())["boards"]) == 1
+    from gpuatlas.cli import main
+
+    assert main(["report", str(folder), "--out", str(tmp_path / "pages")]) == 0
+    assert "nccl.collectives: skipped: one GPU" in (tmp_path / "pages" / folder.name / "index.md").read_text()
+
+
+def test_gpus_cannot_resume(capsys):
+    from gpuatlas.cli import main
+
+    assert main(["run", "--gpus", "all", "--resume", "somewhere"]) == 2
+    assert capsys.readouterr().err.startswith("gpuatlas: error: --gpus")
 
 
 def test_a_worker_is_the_plain_command_on_its_device(tmp_path):
