@@ -2,15 +2,18 @@
 reduce-scatter and broadcast, bus bandwidth against message size (analysis.collectives: nccl-tests'
 algbw and busbw).
 
-Rank 0 is the probe's own process; ranks 1..n-1 are helper processes started once and kept for the probe's
-configs, each on its own GPU, all joined in one NCCL group.  NVLink SHARP (NVLS, multicast) is switched off
+Rank 0 is the probe's own process; ranks 1..n-1 are helper processes (``python -m probes.collectives``)
+started once and kept for the probe's configs, each on its own GPU, all joined in one NCCL group.  NVLink SHARP (NVLS, multicast) is switched off
 (NCCL_NVLS_ENABLE=0) in every rank, so the figures are the plain NVLink/PCIe paths'.
 """
 from __future__ import annotations
 
 import atexit
+import json
 import math
 import os
+import sys
+from pathlib import Path
 
 from analysis.collectives import COLLECTIVES, algbw, busbw
 from probes.harness import Sample, repeat_until_stable
@@ -57,50 +60,57 @@ def _run_op(torch, dist, collective: str, nbytes: int, ranks: int, rank: int, it
 
 
 def _init(rank: int, ranks: int, address: str):
+    import datetime
+
     os.environ.update(NCCL_ENV)
     import torch
     import torch.distributed as dist
 
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=address, rank=rank, world_size=ranks,
-                            device_id=torch.device(f"cuda:{rank}"))
+                            timeout=datetime.timedelta(seconds=120), device_id=torch.device(f"cuda:{rank}"))
     return torch, dist
 
 
-def _helper(rank: int, ranks: int, address: str, commands) -> None:
-    """A rank other than 0: run each command rank 0 sends until it sends None."""
+def _helper(rank: int, ranks: int, address: str) -> None:
+    """A rank other than 0: run each command rank 0 writes to stdin (a JSON line) until stdin closes."""
     torch, dist = _init(rank, ranks, address)
-    for command in iter(commands.get, None):
-        _run_op(torch, dist, *command[:2], ranks, rank, command[2])
+    for line in sys.stdin:
+        collective, nbytes, iters = json.loads(line)
+        _run_op(torch, dist, collective, nbytes, ranks, rank, iters)
     dist.destroy_process_group()
 
 
 def _group(ranks: int):
-    """(torch, dist, queues): the NCCL group of this process (rank 0) and its helpers, started once."""
+    """(torch, dist, helpers): the NCCL group of this process (rank 0) and its helper processes, started once.
+
+    Helpers are plain subprocesses (the probe may itself run in a daemonic child, which multiprocessing
+    forbids to have children)."""
     if ranks not in _GROUP:
-        import multiprocessing
         import socket
+        import subprocess
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
         os.environ.update(NCCL_ENV)
-        mp = multiprocessing.get_context("spawn")
-        queues = [mp.Queue() for _ in range(1, ranks)]
-        helpers = [mp.Process(target=_helper, args=(r, ranks, address, q), daemon=True)
-                   for r, q in zip(range(1, ranks), queues)]
-        for h in helpers:
-            h.start()
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        helpers = [subprocess.Popen([sys.executable, "-m", "probes.collectives", str(r), str(ranks), address],
+                                    stdin=subprocess.PIPE, text=True, env=env, cwd=root) for r in range(1, ranks)]
         torch, dist = _init(0, ranks, address)
 
         def stop():
-            for q in queues:
-                q.put(None)
             for h in helpers:
-                h.join(timeout=30)
+                h.stdin.close()
+            for h in helpers:
+                try:
+                    h.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    h.kill()
 
         atexit.register(stop)
-        _GROUP[ranks] = (torch, dist, queues)
+        _GROUP[ranks] = (torch, dist, helpers)
     return _GROUP[ranks]
 
 
@@ -114,15 +124,20 @@ def _group(ranks: int):
 def nccl_collectives(ctx, collective: str, message_bytes: int) -> list[Sample]:
     """Seconds per NCCL collective over every GPU of the run, as nccl-tests' algbw and busbw."""
     ranks = ctx.device["gpu_count"]
-    torch, dist, queues = _group(ranks)
+    torch, dist, helpers = _group(ranks)
     iters = max(5, min(200, math.ceil(4 * ctx.device["l2_bytes"] / message_bytes)))
 
     def sample(repeat: int) -> list[Sample]:
-        for q in queues:
-            q.put((collective, message_bytes, iters))
+        for h in helpers:
+            h.stdin.write(json.dumps([collective, message_bytes, iters]) + "\n")
+            h.stdin.flush()
         seconds = _run_op(torch, dist, collective, message_bytes, ranks, 0, iters)
         return [Sample("busbw", busbw(collective, message_bytes, seconds, ranks), "B/s", repeat, None, "cuda_event"),
                 Sample("algbw", algbw(message_bytes, seconds), "B/s", repeat, None, "cuda_event"),
                 Sample("seconds", seconds, "s", repeat, None, "cuda_event")]
 
     return repeat_until_stable(sample, "busbw", ctx.budget)
+
+
+if __name__ == "__main__":
+    _helper(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3])

@@ -15,6 +15,7 @@ from probes.registry import geom, probe
 THREADS = 256
 #: Bytes per sample of a bandwidth measurement at least: the link's rate times a few milliseconds.
 MIN_SAMPLE_BYTES_L2 = 4
+MAX_COPIES = 1000
 
 
 def ordered_pairs(device: dict) -> list[tuple[int, int]]:
@@ -69,6 +70,16 @@ def _enable_peer(cupy, src: int, dst: int) -> None:
         except cupy.cuda.runtime.CUDARuntimeError as exc:
             if "PeerAccessAlreadyEnabled" not in str(exc):
                 raise
+
+
+def _kernel_on_this_device(name: str):
+    """links.cu's kernel ``name`` compiled and loaded for the current device (peer pointers are passed as
+    64-bit integers, so no array of another device is handed to a launch)."""
+    import cupy
+
+    from probes.cuda import NVRTC_OPTIONS, source
+
+    return cupy.RawModule(code=source("links.cu"), options=NVRTC_OPTIONS).get_function(name)
 
 
 def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
@@ -150,7 +161,8 @@ def link_memcpy(ctx, src: int, dst: int, direction: str, message_bytes: int) -> 
     _enable_peer(cupy, dst, src)
     buffers, streams = _stream_pair(cupy, src, dst, message_bytes)
     legs = [(src, dst)] + ([(dst, src)] if direction == "both_ways" else [])
-    reps = max(1, MIN_SAMPLE_BYTES_L2 * ctx.device["l2_bytes"] // message_bytes)
+    # enough bytes per sample to time, but at most MAX_COPIES calls: the smallest copies are issue-bound
+    reps = max(1, min(MAX_COPIES, MIN_SAMPLE_BYTES_L2 * ctx.device["l2_bytes"] // message_bytes))
     with cupy.cuda.Device(src):
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     joins = {}
@@ -189,14 +201,14 @@ def link_p2p_bandwidth(ctx, src: int, dst: int, op: str) -> list[Sample]:
     the link's bandwidth as loads and stores see it, no copy engine involved."""
     import cupy
 
-    from probes.cuda import blocks_per_sm, kernel
+    from probes.cuda import blocks_per_sm
 
     _enable_peer(cupy, src, dst)
     nbytes = 4 * ctx.device["l2_bytes"] // 16 * 16
     with cupy.cuda.Device(dst):
         remote = cupy.zeros(nbytes // 16 * 4, cupy.uint32)
     with cupy.cuda.Device(src):
-        func = kernel("links.cu", f"peer_{op}")
+        func = _kernel_on_this_device(f"peer_{op}")
         sink = cupy.zeros(1, cupy.uint32)
         grid = ctx.device["sm_count"] * blocks_per_sm(func, THREADS)
         start, stop = cupy.cuda.Event(), cupy.cuda.Event()
@@ -205,7 +217,7 @@ def link_p2p_bandwidth(ctx, src: int, dst: int, op: str) -> list[Sample]:
         def sample(repeat: int) -> list[Sample]:
             with cupy.cuda.Device(src):
                 start.record()
-                func((grid,), (THREADS,), (remote, np.int64(nbytes // 16), np.int32(2), *extra))
+                func((grid,), (THREADS,), (np.uint64(remote.data.ptr), np.int64(nbytes // 16), np.int32(2), *extra))
                 stop.record()
                 stop.synchronize()
                 seconds = cupy.cuda.get_elapsed_time(start, stop) * 1e-3
@@ -235,8 +247,6 @@ def link_p2p_latency(ctx, src: int, dst: int, footprint_bytes: int) -> list[Samp
     memory: the remote load-to-use latency, link crossing both ways included."""
     import cupy
 
-    from probes.cuda import kernel
-
     _enable_peer(cupy, src, dst)
     stride = 128
     with cupy.cuda.Device(dst):
@@ -247,7 +257,7 @@ def link_p2p_latency(ctx, src: int, dst: int, footprint_bytes: int) -> list[Samp
     # the L2-sized chain is walked once whole first so it sits in the peer's L2; the larger one stays cold
     warm = footprint_bytes // stride if footprint_bytes <= ctx.device["l2_bytes"] else 0
     with cupy.cuda.Device(src):
-        func = kernel("links.cu", "peer_chase")
+        func = _kernel_on_this_device("peer_chase")
         out = cupy.zeros(3, cupy.uint64)
 
         def sample(repeat: int) -> list[Sample]:
