@@ -140,7 +140,8 @@ def boards_sections(summary: dict, compared: pd.DataFrame) -> list:
     if len(outliers):
         shown = pd.DataFrame({"board": outliers["board"], "quantity": outliers["quantity"],
                               "value": [fmt_value(v, u) for v, u in zip(outliers["value"], outliers["unit"])],
-                              "median of boards": [fmt_value(v, u) for v, u in zip(outliers["median"], outliers["unit"])],
+                              "median of boards": [fmt_value(v, u)
+                                                   for v, u in zip(outliers["median"], outliers["unit"])],
                               "deviation": [_pct(v) for v in outliers["deviation"]],
                               "run-to-run spread": [f"{v:.2%}" for v in outliers["spread"]]})
         out.append(("Outliers: deviation from the median of the boards beyond the run-to-run spread", shown))

@@ -90,8 +90,8 @@ def collective_curves(measurements: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, axis=1).reset_index() if frames else pd.DataFrame()
 
 
-def link_sections(run: "RunDir") -> list:
-    """The node page's link sections from the run of the link probes: skipped probes with their reason, the
+def link_sections(run) -> list:
+    """The node page's link sections from the run (a RunDir) of the link probes: skipped probes with their reason, the
     P2P matrices, the latency, the NCCL curves and the derived link quantities."""
     from analysis.derive import derive
     from analysis.units import fmt_value
@@ -100,7 +100,8 @@ def link_sections(run: "RunDir") -> list:
     states = {pid: s for pid, s in meta["probes"].items() if pid.startswith(("link.", "nccl."))}
     sections = []
     skipped = [f"{pid}: skipped: {s['error']}" for pid, s in states.items() if s["status"] == "skipped"]
-    failed = [f"{pid}: {s['status']}: {s['error']}" for pid, s in states.items() if s["status"] not in ("ok", "skipped")]
+    failed = [f"{pid}: {s['status']}: {s['error']}" for pid, s in states.items()
+              if s["status"] not in ("ok", "skipped")]
     if skipped or failed:
         sections.append(("Link and collective probes not measured", skipped + failed))
     if not any(s["configs_done"] for s in states.values()):
@@ -109,9 +110,10 @@ def link_sections(run: "RunDir") -> list:
     copies = _of(measurements, "link.memcpy", "bandwidth")
     largest = copies["message_bytes"].max() if len(copies) else None
     for title, probe, metric, params, unit in (
-            ("cudaMemcpyPeer one way", "link.memcpy", "bandwidth", {"direction": "one_way", "message_bytes": largest}, "B/s"),
-            ("cudaMemcpyPeer both ways", "link.memcpy", "bandwidth", {"direction": "both_ways", "message_bytes": largest},
-             "B/s"),
+            ("cudaMemcpyPeer one way", "link.memcpy", "bandwidth",
+             {"direction": "one_way", "message_bytes": largest}, "B/s"),
+            ("cudaMemcpyPeer both ways", "link.memcpy", "bandwidth",
+             {"direction": "both_ways", "message_bytes": largest}, "B/s"),
             ("kernel reads through a peer pointer", "link.p2p_bandwidth", "bandwidth", {"op": "read"}, "B/s"),
             ("kernel writes through a peer pointer", "link.p2p_bandwidth", "bandwidth", {"op": "write"}, "B/s"),
             ("remote load latency (peer HBM chain)", "link.p2p_latency", "latency_time", {}, "s")):
@@ -132,6 +134,7 @@ def link_sections(run: "RunDir") -> list:
     derived = derive(meta, measurements)
     if len(derived):
         sections.append(("Link quantities", pd.DataFrame({
-            "quantity": derived["quantity"], "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
+            "quantity": derived["quantity"],
+            "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
             "method": derived["method"]})))
     return sections

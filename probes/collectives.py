@@ -3,8 +3,9 @@ reduce-scatter and broadcast, bus bandwidth against message size (analysis.colle
 algbw and busbw).
 
 Rank 0 is the probe's own process; ranks 1..n-1 are helper processes (``python -m probes.collectives``)
-started once and kept for the probe's configs, each on its own GPU, all joined in one NCCL group.  NVLink SHARP (NVLS, multicast) is switched off
-(NCCL_NVLS_ENABLE=0) in every rank, so the figures are the plain NVLink/PCIe paths'.
+started once and kept for the probe's configs, each on its own GPU, all joined in one NCCL group.  NVLink
+SHARP (NVLS, multicast) is switched off (NCCL_NVLS_ENABLE=0) in every rank, so the figures are the plain
+NVLink/PCIe paths'.
 """
 from __future__ import annotations
 

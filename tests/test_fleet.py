@@ -13,7 +13,7 @@ from fakes import FLEET_PROBES, SLOW_UUID, fleet_device, fleet_probes
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[fleet]' to test gpuatlas fleet")
 
-from gpuatlas.fleet import finished_boards, gather, read_dataset, run_fleet  # noqa: E402
+from gpuatlas.fleet import finished_boards, read_dataset, run_fleet  # noqa: E402
 
 GPUS = 3
 HERE = Path(__file__).resolve().parent

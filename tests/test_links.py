@@ -62,7 +62,7 @@ def test_pairs_and_the_memcpy_matrix_cover_every_ordered_pair():
 def test_the_chain_is_one_cycle_through_every_block():
     base, footprint, stride = 1 << 40, 64 * 128, 128
     words = chain(base, footprint, stride, np.random.default_rng(1))
-    slot, seen, p = stride // 8, set(), base
+    seen, p = set(), base
     for _ in range(footprint // stride):
         seen.add(p)
         p = int(words[(p - base) // 8])
@@ -98,7 +98,8 @@ def links_sass():
 
 
 def _ops(code):
-    return [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in code.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    return [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in code.splitlines()
+            if re.search(r"/\*[0-9a-f]{4}\*/", l)]
 
 
 def test_peer_chase_is_a_dependent_l2_only_chain(links_sass):
