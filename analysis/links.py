@@ -31,6 +31,22 @@ def matrix(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.
     return table
 
 
+def pair_link_rate(measurements: pd.DataFrame) -> pd.Series:
+    """(src, dst) -> bytes/s one way the NVLinks between them carry as NVML rates them: the links from src
+    that end at dst, or through NVSwitches every active link of src, times the per-link speed.  Ordered
+    pairs both ways (NVML lists each unordered pair once, from the lower index)."""
+    facts = {m: pair_medians(_of(measurements, "link.topology", m)) for m in
+             ("nvlink_links_to_peer", "nvlink_links_to_switch", "nvlink_link_bytes_per_s")}
+    if any(v.empty for v in facts.values()):
+        return pd.Series(dtype=float)
+    links = facts["nvlink_links_to_peer"].where(facts["nvlink_links_to_peer"] > 0, facts["nvlink_links_to_switch"])
+    rate = (links * facts["nvlink_link_bytes_per_s"]).dropna()
+    rate = rate[rate > 0]
+    swapped = rate.copy()
+    swapped.index = swapped.index.swaplevel()
+    return pd.concat([rate, swapped]).rename_axis(["src", "dst"])
+
+
 def _pair_row(quantity, frame, method, probe):
     """Median over pairs of the pairs' medians, with the bootstrap CI of that median."""
     medians = pair_medians(frame)
@@ -48,6 +64,11 @@ def link_rows(measurements: pd.DataFrame) -> list[dict]:
         if len(values):
             v = getattr(values, pick)()
             rows.append(derived_row(quantity, v, values.min(), values.max(), f"NVML, {pick} over GPU pairs", topo))
+    rate = pair_link_rate(measurements)
+    if len(rate):
+        rows.append(_pair_row("nvlink.pair_bandwidth_bytes_per_s", rate.rename("value").reset_index(),
+                              "NVML: links a pair's traffic can use (direct links to the peer, else every link to "
+                              "the NVSwitches) x the per-link speed", topo))
     copies = _of(measurements, "link.memcpy", "bandwidth")
     for direction, quantity in (("one_way", "p2p.memcpy_bandwidth_bytes_per_s"),
                                 ("both_ways", "p2p.memcpy_bidirectional_bandwidth_bytes_per_s")):
@@ -62,6 +83,13 @@ def link_rows(measurements: pd.DataFrame) -> list[dict]:
         if len(frame):
             rows.append(_pair_row(f"p2p.{op}_bandwidth_bytes_per_s", frame,
                                   f"16-byte {op}s from every SM through a peer pointer", "link.p2p_bandwidth"))
+    reads = kernels[kernels["op"] == "read"] if len(kernels) else kernels
+    if len(reads) and len(rate):
+        fraction = (pair_medians(reads) / rate).dropna()
+        if len(fraction):
+            rows.append(derived_row("p2p.read_fraction_of_nvlink", *median_ci(fraction.values),
+                                    f"each pair's peer-read bandwidth over its NVML link rate; median over "
+                                    f"{len(fraction)} GPU pairs", "link.p2p_bandwidth"))
     for metric, suffix in (("latency", "cycles"), ("latency_time", "ns")):
         chase = _of(measurements, "link.p2p_latency", metric)
         if len(chase):

@@ -125,7 +125,8 @@ def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
 
 @probe("link.topology", sweeps={"quick": topology_configs, "full": topology_configs},
        axes={"src": "GPU whose links are read", "dst": "its peer (each unordered pair once)"},
-       quantities=("nvlink.links", "nvlink.version", "nvlink.link_bandwidth_bytes_per_s"), backend="nvml",
+       quantities=("nvlink.links", "nvlink.version", "nvlink.link_bandwidth_bytes_per_s",
+                   "nvlink.pair_bandwidth_bytes_per_s"), backend="nvml",
        min_gpus=2)
 def link_topology(ctx, src: int, dst: int) -> list[Sample]:
     """NVLink count, version and per-link speed, and the PCIe path, between two GPUs as NVML reports them."""
@@ -194,7 +195,8 @@ def link_memcpy(ctx, src: int, dst: int, direction: str, message_bytes: int) -> 
 @probe("link.p2p_bandwidth", sweeps={"quick": kernel_configs, "full": kernel_configs},
        axes={"src": "GPU running the kernel", "dst": "GPU whose memory it reads or writes",
              "op": "read (16-byte loads) or write (16-byte stores) through a peer pointer"},
-       quantities=("p2p.read_bandwidth_bytes_per_s", "p2p.write_bandwidth_bytes_per_s"), kernels=("links.cu",),
+       quantities=("p2p.read_bandwidth_bytes_per_s", "p2p.write_bandwidth_bytes_per_s",
+                   "p2p.read_fraction_of_nvlink"), kernels=("links.cu",),
        min_gpus=2)
 def link_p2p_bandwidth(ctx, src: int, dst: int, op: str) -> list[Sample]:
     """Bytes per second a kernel on every SM of ``src`` moves through a peer pointer into ``dst``'s memory:

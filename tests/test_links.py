@@ -36,6 +36,8 @@ def test_on_a_simulated_node_the_links_are_derived(tmp_path):
     values = run.read_derived().set_index("quantity")["value"]
     assert values["nvlink.links"] == NVLINKS
     assert values["nvlink.link_bandwidth_bytes_per_s"] == NVLINK_BYTES_PER_S
+    assert values["nvlink.pair_bandwidth_bytes_per_s"] == pytest.approx(LINK_PEAK), "every link, through switches"
+    assert values["p2p.read_fraction_of_nvlink"] == pytest.approx(KERNEL_FRACTION["read"])
     assert values["p2p.read_bandwidth_bytes_per_s"] == pytest.approx(KERNEL_FRACTION["read"] * LINK_PEAK)
     assert values["p2p.write_bandwidth_bytes_per_s"] == pytest.approx(KERNEL_FRACTION["write"] * LINK_PEAK)
     largest = max(c["message_bytes"] for c in memcpy_configs(dict(DEVICE, gpu_count=4), "quick"))
@@ -119,3 +121,16 @@ def test_peer_read_and_write_move_16_bytes_per_instruction(links_sass):
     assert not [l for l in _ops(code["peer_write"]) if "LDG" in l], "the write kernel reads nothing"
     for name in ("peer_read", "peer_write"):
         assert usage[name]["spill_stores"] == usage[name]["stack_bytes"] == 0
+
+
+def test_a_pair_wired_directly_is_rated_by_its_own_links_only():
+    """Two links straight to the peer, eighteen elsewhere: the pair's rate is two links', not eighteen
+    (a control: the switch count is used only when no link ends at the peer)."""
+    import pandas as pd
+
+    from analysis.links import pair_link_rate
+
+    rows = [{"probe": "link.topology", "metric": m, "value": v, "src": 0, "dst": 1, "flag": ""}
+            for m, v in (("nvlink_links_to_peer", 2), ("nvlink_links_to_switch", 18), ("nvlink_link_bytes_per_s", 5.0))]
+    rate = pair_link_rate(pd.DataFrame(rows))
+    assert rate[(0, 1)] == 10.0 and rate[(1, 0)] == 10.0
