@@ -16,6 +16,8 @@ def _of(measurements: pd.DataFrame, probe: str, metric: str) -> pd.DataFrame:
 
 
 def pair_medians(frame: pd.DataFrame, by=("src", "dst")) -> pd.Series:
+    if frame.empty:
+        return pd.Series(dtype=float)
     return frame.groupby(list(by))["value"].median()
 
 

@@ -127,8 +127,9 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "nvlink.links": ("1", "active NVLinks of a GPU (NVML), median over the GPUs of the run"),
     "nvlink.version": ("1", "NVLink generation the links run (NVML)"),
     "nvlink.link_bandwidth_bytes_per_s": ("B/s", "speed of one NVLink as NVML reports it (its common link speed)"),
-    "nvlink.pair_bandwidth_bytes_per_s": ("B/s", "NVLink rate between two GPUs one way as NVML rates it: the links "
-                                                 "their traffic can use x the per-link speed, median over pairs"),
+    "nvlink.pair_bandwidth_bytes_per_s": ("B/s", "NVLink rate between two GPUs one way as NVML rates it: the "
+                                                 "links their traffic can use x the per-link speed, median over "
+                                                 "pairs"),
     "p2p.read_fraction_of_nvlink": ("1", "peer-read bandwidth of a kernel over the pair's NVML link rate, median "
                                          "over GPU pairs"),
     "p2p.memcpy_bandwidth_bytes_per_s": ("B/s", "cudaMemcpyPeerAsync bandwidth one way, largest message, median "
