@@ -105,8 +105,12 @@ def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
             versions.append(pynvml.nvmlDeviceGetNvLinkVersion(h, link))
             if pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId == peer_bus:
                 to_peer += 1
-            elif pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(h, link) == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH:
-                to_switch += 1
+                continue
+            try:  # older drivers do not name the far end's type: then the link is not counted as a switch's
+                far = pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(h, link)
+            except (pynvml.NVMLError, AttributeError):
+                continue
+            to_switch += far == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
         facts = [("nvlink_active_links", active, "1"), ("nvlink_links_to_peer", to_peer, "1"),
                  ("nvlink_links_to_switch", to_switch, "1")]
         if versions:
