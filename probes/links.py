@@ -82,6 +82,24 @@ def _kernel_on_this_device(name: str):
     return cupy.RawModule(code=source("links.cu"), options=NVRTC_OPTIONS).get_function(name)
 
 
+def bus_key(bus_id) -> tuple[int, ...]:
+    """A PCI bus id (``0000:18:00.0`` or NVML's ``00000000:18:00.0``, bytes or str) as numbers, so ids
+    written with different domain widths compare equal."""
+    text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+    domain, bus, rest = text.strip().rstrip("\x00").split(":")
+    device, function = rest.split(".")
+    return tuple(int(part, 16) for part in (domain, bus, device, function))
+
+
+#: nvmlValue_t's member for each NVML_VALUE_TYPE (0 double, 1 unsigned int, ... 6 unsigned short).
+VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+
+
+def field_value(field) -> float:
+    """The number an nvmlFieldValue_t holds, read through the union member its valueType names."""
+    return float(getattr(field.value, VALUE_MEMBERS[field.valueType]))
+
+
 def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
     """(metric, value, unit) of the pair from NVML: active NVLinks of the source, how many end at the
     destination itself or at an NVSwitch, their version and per-link speed, P2P read support and the
@@ -92,7 +110,7 @@ def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
     try:
         h = pynvml.nvmlDeviceGetHandleByPciBusId(src_bus)
         peer = pynvml.nvmlDeviceGetHandleByPciBusId(dst_bus)
-        peer_bus = pynvml.nvmlDeviceGetPciInfo(peer).busId
+        peer_bus = bus_key(pynvml.nvmlDeviceGetPciInfo(peer).busId)
         active = to_peer = to_switch = 0
         versions = []
         for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
@@ -103,7 +121,7 @@ def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
                 continue
             active += 1
             versions.append(pynvml.nvmlDeviceGetNvLinkVersion(h, link))
-            if pynvml.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, link).busId == peer_bus:
+            if bus_key(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId) == peer_bus:
                 to_peer += 1
                 continue
             try:  # older drivers do not name the far end's type: then the link is not counted as a switch's
@@ -116,8 +134,8 @@ def nvml_link_facts(src_bus: str, dst_bus: str) -> list[tuple[str, float, str]]:
         if versions:
             facts.append(("nvlink_version", max(versions), "1"))
             speed = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON])[0]
-            if speed.nvmlReturn == pynvml.NVML_SUCCESS:
-                facts.append(("nvlink_link_bytes_per_s", float(speed.value.uiVal) * 1e6, "B/s"))
+            if speed.nvmlReturn == pynvml.NVML_SUCCESS:  # NVML's unit: MB/s per link
+                facts.append(("nvlink_link_bytes_per_s", field_value(speed) * 1e6, "B/s"))
         level = pynvml.nvmlDeviceGetTopologyCommonAncestor(h, peer)
         facts.append(("pcie_common_ancestor_level", int(level), "1"))
         p2p = pynvml.nvmlDeviceGetP2PStatus(h, peer, pynvml.NVML_P2P_CAPS_INDEX_READ)

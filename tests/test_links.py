@@ -134,3 +134,15 @@ def test_a_pair_wired_directly_is_rated_by_its_own_links_only():
             for m, v in (("nvlink_links_to_peer", 2), ("nvlink_links_to_switch", 18), ("nvlink_link_bytes_per_s", 5.0))]
     rate = pair_link_rate(pd.DataFrame(rows))
     assert rate[(0, 1)] == 10.0 and rate[(1, 0)] == 10.0
+
+
+def test_nvml_bus_ids_and_field_values_are_read_whatever_their_spelling():
+    from types import SimpleNamespace
+
+    from probes.links import bus_key, field_value
+
+    assert bus_key(b"00000000:18:00.0\x00") == bus_key("0000:18:00.0") == (0, 0x18, 0, 0)
+    assert bus_key("0000:19:00.0") != bus_key("0000:18:00.0")
+    value = SimpleNamespace(dVal=0.0, uiVal=1234, ulVal=0, ullVal=0, sllVal=0, siVal=0, usVal=0)
+    assert field_value(SimpleNamespace(valueType=1, value=value)) == 1234
+    assert field_value(SimpleNamespace(valueType=0, value=value)) == 0.0, "the member the type names, not another"
