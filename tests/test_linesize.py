@@ -101,13 +101,25 @@ def line_rows(frame, device=None):
     return {r["quantity"]: r for r in rows if "line" in r["quantity"]}
 
 
-@pytest.mark.parametrize("line", [128, 64, 32])
+@pytest.mark.parametrize("line", [128, 64])
 def test_the_line_is_the_largest_stride_that_leaves_the_capacity_knee_in_place(line):
     got = line_rows(capacity_chase(64 << 10, line, [32, 64, 128, 256]))
     assert got["l1.line_bytes"]["value"] == line
     assert got["l1.line_bytes"]["ci_low"] <= line <= got["l1.line_bytes"]["ci_high"]
     assert "l1.line_lower_bound_bytes" not in got
     assert "stride 256 B" in got["l1.line_bytes"]["note"]  # the knees are in the note
+
+
+def test_a_knee_that_moves_from_the_smallest_stride_names_no_line():
+    """A line no larger than the smallest stride cannot be told from a smaller one: no line size, and the
+    knees go into the capacity row's note (negative control to the test above: the same cache at line 64 B
+    is named when the sweep has a stride below it)."""
+    frame = capacity_chase(64 << 10, 32, [32, 64, 128, 256])
+    got = line_rows(frame)
+    assert "l1.line_bytes" not in got and "l1.line_lower_bound_bytes" not in got
+    rows = {r["quantity"]: r for r in hierarchy_rows(frame, {"smem_per_sm_bytes": SMEM, "l2_bytes": 60 << 20})}
+    assert "counts blocks no larger than the smallest stride" in rows["l1.capacity_bytes"]["note"]
+    assert line_rows(capacity_chase(64 << 10, 64, [32, 64, 128, 256]))["l1.line_bytes"]["value"] == 64
 
 
 def test_the_line_survives_noisy_samples():
@@ -125,7 +137,7 @@ def test_a_knee_that_does_not_move_with_the_stride_gives_only_a_lower_bound():
 
 def test_the_l2_line_is_counted_from_the_l2_only_chase_and_knees_off_the_model_give_nothing():
     device = {"smem_per_sm_bytes": SMEM, "l2_bytes": 60 << 20}
-    got = line_rows(capacity_chase(48 << 10, 128, [128, 256, 512], flavour="cg", levels=(270.0, 600.0)), device)
+    got = line_rows(capacity_chase(48 << 10, 128, [64, 128, 256, 512], flavour="cg", levels=(270.0, 600.0)), device)
     assert got["l2.line_bytes"]["value"] == 128
     # knees that grow by 3x where the line count allows only 1x or 2x are not a line count: no row
     rows = [capacity_chase(48 << 10, 1 << 20, [s], flavour="cg", levels=(270.0, 600.0)) for s in (128,)]
