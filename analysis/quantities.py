@@ -56,6 +56,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
     "tlb.page_bytes": ("B", "page (translation granule) size: the largest block whose TLB knee does not move"),
     "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
+    "coalescing.efficiency_stride2_fp32": ("1", "useful/moved bytes for fp32 at element stride 2"),
+    "coalescing.efficiency_misaligned_fp32": ("1", "useful/moved bytes for consecutive fp32 one element off a "
+                                                   "128-byte boundary"),
+    "coalescing.efficiency_stride64_fp16": ("1", "useful/moved bytes for fp16 at element stride 64"),
     "smem.banks": ("1", "number of shared-memory banks"),
     "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
     "smem.conflict_cycles_per_way": ("cycles", "extra cycles per extra way of bank conflict"),
