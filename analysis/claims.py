@@ -51,6 +51,7 @@ def quantity(name: str) -> Callable:
     def measure(d: dict, device: dict) -> Measured | None:
         return d.get(name)
 
+    measure.inputs = (name,)
     return measure
 
 
@@ -59,6 +60,7 @@ def device_property(key: str, scale: float = 1.0) -> Callable:
         value = device.get(key)
         return None if value is None else (value * scale,) * 3
 
+    measure.inputs = (key,)
     return measure
 
 
@@ -73,6 +75,7 @@ def product(*names: str, divide_by: Callable[[dict, dict], float] = lambda d, de
         k = divide_by(d, device)
         return value / k, low / k, high / k
 
+    measure.inputs = names
     return measure
 
 
@@ -85,6 +88,7 @@ def first_of(*measures: Callable) -> Callable:
     def measure(d: dict, device: dict) -> Measured | None:
         return next((m for m in (f(d, device) for f in measures) if m is not None), None)
 
+    measure.inputs = tuple(dict.fromkeys(n for f in measures for n in getattr(f, "inputs", ())))
     return measure
 
 
@@ -96,6 +100,7 @@ def ratio(numerator: str, denominator: str) -> Callable:
         n, dn = d[numerator], d[denominator]
         return n[0] / dn[0], n[1] / dn[2], n[2] / dn[1]
 
+    measure.inputs = (numerator, denominator)
     return measure
 
 
@@ -116,6 +121,7 @@ def lecture_bytes(key: str, binary: int, per_sm: bool = False) -> Callable:
         value *= device["sm_count"] if per_sm else 1
         return (value,) * 3
 
+    measure.inputs = (key, "sm_count") if per_sm else (key,)
     return measure
 
 
@@ -139,6 +145,7 @@ def on_chip(scale_into: float | None = None) -> Callable:
         value = total if scale_into is None else scale_into / total
         return (value,) * 3
 
+    measure.inputs = ("sm_count", "regs_per_sm", "smem_per_sm_bytes", "l2_bytes")
     return measure
 
 
@@ -382,7 +389,8 @@ LECTURE = (
           calc(lambda v: v["smem.bandwidth_bytes_per_clk_sm"] * v["sm_count"] * v[CLOCK],
                "smem.bandwidth_bytes_per_clk_sm", "sm_count", CLOCK),
           "recomputed: measured shared bytes per cycle per SM x SMs x measured clock", id="7.3.smem_aggregate",
-          kind="recomputed", quote=("128 × 132 × 1.8 GHz ≈ 30 TB/s",), precision="~", units="TB = 10^12 B"),
+          kind="recomputed", quote=("128 × 132 × 1.8 GHz ≈ 30 TB/s",), precision="~", units="TB = 10^12 B",
+          figure="bandwidth-footprint"),
     Claim("§7.3", "aggregate shared memory ~10x HBM", 10, "1", 0.2,
           calc(lambda v: v["smem.bandwidth_bytes_per_clk_sm"] * v["sm_count"] * v[CLOCK] / v[BW],
                "smem.bandwidth_bytes_per_clk_sm", "sm_count", CLOCK, BW),
@@ -407,13 +415,13 @@ LECTURE = (
     Claim("§7.3", "3,350 / 132 ≈ 25.4 GB/s per SM", 25.4e9, "B/s", 0.2,
           calc(lambda v: v[BW] / v["sm_count"], BW, "sm_count"), "recomputed: measured HBM read / SMs",
           id="7.3.hbm_per_sm", kind="recomputed", quote=("3,350 ÷ 132 ≈ 25.4 GB/s",), precision="~",
-          mechanism="this GPU's HBM is faster on the same 132 SMs"),
+          mechanism="this GPU's HBM is faster on the same 132 SMs", figure="bandwidth-footprint"),
     Claim("§7.3", "a 36x shortfall against the SM's issue width", 36, "1", 0.1,
           calc(lambda v: 4 * 32 * 4 / v["dram.read_bytes_per_clk_sm"], "dram.read_bytes_per_clk_sm"),
           "recomputed: 4 schedulers x 32 lanes x 4 B = 512 B/cycle (the lecture's 36 x 14.1) / measured HBM share "
           "per SM per cycle", id="7.3.shortfall", kind="recomputed",
           quote=("a 36× shortfall", "the 36× shortfall"), precision="plain",
-          mechanism="each SM's share of this GPU's faster HBM is larger"),
+          mechanism="each SM's share of this GPU's faster HBM is larger", figure="bandwidth-footprint"),
     # §7.4
     Claim("§7.4", "7,270 loads of 128 B in flight", 7270, "1", 0.2,
           first_of(calc(lambda v: v["littles.bytes_in_flight"] / 128, "littles.bytes_in_flight"),
@@ -864,7 +872,7 @@ def _order(name: str) -> tuple:
 
 def _fmt(value: float, claim: Claim) -> str:
     """A value as the lecture writes it: sizes in decimal KB/MB/GB unless the claim reads KB as KiB."""
-    if claim.unit != "B" or "KiB" in claim.units or not math.isfinite(value):
+    if claim.unit != "B" or claim.units.startswith("KB as KiB") or not math.isfinite(value):
         return fmt_value(value, claim.unit)
     for prefix, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if abs(value) >= scale:
@@ -883,7 +891,8 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
                "quote": " | ".join(q.replace("\t", " / ") for q in claim.quote),
                "lecture": _fmt(claim.value, claim), "units": claim.units,
                "tolerance": tolerance_text(claim), "tested by": claim.tests,
-               "inputs": "; ".join(_shown(n, d, device) for n in _inputs(claim)), "figure": ""}
+               "inputs": "; ".join(_shown(n, d, device) for n in _inputs(claim))
+               if claim.kind in ("recomputed", "reference") else "", "figure": ""}
         measured = claim.measure(d, device)
         if claim.untestable:
             arithmetic = "" if measured is None else (
@@ -918,9 +927,20 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
                   f"{ratio:.2f}x the lecture's figure"
                   + (f": {_mechanism(claim, d, device)}" if claim.mechanism else ""))
         rows.append({**row, "verdict": "holds" if holds else "deviates", "reason": reason,
-                     "figure": "" if holds or not claim.figure else f"{claim.figure}.png"})
+                     "figure": "" if holds else _where_shown(claim)})
     table = pd.DataFrame(rows)
     return table.iloc[sorted(range(len(table)), key=lambda i: _order(table["section"].iat[i]))].reset_index(drop=True)
+
+
+def _where_shown(claim: Claim) -> str:
+    """Where the report shows a deviation: its figure's file, else the table that holds its inputs."""
+    if claim.figure:
+        return f"{claim.figure}.png"
+    if claim.kind == "property":
+        return "Device, clocks and software (the driver's properties)"
+    if claim.kind == "reference":
+        return "the ref: datasets (gpuatlas compare)"
+    return "the lecture's own arithmetic (no hardware input)"
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
