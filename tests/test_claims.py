@@ -205,3 +205,15 @@ def test_claim_ids_are_unique_and_every_input_is_a_quantity_device_key_or_refere
         for name in _inputs(claim):
             assert name in QUANTITIES or name in H100 or (name.startswith("ref:") and name.split(":")[2] in
                                                            QUANTITIES), (claim.id, name)
+
+
+def test_the_report_groups_claims_by_section_and_links_each_deviation_to_its_figure(tmp_path):
+    from analysis.render import _write_page, claim_sections
+
+    sections = claim_sections(derived(**{"dram.read_bandwidth_bytes_per_s": 4.8e12}), DEVICE)
+    assert sections[0][0] == "The lecture's claims, judged" and "cannot be tested" in sections[0][1]
+    titles = [title for title, _ in sections[1:]]
+    assert titles.index("Claims of §7.3") < titles.index("Claims of §7.10") and len(titles) == len(set(titles))
+    page = _write_page("t", sections, tmp_path)
+    assert '<a href="bandwidth-footprint.png">bandwidth-footprint.png</a>' in page.read_text()
+    assert "[bandwidth-footprint.png](bandwidth-footprint.png)" in (tmp_path / "index.md").read_text()
