@@ -158,7 +158,9 @@ CLAIMS = (
     Claim("§7.3", "228 KB of shared memory per SM", 228 * 1024, "B", 0.0, device_property("smem_per_sm_bytes"),
           "driver-reported shared memory per SM", "#2"),
     Claim("§7.3", "shared memory ~30 cycles", 30, "cycles", 0.2,
-          quantity("smem.latency_cycles"), "dependent-load chase in shared memory", "#3",
+          first_of(quantity("smem.index_latency_cycles"), quantity("smem.latency_cycles")),
+          "dependent-load chase in shared memory computing each address from the loaded index, as published "
+          "chases do (chase.smem_index); the pure-LDS chase when the run has no such chase", "#3",
           "each load's address is the previous load's value (no index arithmetic between loads); chases "
           "that compute an index per step, as most published ones do, add those instructions' latency",
           unlike=lambda d, device: "" if "smem.index_latency_cycles" in d else (

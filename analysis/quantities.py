@@ -9,6 +9,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "launch.overhead_s": ("s", "GPU time per launch of an empty kernel, back-to-back plain launches"),
     "launch.graph_overhead_s": ("s", "GPU time per empty kernel replayed from a CUDA graph"),
     "smem.latency_cycles": ("cycles", "shared-memory load-to-use latency"),
+    "smem.index_latency_cycles": ("cycles", "one step of a shared-memory chase that computes each address from the "
+                                            "loaded index (IMAD, LEA, LDS), as published chases do"),
     "l1.latency_cycles": ("cycles", "L1 hit load-to-use latency (dependent 64-bit loads)"),
     "l1.capacity_bytes": ("B", "L1 capacity seen by global loads"),
     "l1.line_bytes": ("B", "L1 line size: the tag's span, from the L1 capacity counted in distinct lines (the "

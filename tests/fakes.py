@@ -105,6 +105,14 @@ def _smem(ctx, footprint_bytes, stride_bytes):
     return _samples(LEVELS["smem"], footprint_bytes)
 
 
+#: Latency of one dependent integer instruction (IMAD, LEA): an index-computing chase step issues two of them.
+INT_LATENCY = 4.0
+
+
+def _smem_index(ctx, footprint_bytes, stride_bytes):
+    return _samples(LEVELS["smem"] + 2 * INT_LATENCY, footprint_bytes)
+
+
 def _clock(ctx, busy_sms):
     return [Sample("sm_clock", CLOCK_HZ, "Hz", r, CLOCK_HZ, "globaltimer") for r in range(5)]
 
@@ -322,7 +330,7 @@ def _dpx(ctx, op, impl):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

@@ -217,3 +217,11 @@ def test_the_report_groups_claims_by_section_and_links_each_deviation_to_its_fig
     page = _write_page("t", sections, tmp_path)
     assert '<a href="bandwidth-footprint.png">bandwidth-footprint.png</a>' in page.read_text()
     assert "[bandwidth-footprint.png](bandwidth-footprint.png)" in (tmp_path / "index.md").read_text()
+
+
+def test_the_index_computing_chase_is_judged_like_for_like_against_30():
+    row = by_id(judge(derived(**{"smem.latency_cycles": 23.0, "smem.index_latency_cycles": 30.5}), DEVICE))
+    assert row.loc["7.3.smem_latency", "verdict"] == "holds" and row.loc["7.3.smem_latency", "measured"].startswith(
+        "30.5")
+    off = by_id(judge(derived(**{"smem.latency_cycles": 23.0, "smem.index_latency_cycles": 45.0}), DEVICE))
+    assert off.loc["7.3.smem_latency", "verdict"] == "deviates"

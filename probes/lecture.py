@@ -1,0 +1,60 @@
+"""Probes for the lecture's own methods, where they differ from gpuatlas's (lecture.cu).
+
+``chase.smem_index``: the shared-memory chase as published chases write it, ``j = chain[j]`` over element
+numbers, so each step computes its address (a multiply by the stride and a scaled add) before the load.
+gpuatlas's ``chase.smem`` loads each address straight from the previous load; the two differ by those integer
+instructions' latency, and the lecture's "~30 cycles" is the index-computing kind.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from probes.chase import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints, steps_for
+from probes.harness import repeat_until_stable
+from probes.registry import probe
+
+#: Fewer cycles per step than this cannot be a dependent shared load plus its address arithmetic.
+MIN_CYCLES_PER_STEP = 4.0
+
+
+@probe("chase.smem_index",
+       sweeps={"quick": lambda d: {"footprint_bytes": smem_footprints(d)[:1], "stride_bytes": [4]},
+               "full": lambda d: {"footprint_bytes": smem_footprints(d)[:2], "stride_bytes": [4]}},
+       axes={"footprint_bytes": "bytes of shared memory the chain spans (1 KiB .. half a block's limit)",
+             "stride_bytes": "bytes between chain elements"},
+       quantities=("smem.index_latency_cycles",), kernels=("lecture.cu",))
+def chase_smem_index(ctx, footprint_bytes: int, stride_bytes: int) -> list:
+    """Cycles per step of a shared-memory chase that computes each address from the loaded index (IMAD, LEA,
+    LDS), as published chases do."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    elements = footprint_bytes // stride_bytes
+    order = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
+    next_index = np.empty(elements, dtype=np.uint32)
+    next_index[order] = np.roll(order, -1)
+    next_gpu = cupy.asarray(next_index)
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    chase_kernel = kernel("lecture.cu", "chase_shared_index")
+    position = 0
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        nonlocal position
+        start = int(order[position % elements])
+        chase_kernel((1,), (32,), (next_gpu, np.int32(elements), np.int32(stride_bytes // 4), np.int32(start),
+                                   np.int64(warm), np.int64(steps), out), shared_mem=footprint_bytes)
+        result = out.get()
+        position += warm + steps
+        if int(result[2]) != int(order[position % elements]):
+            raise RuntimeError(f"index chase sink mismatch: ended at element {int(result[2])}, the chain "
+                               f"says {int(order[position % elements])}")
+        if float(result[0]) / steps < MIN_CYCLES_PER_STEP:
+            raise RuntimeError(f"index chase took {float(result[0]) / steps:.2f} cycles per step, fewer than a "
+                               f"dependent load and its address arithmetic can take")
+        return result
+
+    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
+    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, "clock64"),
+                               "latency", ctx.budget)

@@ -1,0 +1,69 @@
+"""The lecture's own methods as probes: the index-computing shared chase compiles to the chain it claims (an
+address computed from each loaded index), and its simulated run derives smem.index_latency_cycles."""
+import re
+
+import pandas as pd
+import pytest
+
+from probes.cuda import compile_cubin, resource_usage, sass
+from tests.test_kernels import timed_region
+
+LDS = re.compile(r"\bLDS (R\d+), \[(R\d+)[^\]]*\]")
+WRITES = re.compile(r"^/\*[0-9a-f]{4}\*/ (?:@!?U?P\w+ )?([A-Z0-9.]+) (R\d+), (.*)$")
+
+
+def index_steps(region: list[str]) -> list[list[str]]:
+    """For each LDS after the first, the opcodes that carry the previous LDS's value into its address (none: the
+    address is the loaded value itself, a pure chase); raises if the LDS does not depend on the previous."""
+    loads = [(i, *LDS.search(l).groups()) for i, l in enumerate(region) if LDS.search(l)]
+    steps = []
+    for (i, dest, _), (j, _, addr) in zip(loads, loads[1:]):
+        live, ops = {dest}, []
+        for line in region[i + 1:j]:
+            m = WRITES.match(line)
+            if m and set(re.findall(r"R\d+", m.group(3))) & live:
+                live.add(m.group(2))
+                ops.append(m.group(1))
+        assert addr in live, f"LDS at {region[j]} does not depend on the LDS into {dest}"
+        steps.append(ops)
+    return steps
+
+
+@pytest.fixture(scope="module")
+def cubins():
+    return compile_cubin("lecture.cu"), compile_cubin("chase.cu")
+
+
+def test_index_chase_computes_each_address_from_the_loaded_index(cubins):
+    (cubin, log), _ = cubins
+    steps = index_steps(timed_region(sass(cubin)["chase_shared_index"]))
+    assert len(steps) >= 31
+    assert all(any(op.startswith(("IMAD", "LEA", "SHF", "IADD")) for op in ops) for ops in steps)
+    usage = resource_usage(log)["chase_shared_index"]
+    assert usage["spill_stores"] == usage["stack_bytes"] == 0
+
+
+def test_the_pure_chase_computes_no_address(cubins):
+    """Negative control: gpuatlas's own shared chase loads each address straight from the previous load."""
+    _, (cubin, _) = cubins
+    steps = index_steps(timed_region(sass(cubin)["chase_shared"]))
+    assert len(steps) >= 31 and all(ops == [] for ops in steps)
+
+
+def test_a_simulated_index_chase_derives_its_quantity():
+    from analysis.latency import hierarchy_rows
+    from probes.registry import all_probes
+    from tests import fakes
+
+    probe = all_probes()["chase.smem_index"]
+    configs = probe.configs(fakes.DEVICE, "full")
+    assert configs and all(c["footprint_bytes"] <= fakes.DEVICE["smem_per_block_optin_bytes"] for c in configs)
+    rows = []
+    for config in configs:
+        for s in fakes.FAKES["chase.smem_index"](None, **config):
+            rows.append({"probe": "chase.smem_index", "metric": s.metric, "value": s.value, "unit": s.unit,
+                         "flag": "", **config})
+    by = {r["quantity"]: r for r in hierarchy_rows(pd.DataFrame(rows), fakes.DEVICE)}
+    expected = fakes.LEVELS["smem"] + 2 * fakes.INT_LATENCY
+    assert by["smem.index_latency_cycles"]["value"] == pytest.approx(expected, rel=0.01)
+    assert "smem.latency_cycles" not in by  # the pure chase's quantity comes only from chase.smem
