@@ -130,6 +130,9 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "matmul.cublas_bf16_flops": ("FLOP/s", "cuBLAS (torch.matmul) BF16 matmul throughput, 8192^3"),
     "matmul.triton_bf16_flops": ("FLOP/s", "Triton tl.dot BF16 matmul throughput, 8192^3, best of a few configs"),
     "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),
+    "matmul.lecture_tile_bf16_flops": ("FLOP/s", "Triton BF16 matmul in the lecture's BLOCK 256 x 256 tiles with "
+                                                 "BLOCK_K 64, 4096^3"),
+    "roofline.lecture_tile_fraction_of_peak": ("1", "the lecture-tile matmul over the BF16 burst peak"),
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),
     "dsmem.latency_cycles": ("cycles", "load-to-use latency of another cluster block's shared memory (distributed "
                                        "shared memory, mapa + generic load over the SM-to-SM network), pooled over "

@@ -1,14 +1,19 @@
-"""Probes for the lecture's own methods, where they differ from gpuatlas's (lecture.cu).
+"""Probes for the lecture's own methods and configurations, where they differ from gpuatlas's (lecture.cu).
 
 ``chase.smem_index``: the shared-memory chase as published chases write it, ``j = chain[j]`` over element
 numbers, so each step computes its address (a multiply by the stride and a scaled add) before the load.
 gpuatlas's ``chase.smem`` loads each address straight from the previous load; the two differ by those integer
 instructions' latency, and the lecture's "~30 cycles" is the index-computing kind.
+
+``matmul.lecture_tile``: §7.8's own tile, BLOCK_M = BLOCK_N = 256 with BLOCK_K = 64, double-buffered (128 KiB
+of shared memory), at 4096^3 bf16 -- the configuration behind its "43% of peak".  Its fp32 accumulator is the
+whole register file of an SM, as the lecture says, so the compiler spills; the probe measures what it gets.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from analysis.roofline import matmul_flops, smem_budget
 from probes.chase import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints, steps_for
 from probes.harness import repeat_until_stable
 from probes.registry import probe
@@ -58,3 +63,35 @@ def chase_smem_index(ctx, footprint_bytes: int, stride_bytes: int) -> list:
     steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
     return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, "clock64"),
                                "latency", ctx.budget)
+
+
+#: §7.8's tile: (BLOCK_M, BLOCK_N, BLOCK_K), warps and pipeline stages, and its problem size.
+LECTURE_TILE, LECTURE_WARPS, LECTURE_STAGES, LECTURE_SIDE = (256, 256, 64), 8, 2, 4096
+
+
+def lecture_tile_smem_bytes() -> int:
+    """Double-buffered A and B tiles of bf16: stages x (BLOCK_M x BLOCK_K + BLOCK_K x BLOCK_N) x 2 B."""
+    m, n, k = LECTURE_TILE
+    return LECTURE_STAGES * (m * k + k * n) * 2
+
+
+@probe("matmul.lecture_tile",
+       sweeps={p: (lambda d: {"matrix_side": [LECTURE_SIDE]}) for p in ("quick", "full")},
+       axes={"matrix_side": "M = N = K (4096, the lecture's example)"},
+       quantities=("matmul.lecture_tile_bf16_flops", "roofline.lecture_tile_fraction_of_peak"), backend="triton",
+       kernels=("triton_kernels.py",), min_cc=(8, 0))
+def matmul_lecture_tile(ctx, matrix_side: int) -> list:
+    """FLOP/s of a Triton matmul in the lecture's BLOCK 256 x 256 tiles with BLOCK_K 64, row-major launch order."""
+    from probes.matmul import _operands, check_product, measure_flops, triton_matmul
+
+    side = int(matrix_side)
+    if lecture_tile_smem_bytes() > smem_budget(ctx.device):
+        raise ValueError(f"the lecture's tile needs {lecture_tile_smem_bytes()} B of shared memory per block, more "
+                         f"than this device allows")
+    a, b, c = _operands(ctx, side)
+    launch = triton_matmul(a, b, c, *LECTURE_TILE, 1, LECTURE_WARPS, LECTURE_STAGES)
+    launch()
+    check_product(c, a, b, f"lecture tile {side}^3", ctx.seed)
+    samples = measure_flops(ctx, launch, matmul_flops(side, side, side))
+    check_product(c, a, b, f"lecture tile {side}^3 after timing", ctx.seed + 1)
+    return samples

@@ -274,6 +274,11 @@ def _matmul_roofline(ctx, block, matrix_side):
     return _flops(min(TC_PEAK, block / 2 * HBM_READ))
 
 
+def _lecture_tile(ctx, matrix_side):
+    """The roofline at BLOCK 256: min(peak, 128 FLOP/B x HBM bandwidth)."""
+    return _flops(min(TC_PEAK, 256 / 2 * HBM_READ))
+
+
 def _softmax(ctx, launch, variant, matrix_side):
     """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
     from analysis.fusion import total_bytes
@@ -330,7 +335,7 @@ def _dpx(ctx, op, impl):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

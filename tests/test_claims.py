@@ -225,3 +225,12 @@ def test_the_index_computing_chase_is_judged_like_for_like_against_30():
         "30.5")
     off = by_id(judge(derived(**{"smem.latency_cycles": 23.0, "smem.index_latency_cycles": 45.0}), DEVICE))
     assert off.loc["7.3.smem_latency", "verdict"] == "deviates"
+
+
+def test_43_percent_is_judged_against_the_lectures_own_tile_when_the_run_has_it():
+    table = by_id(judge(derived(**{"roofline.tiled_fraction_of_peak": 0.385,
+                                   "roofline.lecture_tile_fraction_of_peak": 0.41}), DEVICE))
+    assert table.loc["7.8.tiled_fraction", "verdict"] == "holds"
+    low = by_id(judge(derived(**{"roofline.lecture_tile_fraction_of_peak": 0.2}), DEVICE))
+    assert low.loc["7.8.tiled_fraction", "verdict"] == "deviates" and "spills" in low.loc["7.8.tiled_fraction",
+                                                                                           "reason"]

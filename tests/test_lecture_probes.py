@@ -67,3 +67,31 @@ def test_a_simulated_index_chase_derives_its_quantity():
     expected = fakes.LEVELS["smem"] + 2 * fakes.INT_LATENCY
     assert by["smem.index_latency_cycles"]["value"] == pytest.approx(expected, rel=0.01)
     assert "smem.latency_cycles" not in by  # the pure chase's quantity comes only from chase.smem
+
+
+def test_the_lecture_tile_compiles_to_wgmma_in_its_predicted_shared_memory_and_spills():
+    """§7.8: BLOCK 256's double-buffered tiles fit (128 KiB) but its fp32 accumulator is the whole register file,
+    so the compiler spills -- the lecture's feasibility check, seen in the SASS."""
+    from probes.lecture import LECTURE_STAGES, LECTURE_TILE, LECTURE_WARPS, lecture_tile_smem_bytes
+    from tests.test_triton_kernels import compile_matmul, opcode_count
+
+    kernel = compile_matmul(*LECTURE_TILE, 1, LECTURE_WARPS, LECTURE_STAGES)
+    assert "wgmma.mma_async" in kernel.asm["ptx"] and opcode_count(kernel.asm["cubin"], "HGMMA") > 0
+    assert kernel.metadata.shared == lecture_tile_smem_bytes() == 128 << 10
+    assert opcode_count(kernel.asm["cubin"], "STL") > 0
+    # negative control: BLOCK 128 with the same BLOCK_K holds its accumulator without spilling
+    small = compile_matmul(128, 128, 64, 1, LECTURE_WARPS, LECTURE_STAGES)
+    assert opcode_count(small.asm["cubin"], "STL") == 0
+
+
+def test_a_simulated_lecture_tile_derives_its_fraction_of_peak():
+    from analysis.lecture import lecture_rows
+    from analysis.quantities import derived_row
+    from tests import fakes
+
+    rows = [{"probe": "matmul.lecture_tile", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "",
+             "matrix_side": 4096} for s in fakes.FAKES["matmul.lecture_tile"](None, 4096)]
+    peak = derived_row("tc.bf16.peak_flops", fakes.TC_PEAK, fakes.TC_PEAK, fakes.TC_PEAK, "m", "p")
+    by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows), [peak])}
+    assert by["roofline.lecture_tile_fraction_of_peak"] == pytest.approx(128 * fakes.HBM_READ / fakes.TC_PEAK)
+    assert "roofline.lecture_tile_fraction_of_peak" not in {r["quantity"] for r in lecture_rows(pd.DataFrame(rows))}

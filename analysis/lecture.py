@@ -1,0 +1,26 @@
+"""Derived rows of the lecture's own configurations (probes/lecture.py): §7.8's BLOCK 256 / BLOCK_K 64 tile."""
+from __future__ import annotations
+
+from analysis.quantities import derived_row
+from analysis.stats import median_ci, select
+
+TILE_PROBE = "matmul.lecture_tile"
+
+
+def lecture_rows(measurements, rows=()) -> list[dict]:
+    """The lecture tile's FLOP/s and, with the run's BF16 burst peak among ``rows``, its fraction of it."""
+    frame = select(measurements, TILE_PROBE, "flop_rate")
+    if frame.empty:
+        return []
+    side = int(frame["matrix_side"].max())
+    med, lo, hi = median_ci(frame[frame["matrix_side"] == side]["value"])
+    out = [derived_row("matmul.lecture_tile_bf16_flops", med, lo, hi,
+                       f"Triton matmul in BLOCK 256 x 256 tiles, BLOCK_K 64, 2 stages, {side}^3 bf16, 2·n^3 FLOP per "
+                       "CUDA-event-timed launch (median, bootstrap 95% CI)", TILE_PROBE)]
+    peak = next((r for r in rows if r["quantity"] == "tc.bf16.peak_flops"), None)
+    if peak is not None:
+        out.append(derived_row("roofline.lecture_tile_fraction_of_peak", med / peak["value"],
+                               lo / peak["ci_high"], hi / peak["ci_low"],
+                               "the lecture tile's FLOP/s over the run's tc.bf16.peak_flops (CI: measured CI over the "
+                               "peak's CI)", TILE_PROBE))
+    return out
