@@ -1,20 +1,22 @@
-"""Derived rows of the lecture's own configurations (probes/lecture.py): §7.8's BLOCK 256 / BLOCK_K 64 tile."""
+"""Derived rows of the lecture's own configurations (probes/lecture.py): §7.8's naive matmul and its BLOCK 256 /
+BLOCK_K 64 tile."""
 from __future__ import annotations
 
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
-TILE_PROBE = "matmul.lecture_tile"
+TILE_PROBE, NAIVE_PROBE = "matmul.lecture_tile", "matmul.naive"
 
 
 def lecture_rows(measurements, rows=()) -> list[dict]:
     """The lecture tile's FLOP/s and, with the run's BF16 burst peak among ``rows``, its fraction of it."""
+    out = _naive_rows(measurements)
     frame = select(measurements, TILE_PROBE, "flop_rate")
     if frame.empty:
-        return []
+        return out
     side = int(frame["matrix_side"].max())
     med, lo, hi = median_ci(frame[frame["matrix_side"] == side]["value"])
-    out = [derived_row("matmul.lecture_tile_bf16_flops", med, lo, hi,
+    out += [derived_row("matmul.lecture_tile_bf16_flops", med, lo, hi,
                        f"Triton matmul in BLOCK 256 x 256 tiles, BLOCK_K 64, 2 stages, {side}^3 bf16, 2·n^3 FLOP per "
                        "CUDA-event-timed launch (median, bootstrap 95% CI)", TILE_PROBE)]
     peak = next((r for r in rows if r["quantity"] == "tc.bf16.peak_flops"), None)
@@ -24,3 +26,14 @@ def lecture_rows(measurements, rows=()) -> list[dict]:
                                "the lecture tile's FLOP/s over the run's tc.bf16.peak_flops (CI: measured CI over the "
                                "peak's CI)", TILE_PROBE))
     return out
+
+
+def _naive_rows(measurements) -> list[dict]:
+    frame = select(measurements, NAIVE_PROBE, "seconds")
+    if frame.empty:
+        return []
+    side = int(frame["matrix_side"].max())
+    med, lo, hi = median_ci(frame[frame["matrix_side"] == side]["value"])
+    return [derived_row("matmul.naive_seconds", med, lo, hi,
+                        f"one thread per element of C, no tiling, {side}^3 bf16 with fp32 accumulation, CUDA-event "
+                        "time per launch (median, bootstrap 95% CI)", NAIVE_PROBE)]

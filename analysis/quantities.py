@@ -133,6 +133,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "matmul.lecture_tile_bf16_flops": ("FLOP/s", "Triton BF16 matmul in the lecture's BLOCK 256 x 256 tiles with "
                                                  "BLOCK_K 64, 4096^3"),
     "roofline.lecture_tile_fraction_of_peak": ("1", "the lecture-tile matmul over the BF16 burst peak"),
+    "matmul.naive_seconds": ("s", "time of the lecture's naive matmul (one thread per output, no tiling), 4096^3 "
+                                  "bf16"),
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),
     "dsmem.latency_cycles": ("cycles", "load-to-use latency of another cluster block's shared memory (distributed "
                                        "shared memory, mapa + generic load over the SM-to-SM network), pooled over "

@@ -31,3 +31,23 @@ extern "C" __global__ void chase_shared_index(const unsigned int* next_index, in
     out[1] = t1 - t0;
     out[2] = j;
 }
+
+// §7.8's naive matmul: one thread per element of C, no tiling, each thread reading its whole row of A and
+// column of B from global memory (bf16 as 16-bit patterns: the compile-only path has no CUDA headers) and
+// accumulating in fp32.  A warp is 32 adjacent columns of one row: its B loads are one 64-byte run per k, its A
+// load one element for all 32 lanes.
+__device__ __forceinline__ float bf16_bits_to_float(unsigned short h) {
+    return __uint_as_float((unsigned int)h << 16);
+}
+
+extern "C" __global__ void naive_matmul(const unsigned short* a, const unsigned short* b, float* c, int n) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= n || col >= n) return;
+    const unsigned short* a_row = a + (size_t)row * n;
+    float acc = 0.0f;
+    for (int k = 0; k < n; ++k) {
+        acc = fmaf(bf16_bits_to_float(a_row[k]), bf16_bits_to_float(b[(size_t)k * n + col]), acc);
+    }
+    c[(size_t)row * n + col] = acc;
+}

@@ -95,3 +95,68 @@ def matmul_lecture_tile(ctx, matrix_side: int) -> list:
     samples = measure_flops(ctx, launch, matmul_flops(side, side, side))
     check_product(c, a, b, f"lecture tile {side}^3 after timing", ctx.seed + 1)
     return samples
+
+
+#: Rows of the naive product checked against fp64, and the bound on their relative Frobenius error (fp32
+#: accumulation of 4096 products of bf16 values).
+NAIVE_CHECK_ROWS, NAIVE_TOLERANCE = 4, 1e-4
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 bit patterns, rounded to nearest even."""
+    bits = values.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns -> float64."""
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+@probe("matmul.naive",
+       sweeps={p: (lambda d: {"matrix_side": [LECTURE_SIDE]}) for p in ("quick", "full")},
+       axes={"matrix_side": "M = N = K (4096, the lecture's example)"},
+       quantities=("matmul.naive_seconds",), kernels=("lecture.cu",))
+def matmul_naive(ctx, matrix_side: int) -> list:
+    """Seconds per launch of §7.8's naive bf16 matmul (one thread per output, no tiling, fp32 accumulation)."""
+    import cupy
+
+    from probes.cuda import kernel
+    from probes.harness import EventTimer, Sample
+
+    n = int(matrix_side)
+    rng = np.random.default_rng(ctx.seed)
+    a_host = bf16_bits(rng.standard_normal((n, n), dtype=np.float32))
+    b_host = bf16_bits(rng.standard_normal((n, n), dtype=np.float32))
+    a, b = cupy.asarray(a_host), cupy.asarray(b_host)
+    c = cupy.full((n, n), cupy.nan, dtype=cupy.float32)
+    naive = kernel("lecture.cu", "naive_matmul")
+    block = (32, 8)
+    grid = (n // block[0], n // block[1])
+
+    def launch():
+        naive(grid, block, (a, b, c, np.int32(n)))
+
+    def check(what: str) -> None:
+        rows = rng.choice(n, NAIVE_CHECK_ROWS, replace=False)
+        want = bf16_values(a_host[rows]) @ bf16_values(b_host)
+        got = cupy.asnumpy(c[cupy.asarray(rows)]).astype(np.float64)
+        error = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+        if not np.isfinite(error) or error > NAIVE_TOLERANCE:
+            raise RuntimeError(f"naive matmul {n}^3 {what}: sampled rows off by {error:.3g} (relative Frobenius) "
+                               f"from an fp64 product; the bound is {NAIVE_TOLERANCE}")
+
+    launch()
+    check("before timing")
+    timer = EventTimer(launch, ctx.budget.min_sample_s)
+
+    def sample(repeat: int) -> list:
+        seconds = timer.seconds_per_launch()
+        hz = ctx.sm_clock()
+        return [Sample("seconds", seconds, "s", repeat, hz, "cuda_event", ctx.throttle_flag(hz)),
+                Sample("flop_rate", 2.0 * n ** 3 / seconds, "FLOP/s", repeat, hz, "cuda_event",
+                       ctx.throttle_flag(hz))]
+
+    samples = repeat_until_stable(sample, "seconds", ctx.budget)
+    check("after timing")
+    return samples

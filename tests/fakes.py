@@ -279,6 +279,14 @@ def _lecture_tile(ctx, matrix_side):
     return _flops(min(TC_PEAK, 256 / 2 * HBM_READ))
 
 
+def _naive(ctx, matrix_side):
+    """The lecture's zero-reuse accounting: 4 n^3 bytes at the HBM read bandwidth."""
+    seconds = 4.0 * matrix_side ** 3 / HBM_READ
+    return [s for r in range(5) for s in (Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("flop_rate", 2.0 * matrix_side ** 3 / seconds, "FLOP/s", r,
+                                                  CLOCK_HZ, "cuda_event"))]
+
+
 def _softmax(ctx, launch, variant, matrix_side):
     """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
     from analysis.fusion import total_bytes
@@ -335,7 +343,7 @@ def _dpx(ctx, op, impl):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

@@ -2,6 +2,8 @@
 address computed from each loaded index), and its simulated run derives smem.index_latency_cycles."""
 import re
 
+import numpy as np
+
 import pandas as pd
 import pytest
 
@@ -95,3 +97,28 @@ def test_a_simulated_lecture_tile_derives_its_fraction_of_peak():
     by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows), [peak])}
     assert by["roofline.lecture_tile_fraction_of_peak"] == pytest.approx(128 * fakes.HBM_READ / fakes.TC_PEAK)
     assert "roofline.lecture_tile_fraction_of_peak" not in {r["quantity"] for r in lecture_rows(pd.DataFrame(rows))}
+
+
+def test_the_naive_matmul_is_one_fma_per_loaded_pair_and_no_tiling(cubins):
+    (cubin, log), (chase, _) = cubins
+    code = sass(cubin)["naive_matmul"]
+    assert re.search(r"\bFFMA\b", code) and re.search(r"\bLDG\.E\.U16\b", code)
+    assert not re.search(r"\b(LDS|STS|HMMA|HGMMA)\b", code)  # no shared-memory tile, no tensor core
+    assert resource_usage(log)["naive_matmul"]["spill_stores"] == 0
+    # negative control: the staged column read does tile through shared memory, and the predicate sees it
+    staged = sass(compile_cubin("column_read.cu")[0])["column_staged"]
+    assert re.search(r"\b(LDS|STS)\b", staged)
+
+
+def test_bf16_bits_round_to_nearest_and_a_simulated_naive_run_derives_its_time():
+    from analysis.lecture import lecture_rows
+    from probes.lecture import bf16_bits, bf16_values
+    from tests import fakes
+
+    x = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38], dtype=np.float32)
+    assert list(bf16_values(bf16_bits(x))) == [1.0, 1.0, 1.015625, -2.5, float(bf16_values(bf16_bits(x))[-1])]
+    assert bf16_values(bf16_bits(np.float32([1.0078125])))[0] == 1.0078125  # exactly representable
+    rows = [{"probe": "matmul.naive", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "",
+             "matrix_side": 4096} for s in fakes.FAKES["matmul.naive"](None, 4096)]
+    by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows))}
+    assert by["matmul.naive_seconds"] == pytest.approx(4 * 4096 ** 3 / fakes.HBM_READ)
