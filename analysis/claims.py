@@ -704,6 +704,16 @@ LECTURE = (
           "the lecture's arithmetic: 2MNK / (2(MK + KN + MN)) at M = 1, N = K = 4096 (no decode-GEMV probe ran "
           "to time it)", id="7.11.decode_cap", kind="recomputed", precision="~",
           quote=("≈ M (= B) FLOP/byte at bf16, any tiles", "At M = 1 that is ≈1 FLOP/byte", "K = N = 4,096")),
+    Claim("§7.11", "a decode GEMM attains ≈ M FLOP/byte against HBM (M = 16)", 16, "1", 0.2,
+          quantity("decode.m16_flop_per_hbm_byte"), "FLOP/s of a 16 x 4096 by 4096 x N bf16 GEMM (cuBLAS, "
+          "weights past the L2) over the measured HBM read bandwidth", id="7.11.decode_measured",
+          quote=("≈ M (= B) FLOP/byte at bf16, any tiles",), precision="~", figure="roofline",
+          mechanism="the GEMM does not stream its weights at the full HBM read rate"),
+    Claim("§7.4", "batch-1 decode reaches the HBM floor", 1.0, "1", 0.0, _ratio_of(
+          "decode.m1_bandwidth_bytes_per_s", BW), "bytes/s of a 1 x 4096 by 4096 x N bf16 GEMM (cuBLAS, weights "
+          "past the L2) over the measured HBM read bandwidth", id="7.4.decode_floor_reached", kind="recomputed",
+          quote=("So the floor of 4.0 ms is achievable",), precision="achievable: at least 80% of the HBM rate",
+          bounds=(0.8, float("inf")), figure="bandwidth-footprint"),
     Claim("§7.11; §7.13", "A100: 2,039 GB/s", 2.039e12, "B/s", 0.1,
           from_reference(lambda v: v["a100-sxm4-80gb:" + BW], "a100-sxm4-80gb:" + BW),
           "ref:a100-sxm4-80gb's measured read stream", id="7.11.a100_bandwidth", kind="reference",

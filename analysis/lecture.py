@@ -5,12 +5,12 @@ from __future__ import annotations
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
-TILE_PROBE, NAIVE_PROBE = "matmul.lecture_tile", "matmul.naive"
+TILE_PROBE, NAIVE_PROBE, DECODE_PROBE = "matmul.lecture_tile", "matmul.naive", "matmul.decode"
 
 
 def lecture_rows(measurements, rows=()) -> list[dict]:
     """The lecture tile's FLOP/s and, with the run's BF16 burst peak among ``rows``, its fraction of it."""
-    out = _naive_rows(measurements)
+    out = _naive_rows(measurements) + _decode_rows(measurements, rows)
     frame = select(measurements, TILE_PROBE, "flop_rate")
     if frame.empty:
         return out
@@ -37,3 +37,22 @@ def _naive_rows(measurements) -> list[dict]:
     return [derived_row("matmul.naive_seconds", med, lo, hi,
                         f"one thread per element of C, no tiling, {side}^3 bf16 with fp32 accumulation, CUDA-event "
                         "time per launch (median, bootstrap 95% CI)", NAIVE_PROBE)]
+
+
+def _decode_rows(measurements, rows) -> list[dict]:
+    """The decode GEMM's bytes/s at M = 1, and its FLOP/s at M = 16 per byte/s of the run's HBM read bandwidth
+    (the intensity it attains against HBM: about M while it streams the weights at full bandwidth)."""
+    out = []
+    one = select(measurements, DECODE_PROBE, "bandwidth", batch=1)["value"]
+    if len(one):
+        out.append(derived_row("decode.m1_bandwidth_bytes_per_s", *median_ci(one),
+                               "bytes a batch-1 decode GEMM must move (A, the weights past the L2, C) over its "
+                               "CUDA-event time, cuBLAS (median, bootstrap 95% CI)", DECODE_PROBE))
+    sixteen = select(measurements, DECODE_PROBE, "flop_rate", batch=16)["value"]
+    hbm = next((r for r in rows if r["quantity"] == "dram.read_bandwidth_bytes_per_s"), None)
+    if len(sixteen) and hbm is not None:
+        med, lo, hi = median_ci(sixteen)
+        out.append(derived_row("decode.m16_flop_per_hbm_byte", med / hbm["value"], lo / hbm["ci_high"],
+                               hi / hbm["ci_low"], "FLOP/s of the M = 16 decode GEMM over the run's HBM read "
+                               "bandwidth (CI: its CI over the bandwidth's)", DECODE_PROBE))
+    return out

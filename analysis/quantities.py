@@ -133,6 +133,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "matmul.lecture_tile_bf16_flops": ("FLOP/s", "Triton BF16 matmul in the lecture's BLOCK 256 x 256 tiles with "
                                                  "BLOCK_K 64, 4096^3"),
     "roofline.lecture_tile_fraction_of_peak": ("1", "the lecture-tile matmul over the BF16 burst peak"),
+    "decode.m1_bandwidth_bytes_per_s": ("B/s", "bytes a batch-1 decode GEMM (1 x 4096 by 4096 x N bf16, weights "
+                                               "past the L2) moves per second"),
+    "decode.m16_flop_per_hbm_byte": ("1", "FLOP/s of the batch-16 decode GEMM over the HBM read bandwidth: the "
+                                          "intensity it attains against HBM"),
     "matmul.naive_seconds": ("s", "time of the lecture's naive matmul (one thread per output, no tiling), 4096^3 "
                                   "bf16"),
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),

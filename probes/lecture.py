@@ -11,6 +11,8 @@ whole register file of an SM, as the lecture says, so the compiler spills; the p
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from analysis.roofline import matmul_flops, smem_budget
@@ -159,4 +161,58 @@ def matmul_naive(ctx, matrix_side: int) -> list:
 
     samples = repeat_until_stable(sample, "seconds", ctx.budget)
     check("after timing")
+    return samples
+
+
+#: §7.11's decode GEMM: M = the batch of tokens against a K x N bf16 weight matrix; K is the lecture's 4,096.
+DECODE_K, DECODE_BATCHES = 4096, (1, 4, 16, 64)
+
+
+def decode_n(device: dict) -> int:
+    """Weight columns N: the smallest multiple of 128 whose K x N bf16 weights are 4x the L2, so every launch
+    streams them from HBM."""
+    return math.ceil(4 * device["l2_bytes"] / (2 * DECODE_K) / 128) * 128
+
+
+def decode_bytes(m: int, n: int, k: int = DECODE_K) -> int:
+    """Bytes a decode GEMM must move at least: A (M x K), the weights (K x N) and C (M x N), bf16."""
+    return 2 * (m * k + k * n + m * n)
+
+
+@probe("matmul.decode",
+       sweeps={"quick": lambda d: {"batch": [1, 16]}, "full": lambda d: {"batch": list(DECODE_BATCHES)}},
+       axes={"batch": "M, the tokens decoded together (1..64)"},
+       quantities=("decode.m1_bandwidth_bytes_per_s", "decode.m16_flop_per_hbm_byte"), backend="triton",
+       min_cc=(8, 0))
+def matmul_decode(ctx, batch: int) -> list:
+    """Time, bytes/s and FLOP/s of a decode-shaped bf16 GEMM (M x 4096 by 4096 x N, N sized past the L2) through
+    cuBLAS."""
+    import torch
+
+    from probes.harness import Sample
+    from probes.matmul import check_product, random_bf16, torch_timer
+
+    m, n = int(batch), decode_n(ctx.device)
+    a = random_bf16((m, DECODE_K), ctx.seed * 7919 + m)
+    w = random_bf16((DECODE_K, n), ctx.seed * 7919 + 1)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+
+    def launch():
+        torch.matmul(a, w, out=c)
+
+    launch()
+    check_product(c, a, w, f"decode M={m}", ctx.seed)
+    timer = torch_timer(launch, ctx.budget.min_sample_s)
+    moved, flops = decode_bytes(m, n), 2.0 * m * n * DECODE_K
+
+    def sample(repeat: int) -> list:
+        seconds = timer.seconds_per_launch()
+        hz = ctx.sm_clock()
+        flag = ctx.throttle_flag(hz)
+        return [Sample("seconds", seconds, "s", repeat, hz, "cuda_event", flag),
+                Sample("bandwidth", moved / seconds, "B/s", repeat, hz, "cuda_event", flag),
+                Sample("flop_rate", flops / seconds, "FLOP/s", repeat, hz, "cuda_event", flag)]
+
+    samples = repeat_until_stable(sample, "seconds", ctx.budget)
+    check_product(c, a, w, f"decode M={m} after timing", ctx.seed + 1)
     return samples

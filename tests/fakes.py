@@ -287,6 +287,17 @@ def _naive(ctx, matrix_side):
                                                   CLOCK_HZ, "cuda_event"))]
 
 
+def _decode(ctx, batch):
+    """Bandwidth-bound: A, the weights (4x the L2, 4096 rows) and C at the HBM read bandwidth."""
+    k = 4096
+    n = -(-4 * DEVICE["l2_bytes"] // (2 * k * 128)) * 128
+    moved, flops = 2 * (batch * k + k * n + batch * n), 2.0 * batch * n * k
+    seconds = moved / HBM_READ
+    return [s for r in range(5) for s in (Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("bandwidth", moved / seconds, "B/s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("flop_rate", flops / seconds, "FLOP/s", r, CLOCK_HZ, "cuda_event"))]
+
+
 def _softmax(ctx, launch, variant, matrix_side):
     """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
     from analysis.fusion import total_bytes
@@ -343,7 +354,7 @@ def _dpx(ctx, op, impl):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

@@ -122,3 +122,22 @@ def test_bf16_bits_round_to_nearest_and_a_simulated_naive_run_derives_its_time()
              "matrix_side": 4096} for s in fakes.FAKES["matmul.naive"](None, 4096)]
     by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows))}
     assert by["matmul.naive_seconds"] == pytest.approx(4 * 4096 ** 3 / fakes.HBM_READ)
+
+
+def test_decode_sizes_its_weights_past_the_l2_and_a_simulated_run_attains_about_m():
+    from analysis.lecture import lecture_rows
+    from analysis.quantities import derived_row
+    from probes.lecture import DECODE_K, decode_bytes, decode_n
+    from tests import fakes
+
+    n = decode_n(fakes.DEVICE)
+    assert DECODE_K * n * 2 >= 4 * fakes.DEVICE["l2_bytes"] and n % 128 == 0
+    assert decode_bytes(1, n) == 2 * (DECODE_K + DECODE_K * n + n)
+    rows = [{"probe": "matmul.decode", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "", "batch": m}
+            for m in (1, 16) for s in fakes.FAKES["matmul.decode"](None, m)]
+    hbm = derived_row("dram.read_bandwidth_bytes_per_s", fakes.HBM_READ, fakes.HBM_READ, fakes.HBM_READ, "m", "p")
+    by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows), [hbm])}
+    assert by["decode.m1_bandwidth_bytes_per_s"] == pytest.approx(fakes.HBM_READ)
+    assert 15 < by["decode.m16_flop_per_hbm_byte"] < 16  # 2MNK / 2(MK + KN + MN): just under M
+    # negative control: without the run's HBM bandwidth no attained intensity is claimed
+    assert "decode.m16_flop_per_hbm_byte" not in {r["quantity"] for r in lecture_rows(pd.DataFrame(rows))}
