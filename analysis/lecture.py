@@ -1,16 +1,17 @@
 """Derived rows of the lecture's own configurations (probes/lecture.py): §7.8's naive matmul and its BLOCK 256 /
-BLOCK_K 64 tile."""
+BLOCK_K 64 tile, §7.11's decode GEMM, §7.10's chain of 490 launches."""
 from __future__ import annotations
 
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
-TILE_PROBE, NAIVE_PROBE, DECODE_PROBE = "matmul.lecture_tile", "matmul.naive", "matmul.decode"
+TILE_PROBE, NAIVE_PROBE, DECODE_PROBE, CHAIN_PROBE = ("matmul.lecture_tile", "matmul.naive", "matmul.decode",
+                                                      "launch.decode_chain")
 
 
 def lecture_rows(measurements, rows=()) -> list[dict]:
     """The lecture tile's FLOP/s and, with the run's BF16 burst peak among ``rows``, its fraction of it."""
-    out = _naive_rows(measurements) + _decode_rows(measurements, rows)
+    out = _naive_rows(measurements) + _decode_rows(measurements, rows) + _chain_rows(measurements)
     frame = select(measurements, TILE_PROBE, "flop_rate")
     if frame.empty:
         return out
@@ -55,4 +56,16 @@ def _decode_rows(measurements, rows) -> list[dict]:
         out.append(derived_row("decode.m16_flop_per_hbm_byte", med / hbm["value"], lo / hbm["ci_high"],
                                hi / hbm["ci_low"], "FLOP/s of the M = 16 decode GEMM over the run's HBM read "
                                "bandwidth (CI: its CI over the bandwidth's)", DECODE_PROBE))
+    return out
+
+
+def _chain_rows(measurements) -> list[dict]:
+    out = []
+    for mode, quantity in (("plain", "launch.chain_490_s"), ("graph", "launch.chain_490_graph_s")):
+        values = select(measurements, CHAIN_PROBE, "chain_seconds", mode=mode)["value"]
+        if len(values):
+            out.append(derived_row(quantity, *median_ci(values),
+                                   f"CUDA events around 490 small kernels ({mode}: "
+                                   + ("launched back to back" if mode == "plain" else "one CUDA graph replayed")
+                                   + "), median, bootstrap 95% CI", CHAIN_PROBE))
     return out

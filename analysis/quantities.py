@@ -137,6 +137,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                                "past the L2) moves per second"),
     "decode.m16_flop_per_hbm_byte": ("1", "FLOP/s of the batch-16 decode GEMM over the HBM read bandwidth: the "
                                           "intensity it attains against HBM"),
+    "launch.chain_490_s": ("s", "GPU time of 490 small kernels launched back to back (a decode step's dispatch)"),
+    "launch.chain_490_graph_s": ("s", "GPU time of the same 490 kernels replayed as one CUDA graph"),
     "matmul.naive_seconds": ("s", "time of the lecture's naive matmul (one thread per output, no tiling), 4096^3 "
                                   "bf16"),
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),

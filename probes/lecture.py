@@ -216,3 +216,60 @@ def matmul_decode(ctx, batch: int) -> list:
     samples = repeat_until_stable(sample, "seconds", ctx.budget)
     check_product(c, a, w, f"decode M={m} after timing", ctx.seed + 1)
     return samples
+
+
+#: §7.10 / exercise 5: a forward-only decode step issues about this many kernel launches.
+DECODE_LAUNCHES = 490
+
+
+@probe("launch.decode_chain",
+       sweeps={p: (lambda d: {"mode": ["plain", "graph"]}) for p in ("quick", "full")},
+       axes={"mode": "490 plain launches back to back, or one CUDA graph of them"},
+       quantities=("launch.chain_490_s", "launch.chain_490_graph_s"), kernels=("lecture.cu",))
+def launch_decode_chain(ctx, mode: str) -> list:
+    """GPU time of 490 small kernels (one block per SM, each adding 1 to its block's counter) launched back to back,
+    or replayed as one CUDA graph: a decode step's dispatch."""
+    import cupy
+
+    from probes.cuda import kernel
+    from probes.harness import EventTimer, Sample
+
+    step = kernel("lecture.cu", "step_kernel")
+    sms = int(ctx.device["sm_count"])
+    counters = cupy.zeros(sms, dtype=cupy.uint64)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    launched = 0
+
+    def plain():
+        for _ in range(DECODE_LAUNCHES):
+            step((sms,), (128,), (counters,), stream=stream)
+
+    run = plain
+    if mode == "graph":
+        stream.begin_capture()
+        plain()
+        graph = stream.end_capture()
+        graph.upload(stream)
+        run = lambda: graph.launch(stream)  # noqa: E731
+
+    def counted():
+        nonlocal launched
+        run()
+        launched += DECODE_LAUNCHES
+
+    timer = EventTimer(counted, ctx.budget.min_sample_s, stream=stream)
+
+    def sample(repeat: int) -> list:
+        seconds = timer.seconds_per_launch()
+        hz = ctx.sm_clock()
+        flag = ctx.throttle_flag(hz)
+        return [Sample("chain_seconds", seconds, "s", repeat, hz, "cuda_event", flag),
+                Sample("launch_interval", seconds / DECODE_LAUNCHES, "s", repeat, hz, "cuda_event", flag)]
+
+    samples = repeat_until_stable(sample, "chain_seconds", ctx.budget)
+    stream.synchronize()
+    got = cupy.asnumpy(counters)
+    if not (got == launched).all():
+        raise RuntimeError(f"decode chain ({mode}): counters read {sorted(set(got.tolist()))[:3]}, but "
+                           f"{launched} launches were issued")
+    return samples

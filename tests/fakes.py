@@ -298,6 +298,13 @@ def _decode(ctx, batch):
                                            Sample("flop_rate", flops / seconds, "FLOP/s", r, CLOCK_HZ, "cuda_event"))]
 
 
+def _decode_chain(ctx, mode):
+    """490 launches at the simulated per-launch interval of launch.overhead."""
+    per = 2e-6 if mode == "plain" else 7e-7
+    return [s for r in range(5) for s in (Sample("chain_seconds", 490 * per, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("launch_interval", per, "s", r, CLOCK_HZ, "cuda_event"))]
+
+
 def _softmax(ctx, launch, variant, matrix_side):
     """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
     from analysis.fusion import total_bytes
@@ -354,7 +361,7 @@ def _dpx(ctx, op, impl):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

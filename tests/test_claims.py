@@ -234,3 +234,12 @@ def test_43_percent_is_judged_against_the_lectures_own_tile_when_the_run_has_it(
     low = by_id(judge(derived(**{"roofline.lecture_tile_fraction_of_peak": 0.2}), DEVICE))
     assert low.loc["7.8.tiled_fraction", "verdict"] == "deviates" and "spills" in low.loc["7.8.tiled_fraction",
                                                                                            "reason"]
+
+
+def test_the_490_launch_claim_prefers_the_timed_chain_and_shows_the_graph():
+    timed = by_id(judge(derived(**{"launch.chain_490_s": 4.0e-3, "launch.chain_490_graph_s": 0.4e-3,
+                                   "launch.overhead_s": 5e-6}), DEVICE)).loc["7.10.launches"]
+    assert timed["verdict"] == "deviates" and timed["measured"].startswith("4 ms")  # the chain, not 490 x 5 us
+    assert "launch.chain_490_graph_s = 400 us" in timed["inputs"]
+    recomputed = by_id(judge(derived(**{"launch.overhead_s": 5e-6}), DEVICE)).loc["7.10.launches"]
+    assert recomputed["verdict"] == "holds"

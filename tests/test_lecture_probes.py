@@ -141,3 +141,17 @@ def test_decode_sizes_its_weights_past_the_l2_and_a_simulated_run_attains_about_
     assert 15 < by["decode.m16_flop_per_hbm_byte"] < 16  # 2MNK / 2(MK + KN + MN): just under M
     # negative control: without the run's HBM bandwidth no attained intensity is claimed
     assert "decode.m16_flop_per_hbm_byte" not in {r["quantity"] for r in lecture_rows(pd.DataFrame(rows))}
+
+
+def test_the_decode_chain_kernel_adds_one_per_block_and_a_simulated_chain_derives_both_modes(cubins):
+    from analysis.lecture import lecture_rows
+    from tests import fakes
+
+    (cubin, _), _ = cubins
+    code = sass(cubin)["step_kernel"]
+    assert re.search(r"\bIADD3\b|\bIADD\.64\b|\bIADD3\.X\b", code) and re.search(r"\bSTG\.E\.64\b", code)
+    rows = [{"probe": "launch.decode_chain", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "",
+             "mode": mode} for mode in ("plain", "graph") for s in fakes.FAKES["launch.decode_chain"](None, mode)]
+    by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows))}
+    assert by["launch.chain_490_s"] == pytest.approx(490 * 2e-6)
+    assert by["launch.chain_490_graph_s"] < by["launch.chain_490_s"]
