@@ -662,6 +662,11 @@ LECTURE = (
           calc(lambda v: _waves(v)[0], "sm_count"), "driver: (4096/128)^2 programs // SMs (the time a ragged "
           "tail costs is not measured: no wave-quantization probe ran)", id="7.8.waves", kind="property",
           precision="exact", quote=("(4096/128)² = 1,024 programs on 132 SMs: 7 full waves of 132",)),
+    Claim("§7.8", "a wave is 132 programs, one per SM", 132, "1", 0.0, quantity("waves.programs_per_wave"),
+          "the wave size whose step model best fits a BLOCK 128 matmul's time against its program count "
+          "(matmul.waves)", id="7.8.wave_size", quote=("7 full waves of 132",), precision="exact",
+          figure="roofline",
+          mechanism="more than one BLOCK 128 program fits an SM at once here, so a wave is several per SM"),
     Claim("§7.8", "the tail wave has 100 programs while 32 SMs idle", 100, "1", 0.0,
           calc(lambda v: _waves(v)[1], "sm_count"), "driver: (4096/128)^2 programs mod SMs", id="7.8.tail",
           kind="property", precision="exact", quote=("then a tail wave of 100 while 32 SMs idle",

@@ -74,7 +74,7 @@ def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd
     rows += _family_rows(measurements, meta["device"], parallel)
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
     rows += matmul_rows(measurements, rows)
-    rows += lecture_rows(measurements, rows)
+    rows += lecture_rows(measurements, rows, meta["device"])
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
 

@@ -1,6 +1,10 @@
 """Derived rows of the lecture's own configurations (probes/lecture.py): §7.8's naive matmul and its BLOCK 256 /
-BLOCK_K 64 tile, §7.11's decode GEMM, §7.10's chain of 490 launches."""
+BLOCK_K 64 tile and its wave quantization, §7.11's decode GEMM, §7.10's chain of 490 launches."""
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
@@ -9,9 +13,10 @@ TILE_PROBE, NAIVE_PROBE, DECODE_PROBE, CHAIN_PROBE = ("matmul.lecture_tile", "ma
                                                       "launch.decode_chain")
 
 
-def lecture_rows(measurements, rows=()) -> list[dict]:
+def lecture_rows(measurements, rows=(), device: dict | None = None) -> list[dict]:
     """The lecture tile's FLOP/s and, with the run's BF16 burst peak among ``rows``, its fraction of it."""
     out = _naive_rows(measurements) + _decode_rows(measurements, rows) + _chain_rows(measurements)
+    out += wave_rows(measurements, device)
     frame = select(measurements, TILE_PROBE, "flop_rate")
     if frame.empty:
         return out
@@ -69,3 +74,37 @@ def _chain_rows(measurements) -> list[dict]:
                                    + ("launched back to back" if mode == "plain" else "one CUDA graph replayed")
                                    + "), median, bootstrap 95% CI", CHAIN_PROBE))
     return out
+
+
+#: Programs resident per SM tried by the wave model (a wave is that many programs on every SM).
+RESIDENT = (1, 2, 3, 4)
+
+
+def wave_model_errors(tiles, seconds, sm_count: int) -> dict[int, float]:
+    """For each wave size W = r x SMs: the RMS relative error of the best fit time = a x ceil(T / W) + c (least
+    squares over the measured (T, seconds))."""
+    tiles, seconds = np.asarray(tiles, float), np.asarray(seconds, float)
+    errors = {}
+    for r in RESIDENT:
+        waves = np.ceil(tiles / (r * sm_count))
+        design = np.column_stack([waves, np.ones_like(waves)])
+        coef, *_ = np.linalg.lstsq(design, seconds, rcond=None)
+        errors[r * sm_count] = float(np.sqrt(np.mean(((design @ coef) - seconds) ** 2)) / np.mean(seconds))
+    return errors
+
+
+def wave_rows(measurements, device: dict | None) -> list[dict]:
+    """``waves.programs_per_wave``: the wave size whose step model best explains time against program count."""
+    frame = select(measurements, "matmul.waves", "seconds")
+    if frame.empty or not device or frame["tiles"].nunique() < 4:
+        return []
+    medians = frame.groupby("tiles")["value"].median()
+    errors = wave_model_errors(medians.index, medians.values, int(device["sm_count"]))
+    best = min(errors, key=errors.get)
+    shown = ", ".join(f"{w}: {e:.3f}" for w, e in errors.items())
+    if not math.isfinite(errors[best]):
+        return []
+    return [derived_row("waves.programs_per_wave", best, best, best,
+                        "wave size W (programs per SM x SMs) whose step model a x ceil(T/W) + c best fits the median "
+                        "time of BLOCK 128 matmuls of T programs", "matmul.waves",
+                        f"RMS relative error per W: {shown}")]

@@ -139,6 +139,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                           "intensity it attains against HBM"),
     "launch.chain_490_s": ("s", "GPU time of 490 small kernels launched back to back (a decode step's dispatch)"),
     "launch.chain_490_graph_s": ("s", "GPU time of the same 490 kernels replayed as one CUDA graph"),
+    "waves.programs_per_wave": ("1", "programs of a BLOCK 128 matmul that run at once (a wave): the step size of "
+                                     "its time against the program count"),
     "matmul.naive_seconds": ("s", "time of the lecture's naive matmul (one thread per output, no tiling), 4096^3 "
                                   "bf16"),
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),

@@ -273,3 +273,44 @@ def launch_decode_chain(ctx, mode: str) -> list:
         raise RuntimeError(f"decode chain ({mode}): counters read {sorted(set(got.tolist()))[:3]}, but "
                            f"{launched} launches were issued")
     return samples
+
+
+#: §7.8's wave quantization: BLOCK 128 tiles (the lecture's example; BLOCK_K 64, 8 warps, 3 stages) of a
+#: 128 x (128 T) x 4096 bf16 matmul, so the grid is T programs, one row of tiles sharing the same A strip.
+WAVE_TILE, WAVE_K = (128, 128, 64, 8, 3), 4096
+
+
+def wave_tiles(device: dict) -> list[int]:
+    """Program counts at every half multiple of the SM count and one past each (0.5 .. 3 waves of one program per
+    SM): a step in time at a multiple of the programs that run at once shows the wave."""
+    sms = device["sm_count"]
+    return sorted({max(1, k * sms // 2 + d) for k in range(1, 7) for d in (0, 1)})
+
+
+@probe("matmul.waves",
+       sweeps={"quick": lambda d: {"tiles": [t for t in wave_tiles(d) if t <= 2 * d["sm_count"] + 1]},
+               "full": lambda d: {"tiles": wave_tiles(d)}},
+       axes={"tiles": "programs in the grid: half multiples of the SM count, and one more than each"},
+       quantities=("waves.programs_per_wave",), backend="triton", kernels=("triton_kernels.py",), min_cc=(8, 0))
+def matmul_waves(ctx, tiles: int) -> list:
+    """Time of a bf16 matmul of ``tiles`` BLOCK 128 programs (128 x 128T x 4096), checked against fp64 rows."""
+    import torch
+
+    from probes.harness import Sample
+    from probes.matmul import check_product, random_bf16, torch_timer, triton_matmul
+
+    bm, bn, bk, warps, stages = WAVE_TILE
+    a = random_bf16((bm, WAVE_K), ctx.seed * 7919 + 1)
+    b = random_bf16((WAVE_K, bn * int(tiles)), ctx.seed * 7919 + 2)
+    c = torch.full((bm, bn * int(tiles)), float("nan"), device="cuda", dtype=torch.bfloat16)
+    launch = triton_matmul(a, b, c, bm, bn, bk, 1, warps, stages)
+    launch()
+    check_product(c, a, b, f"wave matmul, {tiles} programs", ctx.seed)
+    timer = torch_timer(launch, ctx.budget.min_sample_s)
+
+    def sample(repeat: int) -> list:
+        seconds = timer.seconds_per_launch()
+        hz = ctx.sm_clock()
+        return [Sample("seconds", seconds, "s", repeat, hz, "cuda_event", ctx.throttle_flag(hz, power_limited=True))]
+
+    return repeat_until_stable(sample, "seconds", ctx.budget)

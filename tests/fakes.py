@@ -305,6 +305,14 @@ def _decode_chain(ctx, mode):
                                            Sample("launch_interval", per, "s", r, CLOCK_HZ, "cuda_event"))]
 
 
+def _waves(ctx, tiles):
+    """One BLOCK 128 program per SM at a time, each as long as its 2 x 128^2 x 4096 FLOPs at the SM's share of
+    the tensor peak: the time steps at every multiple of the SM count."""
+    per_wave = 2 * 128 * 128 * 4096 / (TC_PEAK / DEVICE["sm_count"])
+    seconds = -(-tiles // DEVICE["sm_count"]) * per_wave + 3e-6
+    return [Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
 def _softmax(ctx, launch, variant, matrix_side):
     """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
     from analysis.fusion import total_bytes
@@ -361,7 +369,7 @@ def _dpx(ctx, op, impl):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "matmul.waves": _waves, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

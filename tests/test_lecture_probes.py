@@ -155,3 +155,22 @@ def test_the_decode_chain_kernel_adds_one_per_block_and_a_simulated_chain_derive
     by = {r["quantity"]: r["value"] for r in lecture_rows(pd.DataFrame(rows))}
     assert by["launch.chain_490_s"] == pytest.approx(490 * 2e-6)
     assert by["launch.chain_490_graph_s"] < by["launch.chain_490_s"]
+
+
+@pytest.mark.parametrize("resident", [1, 2])
+def test_the_wave_size_is_the_step_that_explains_time_against_programs(resident):
+    from analysis.lecture import wave_rows
+    from probes.lecture import wave_tiles
+    from tests import fakes
+
+    sms = fakes.DEVICE["sm_count"]
+    tiles = wave_tiles(fakes.DEVICE)
+    assert {sms, sms + 1, 2 * sms, 2 * sms + 1} <= set(tiles)
+    rows = [{"probe": "matmul.waves", "metric": "seconds", "value": (-(-t // (resident * sms))) * 20e-6 + 3e-6,
+             "unit": "s", "flag": "", "tiles": t} for t in tiles for _ in range(3)]
+    (row,) = wave_rows(pd.DataFrame(rows), fakes.DEVICE)
+    assert row["quantity"] == "waves.programs_per_wave" and row["value"] == resident * sms
+    # the simulated GPU's own physics (one program per SM) gives one program per SM per wave
+    fake = [{"probe": "matmul.waves", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "", "tiles": t}
+            for t in tiles for s in fakes.FAKES["matmul.waves"](None, t)]
+    assert wave_rows(pd.DataFrame(fake), fakes.DEVICE)[0]["value"] == sms
