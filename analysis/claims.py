@@ -665,7 +665,7 @@ LECTURE = (
     Claim("§7.8", "a wave is 132 programs, one per SM", 132, "1", 0.0, quantity("waves.programs_per_wave"),
           "the wave size whose step model best fits a BLOCK 128 matmul's time against its program count "
           "(matmul.waves)", id="7.8.wave_size", quote=("7 full waves of 132",), precision="exact",
-          figure="roofline",
+          figure="wave-quantization",
           mechanism="more than one BLOCK 128 program fits an SM at once here, so a wave is several per SM"),
     Claim("§7.8", "the tail wave has 100 programs while 32 SMs idle", 100, "1", 0.0,
           calc(lambda v: _waves(v)[1], "sm_count"), "driver: (4096/128)^2 programs mod SMs", id="7.8.tail",
@@ -713,13 +713,13 @@ LECTURE = (
     Claim("§7.11", "a decode GEMM attains ≈ M FLOP/byte against HBM (M = 16)", 16, "1", 0.2,
           quantity("decode.m16_flop_per_hbm_byte"), "FLOP/s of a 16 x 4096 by 4096 x N bf16 GEMM (cuBLAS, "
           "weights past the L2) over the measured HBM read bandwidth", id="7.11.decode_measured",
-          quote=("≈ M (= B) FLOP/byte at bf16, any tiles",), precision="~", figure="roofline",
+          quote=("≈ M (= B) FLOP/byte at bf16, any tiles",), precision="~", figure="decode-gemm",
           mechanism="the GEMM does not stream its weights at the full HBM read rate"),
     Claim("§7.4", "batch-1 decode reaches the HBM floor", 1.0, "1", 0.0, _ratio_of(
           "decode.m1_bandwidth_bytes_per_s", BW), "bytes/s of a 1 x 4096 by 4096 x N bf16 GEMM (cuBLAS, weights "
           "past the L2) over the measured HBM read bandwidth", id="7.4.decode_floor_reached", kind="recomputed",
           quote=("So the floor of 4.0 ms is achievable",), precision="achievable: at least 80% of the HBM rate",
-          bounds=(0.8, float("inf")), figure="bandwidth-footprint"),
+          bounds=(0.8, float("inf")), figure="decode-gemm"),
     Claim("§7.11; §7.13", "A100: 2,039 GB/s", 2.039e12, "B/s", 0.1,
           from_reference(lambda v: v["a100-sxm4-80gb:" + BW], "a100-sxm4-80gb:" + BW),
           "ref:a100-sxm4-80gb's measured read stream", id="7.11.a100_bandwidth", kind="reference",

@@ -221,6 +221,14 @@ FIGURES = (
     FigureSpec("fused-softmax", "fusion.softmax", "Fused softmax",
                "Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel.",
                lambda meta, m, d: figures.fusion(m)),
+    FigureSpec("wave-quantization", "matmul.waves", "Wave quantization",
+               "Time of a BLOCK 128 bf16 matmul against its program count (median, interquartile bars); dotted: "
+               "multiples of the SM count; dashed: multiples of the fitted wave size.",
+               lambda meta, m, d: figures.wave_quantization(m, meta["device"], d)),
+    FigureSpec("decode-gemm", "matmul.decode", "Decode GEMM against the batch",
+               "Bytes a decode-shaped bf16 GEMM (M x 4096 by 4096 x N, weights past the L2) moves per second "
+               "against the batch M, beside the measured HBM read bandwidth.",
+               lambda meta, m, d: figures.decode_gemm(m, d)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (

@@ -248,4 +248,4 @@ def test_the_490_launch_claim_prefers_the_timed_chain_and_shows_the_graph():
 def test_the_wave_claim_holds_at_one_program_per_sm_and_deviates_at_two():
     one = by_id(judge(derived(**{"waves.programs_per_wave": 132.0}), DEVICE)).loc["7.8.wave_size"]
     two = by_id(judge(derived(**{"waves.programs_per_wave": 264.0}), DEVICE)).loc["7.8.wave_size"]
-    assert one["verdict"] == "holds" and two["verdict"] == "deviates" and two["figure"] == "roofline.png"
+    assert one["verdict"] == "holds" and two["verdict"] == "deviates" and two["figure"] == "wave-quantization.png"

@@ -174,3 +174,26 @@ def test_the_wave_size_is_the_step_that_explains_time_against_programs(resident)
     fake = [{"probe": "matmul.waves", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "", "tiles": t}
             for t in tiles for s in fakes.FAKES["matmul.waves"](None, t)]
     assert wave_rows(pd.DataFrame(fake), fakes.DEVICE)[0]["value"] == sms
+
+
+def test_the_wave_and_decode_figures_draw_a_simulated_run_and_nothing_without_one():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from analysis import figures
+    from analysis.lecture import lecture_rows
+    from analysis.quantities import derived_row
+    from tests import fakes
+
+    rows = [{"probe": "matmul.waves", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "", "tiles": t}
+            for t in (66, 67, 132, 133, 264, 265) for s in fakes.FAKES["matmul.waves"](None, t)]
+    rows += [{"probe": "matmul.decode", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "", "batch": m}
+             for m in (1, 4, 16) for s in fakes.FAKES["matmul.decode"](None, m)]
+    m = pd.DataFrame(rows)
+    hbm = derived_row("dram.read_bandwidth_bytes_per_s", fakes.HBM_READ, fakes.HBM_READ, fakes.HBM_READ, "m", "p")
+    d = pd.DataFrame([hbm, *lecture_rows(m, [hbm], fakes.DEVICE)])
+    ax = figures.wave_quantization(m, fakes.DEVICE, d)
+    assert any("fitted wave: 132" in t.get_text() for t in ax.get_legend().get_texts())
+    assert figures.decode_gemm(m, d).get_lines()
+    empty = m.iloc[:0]
+    assert figures.wave_quantization(empty, fakes.DEVICE, d) is None and figures.decode_gemm(empty, d) is None
