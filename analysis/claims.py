@@ -822,8 +822,10 @@ _FIGURES = {"7.3.smem_latency": "latency-staircase", "7.3.l2_capacity": "l2-capa
 
 def _annotate(claim: Claim) -> Claim:
     ident, kind, quote, precision = _ANNOTATIONS[claim.text]
-    return replace(claim, id=ident, kind=kind, quote=quote, precision=precision, units=_UNITS.get(ident, ""),
-                   figure=_FIGURES.get(ident, ""))
+    section = claim.section if "§" in claim.section or claim.section.startswith("Exercise") else \
+        f"{claim.section}; §7.3"  # the table's register row is §7.3's
+    return replace(claim, section=section, id=ident, kind=kind, quote=quote, precision=precision,
+                   units=_UNITS.get(ident, ""), figure=_FIGURES.get(ident, ""))
 
 
 CLAIMS = tuple(_annotate(c) for c in CLAIMS) + LECTURE
