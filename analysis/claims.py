@@ -7,6 +7,12 @@ The lecture describes an H100 SXM.  Claims are judged as mechanisms, not datashe
 * a figure the lecture derived from its datasheet inputs (bytes in flight, warps needed, the per-SM share of
   HBM) is recomputed from this run's measured inputs and shown beside the lecture's;
 * a claim whose quantity this run did not measure says so, and names the issue whose probe will.
+
+Every number of the lecture's "Numbers worth memorizing" table and of §7.1-7.13 that can be judged is a claim
+with an id and a kind -- measured, recomputed (the lecture's formula with this run's inputs, shown in the row),
+property (the driver's) or reference (``ref:`` data) -- the lecture's exact words, the unit convention its
+number is read in and a tolerance from its own precision.  A number this hardware cannot test says why; a
+measurement that is not like for like with the lecture's says so instead of a verdict.
 """
 from __future__ import annotations
 
