@@ -249,3 +249,11 @@ def test_the_wave_claim_holds_at_one_program_per_sm_and_deviates_at_two():
     one = by_id(judge(derived(**{"waves.programs_per_wave": 132.0}), DEVICE)).loc["7.8.wave_size"]
     two = by_id(judge(derived(**{"waves.programs_per_wave": 264.0}), DEVICE)).loc["7.8.wave_size"]
     assert one["verdict"] == "holds" and two["verdict"] == "deviates" and two["figure"] == "wave-quantization.png"
+
+
+def test_the_latency_gap_uses_the_index_computing_chase_when_the_run_has_it():
+    both = by_id(judge(derived(**{"dram.latency_cycles": 510.0, "smem.latency_cycles": 23.0,
+                                  "smem.index_latency_cycles": 30.0}), DEVICE)).loc["7.3.latency_gap"]
+    assert both["verdict"] == "holds" and float(both["ratio"]) == pytest.approx(17 / 17, abs=0.01)
+    pure = by_id(judge(derived(**{"dram.latency_cycles": 510.0, "smem.latency_cycles": 23.0}), DEVICE))
+    assert pure.loc["7.3.latency_gap", "verdict"] == "deviates"  # 510 / 23 = 22: the pure chase's gap
