@@ -425,6 +425,30 @@ def _footprint_rows(measurements, device) -> list[dict]:
                         "footprint pass after pass (median, bootstrap 95% CI)", FOOTPRINT_PROBE, note)]
 
 
+#: The lecture's milder coalescing cases: (quantity, element bytes, stride, alignment, in words).
+PATTERNS = (("coalescing.efficiency_stride2_fp32", 4, 2, "aligned", "fp32 loads at element stride 2"),
+            ("coalescing.efficiency_misaligned_fp32", 4, 1, "misaligned", "consecutive fp32 loads one element "
+                                                                          "off a 128-byte boundary"),
+            ("coalescing.efficiency_stride64_fp16", 2, 64, "aligned", "fp16 loads at element stride 64"))
+
+
+def _pattern_rows(measurements) -> list[dict]:
+    """Each pattern's useful HBM bandwidth over the aligned, consecutive fp32 stream's (the pattern the quoted
+    bandwidth is for), as the lecture's table counts useful bytes against moved ones."""
+    rows = []
+    den = _stride_samples(measurements, "dram", 4, 1)
+    for quantity, size, stride, aligned, words in PATTERNS:
+        num = _stride_samples(measurements, "dram", size, stride, aligned)
+        if len(num) and len(den):
+            value, lo, hi = ratio_ci(num, den)
+            rows.append(derived_row(quantity, value, lo, hi,
+                                    f"useful HBM bandwidth of {words} / of aligned consecutive fp32 loads, "
+                                    f"ld.global.cg (ratio of medians, bootstrap 95% CI)", STRIDE_PROBE,
+                                    f"{len(num)} and {len(den)} samples; bytes moved per useful byte "
+                                    f"{1 / value:.2f}"))
+    return rows
+
+
 def _coalescing_rows(measurements) -> list[dict]:
     rows = []
     table = stride_table(measurements)
@@ -444,6 +468,7 @@ def _coalescing_rows(measurements) -> list[dict]:
         rows.append(derived_row("coalescing.efficiency_stride32_fp32", value, lo, hi,
                          "useful HBM bandwidth of fp32 loads at element stride 32 / at stride 1, aligned, "
                          "ld.global.cg (ratio of medians, bootstrap 95% CI)", STRIDE_PROBE, note))
+    rows += _pattern_rows(measurements)
     dram = table[(table["level"] == "dram") & (table["misaligned_bytes"] == 0)]
     try:
         fit = fit_models(dram)

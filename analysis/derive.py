@@ -10,6 +10,7 @@ from analysis.fusion import fusion_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
 from analysis.links import link_rows
+from analysis.lecture import lecture_rows
 from analysis.littles_law import littles_rows
 from analysis.quantities import derived_row
 from analysis.errors import UsageError
@@ -74,6 +75,7 @@ def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd
     rows += _family_rows(measurements, meta["device"], parallel)
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
     rows += matmul_rows(measurements, rows)
+    rows += lecture_rows(measurements, rows, meta["device"])
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
 

@@ -641,3 +641,51 @@ def copy_bandwidth(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     ax.set_title("Global → shared: TMA against cp.async and plain loads")
     _legend(ax)
     return ax
+
+
+def wave_quantization(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
+    """Median time of a BLOCK 128 matmul against its program count (interquartile bars), with every multiple of
+    the SM count dotted and the fitted wave size's multiples dashed: the time steps where a wave fills."""
+    frame = usable(measurements[(measurements["probe"] == "matmul.waves") & (measurements["metric"] == "seconds")])
+    if frame.empty:
+        return None
+    ax = ax or plt.figure(figsize=(6.5, 3.8)).gca()
+    stats = frame.groupby("tiles")["value"].quantile([0.25, 0.5, 0.75]).unstack() * 1e6
+    ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], fmt="o-",
+                capsize=3, label="measured (median)")
+    sms = device["sm_count"]
+    for k in range(1, int(stats.index.max() // sms) + 1):
+        ax.axvline(k * sms, color="0.6", ls=":", lw=1, label="multiples of the SM count" if k == 1 else None)
+    fitted = derived.loc[derived["quantity"] == "waves.programs_per_wave", "value"]
+    if len(fitted):
+        wave = float(fitted.iat[0])
+        for k in range(1, int(stats.index.max() // wave) + 1):
+            ax.axvline(k * wave, color="C3", ls="--", lw=1, label=f"fitted wave: {wave:.0f} programs" if k == 1
+                       else None)
+    ax.set_xlabel("programs in the grid (BLOCK 128 tiles)")
+    ax.set_ylabel("time per launch (µs)")
+    ax.set_title("Wave quantization")
+    _legend(ax)
+    return ax
+
+
+def decode_gemm(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """A decode GEMM's bytes per second against the batch M (median, interquartile bars), beside the measured HBM
+    read bandwidth: flat while the weights bind, so its FLOP/s (and intensity) grow with M."""
+    frame = usable(measurements[(measurements["probe"] == "matmul.decode") & (measurements["metric"] == "bandwidth")])
+    if frame.empty:
+        return None
+    ax = ax or plt.figure(figsize=(6, 3.8)).gca()
+    stats = frame.groupby("batch")["value"].quantile([0.25, 0.5, 0.75]).unstack() / 1e12
+    ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], fmt="o-",
+                capsize=3, label="decode GEMM: bytes moved / time")
+    hbm = derived.loc[derived["quantity"] == "dram.read_bandwidth_bytes_per_s", "value"]
+    if len(hbm):
+        ax.axhline(float(hbm.iat[0]) / 1e12, color="0.4", ls="--", lw=1, label="HBM read bandwidth")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch M (tokens decoded together)")
+    ax.set_ylabel("TB/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Decode GEMM against the batch")
+    _legend(ax)
+    return ax

@@ -112,6 +112,9 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     rows += _cold_miss_rows(measurements, device)
     rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device, rows)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
+    rows += _smem_rows(select(measurements, "chase.smem_index", "latency", stride_bytes=4), "smem.index_latency_cycles",
+                       "chase.smem_index", "median of index-computing shared-memory chase samples (IMAD, LEA, LDS "
+                       "per step; bootstrap 95% CI)")
     rows += _line_rows(measurements)
     rows += _line_capacity_rows(measurements, rows)
     rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
@@ -181,12 +184,13 @@ def _window_rows(measurements, device, have: set) -> list[dict]:
     return rows
 
 
-def _smem_rows(frame) -> list[dict]:
+def _smem_rows(frame, quantity: str = "smem.latency_cycles", probe: str = "chase.smem",
+               method: str = "median of dependent LDS chase samples (bootstrap 95% CI)") -> list[dict]:
     if frame.empty:
         return []
     med, lo, hi = median_ci(frame["value"])
-    return [derived_row("smem.latency_cycles", med, lo, hi, "median of dependent LDS chase samples (bootstrap 95% CI)",
-                 "chase.smem", f"footprints {', '.join(fmt_bytes(f) for f in sorted(frame['footprint_bytes'].unique()))}")]
+    return [derived_row(quantity, med, lo, hi, method,
+                 probe, f"footprints {', '.join(fmt_bytes(f) for f in sorted(frame['footprint_bytes'].unique()))}")]
 
 
 def _line_rows(measurements) -> list[dict]:

@@ -9,6 +9,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "launch.overhead_s": ("s", "GPU time per launch of an empty kernel, back-to-back plain launches"),
     "launch.graph_overhead_s": ("s", "GPU time per empty kernel replayed from a CUDA graph"),
     "smem.latency_cycles": ("cycles", "shared-memory load-to-use latency"),
+    "smem.index_latency_cycles": ("cycles", "one step of a shared-memory chase that computes each address from the "
+                                            "loaded index (IMAD, LEA, LDS), as published chases do"),
     "l1.latency_cycles": ("cycles", "L1 hit load-to-use latency (dependent 64-bit loads)"),
     "l1.capacity_bytes": ("B", "L1 capacity seen by global loads"),
     "l1.line_bytes": ("B", "L1 line size: the tag's span, from the L1 capacity counted in distinct lines (the "
@@ -56,6 +58,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
     "tlb.page_bytes": ("B", "page (translation granule) size: the largest block whose TLB knee does not move"),
     "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
+    "coalescing.efficiency_stride2_fp32": ("1", "useful/moved bytes for fp32 at element stride 2"),
+    "coalescing.efficiency_misaligned_fp32": ("1", "useful/moved bytes for consecutive fp32 one element off a "
+                                                   "128-byte boundary"),
+    "coalescing.efficiency_stride64_fp16": ("1", "useful/moved bytes for fp16 at element stride 64"),
     "smem.banks": ("1", "number of shared-memory banks"),
     "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
     "smem.conflict_cycles_per_way": ("cycles", "extra cycles per extra way of bank conflict"),
@@ -124,6 +130,19 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "matmul.cublas_bf16_flops": ("FLOP/s", "cuBLAS (torch.matmul) BF16 matmul throughput, 8192^3"),
     "matmul.triton_bf16_flops": ("FLOP/s", "Triton tl.dot BF16 matmul throughput, 8192^3, best of a few configs"),
     "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),
+    "matmul.lecture_tile_bf16_flops": ("FLOP/s", "Triton BF16 matmul in the lecture's BLOCK 256 x 256 tiles with "
+                                                 "BLOCK_K 64, 4096^3"),
+    "roofline.lecture_tile_fraction_of_peak": ("1", "the lecture-tile matmul over the BF16 burst peak"),
+    "decode.m1_bandwidth_bytes_per_s": ("B/s", "bytes a batch-1 decode GEMM (1 x 4096 by 4096 x N bf16, weights "
+                                               "past the L2) moves per second"),
+    "decode.m16_flop_per_hbm_byte": ("1", "FLOP/s of the batch-16 decode GEMM over the HBM read bandwidth: the "
+                                          "intensity it attains against HBM"),
+    "launch.chain_490_s": ("s", "GPU time of 490 small kernels launched back to back (a decode step's dispatch)"),
+    "launch.chain_490_graph_s": ("s", "GPU time of the same 490 kernels replayed as one CUDA graph"),
+    "waves.programs_per_wave": ("1", "programs of a BLOCK 128 matmul that run at once (a wave): the step size of "
+                                     "its time against the program count"),
+    "matmul.naive_seconds": ("s", "time of the lecture's naive matmul (one thread per output, no tiling), 4096^3 "
+                                  "bf16"),
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),
     "dsmem.latency_cycles": ("cycles", "load-to-use latency of another cluster block's shared memory (distributed "
                                        "shared memory, mapa + generic load over the SM-to-SM network), pooled over "

@@ -10,6 +10,7 @@ import base64
 import html
 import io
 import os
+import re
 import time
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -220,6 +221,14 @@ FIGURES = (
     FigureSpec("fused-softmax", "fusion.softmax", "Fused softmax",
                "Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel.",
                lambda meta, m, d: figures.fusion(m)),
+    FigureSpec("wave-quantization", "matmul.waves", "Wave quantization",
+               "Time of a BLOCK 128 bf16 matmul against its program count (median, interquartile bars); dotted: "
+               "multiples of the SM count; dashed: multiples of the fitted wave size.",
+               lambda meta, m, d: figures.wave_quantization(m, meta["device"], d)),
+    FigureSpec("decode-gemm", "matmul.decode", "Decode GEMM against the batch",
+               "Bytes a decode-shaped bf16 GEMM (M x 4096 by 4096 x N, weights past the L2) moves per second "
+               "against the batch M, beside the measured HBM read bandwidth.",
+               lambda meta, m, d: figures.decode_gemm(m, d)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
@@ -365,7 +374,7 @@ def _sections(meta, measurements, derived, progress=None):
     figs = _figures(meta, measurements, derived, _figure_specs(measurements), progress)
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
-                ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
+                *claim_sections(derived, device)]
     sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
                  if spec in FIGURES]
     sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
@@ -385,6 +394,16 @@ def _sections(meta, measurements, derived, progress=None):
         sections.append(("Bank conflicts: CuPy against Numba", banks))
     sections += [("Device, clocks and software", facts), ("Probes", status),
                  ("Warnings", warnings(meta, measurements) or ["none"])]
+    return sections
+
+
+def claim_sections(derived: pd.DataFrame, device: dict) -> list:
+    """The lecture's claims: how many hold, deviate or cannot be tested per section, then one table per section
+    (in the lecture's order), each deviation naming the figure that shows it."""
+    table = claims.judge(derived, device)
+    sections = [("The lecture's claims, judged", claims.summary(table))]
+    for name, part in table.groupby("section", sort=False):
+        sections.append((f"Claims of {name}", part.drop(columns="section")))
     return sections
 
 
@@ -419,8 +438,13 @@ def _value(derived: pd.DataFrame, quantity: str):
     return float(hit.iat[0]) if len(hit) else None
 
 
+def _md_link(cell: str) -> str:
+    """A figure's file named in a table cell becomes a link to it."""
+    return f"[{cell}]({cell})" if re.fullmatch(r"[a-z0-9-]+\.png", cell) else cell
+
+
 def _md_table(frame: pd.DataFrame) -> str:
-    cells = [[str(c) for c in frame.columns]] + [["" if pd.isna(v) else str(v) for v in row]
+    cells = [[str(c) for c in frame.columns]] + [["" if pd.isna(v) else _md_link(str(v)) for v in row]
                                                   for row in frame.itertuples(index=False)]
     lines = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
     lines.insert(1, "|" + "---|" * len(frame.columns))
@@ -484,6 +508,7 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
             table = content.to_html(index=False, na_rep="", classes="data", border=0)
             if "verdict" in content:
                 table = table.replace("<td>deviates</td>", '<td class="deviates">deviates</td>')
+                table = re.sub(r"<td>([a-z0-9-]+\.png)</td>", r'<td><a href="\1">\1</a></td>', table)
             body.append(table)
         elif isinstance(content, tuple):
             _, spec, png, svg = content

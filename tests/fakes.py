@@ -22,7 +22,7 @@ L1_BYTES = 200 << 10
 PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
-          "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
+          "memory_bus_bits": 6144, "memory_clock_hz": 2.6e9, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
           "smem_per_block_bytes": 48 << 10, "smem_per_block_optin_bytes": 227 << 10, "max_threads_per_sm": 2048,
           "max_threads_per_block": 1024, "max_blocks_per_sm": 32, "warp_size": 32}
 #: occupancy.throughput follows Little's law exactly: min(warp loads in flight x bytes / latency, peak).
@@ -103,6 +103,14 @@ def _tlb(ctx, footprint_bytes, stride_bytes, flavour):
 
 def _smem(ctx, footprint_bytes, stride_bytes):
     return _samples(LEVELS["smem"], footprint_bytes)
+
+
+#: Latency of one dependent integer instruction (IMAD, LEA): an index-computing chase step issues two of them.
+INT_LATENCY = 4.0
+
+
+def _smem_index(ctx, footprint_bytes, stride_bytes):
+    return _samples(LEVELS["smem"] + 2 * INT_LATENCY, footprint_bytes)
 
 
 def _clock(ctx, busy_sms):
@@ -293,6 +301,45 @@ def _matmul_roofline(ctx, block, matrix_side):
     return _flops(min(TC_PEAK, block / 2 * HBM_READ))
 
 
+def _lecture_tile(ctx, matrix_side):
+    """The roofline at BLOCK 256: min(peak, 128 FLOP/B x HBM bandwidth)."""
+    return _flops(min(TC_PEAK, 256 / 2 * HBM_READ))
+
+
+def _naive(ctx, matrix_side):
+    """The lecture's zero-reuse accounting: 4 n^3 bytes at the HBM read bandwidth."""
+    seconds = 4.0 * matrix_side ** 3 / HBM_READ
+    return [s for r in range(5) for s in (Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("flop_rate", 2.0 * matrix_side ** 3 / seconds, "FLOP/s", r,
+                                                  CLOCK_HZ, "cuda_event"))]
+
+
+def _decode(ctx, batch):
+    """Bandwidth-bound: A, the weights (4x the L2, 4096 rows) and C at the HBM read bandwidth."""
+    k = 4096
+    n = -(-4 * DEVICE["l2_bytes"] // (2 * k * 128)) * 128
+    moved, flops = 2 * (batch * k + k * n + batch * n), 2.0 * batch * n * k
+    seconds = moved / HBM_READ
+    return [s for r in range(5) for s in (Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("bandwidth", moved / seconds, "B/s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("flop_rate", flops / seconds, "FLOP/s", r, CLOCK_HZ, "cuda_event"))]
+
+
+def _decode_chain(ctx, mode):
+    """490 launches at the simulated per-launch interval of launch.overhead."""
+    per = 2e-6 if mode == "plain" else 7e-7
+    return [s for r in range(5) for s in (Sample("chain_seconds", 490 * per, "s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("launch_interval", per, "s", r, CLOCK_HZ, "cuda_event"))]
+
+
+def _waves(ctx, tiles):
+    """One BLOCK 128 program per SM at a time, each as long as its 2 x 128^2 x 4096 FLOPs at the SM's share of
+    the tensor peak: the time steps at every multiple of the SM count."""
+    per_wave = 2 * 128 * 128 * 4096 / (TC_PEAK / DEVICE["sm_count"])
+    seconds = -(-tiles // DEVICE["sm_count"]) * per_wave + 3e-6
+    return [Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+
+
 def _softmax(ctx, launch, variant, matrix_side):
     """Bandwidth-bound: the bytes the kernels move at the HBM read bandwidth.  On a bf16 matrix with fp32
     per-row statistics, unfused: the row max reads x and writes the max; exp reads x and the max, writes e
@@ -397,7 +444,7 @@ def _collectives(ctx, collective, message_bytes):
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
-         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
+         "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "matmul.waves": _waves, "smem.banks": _banks,
          "smem.banks_fix": _banks, "smem.banks_numba": _banks, "smem.column_read": _column,
          "bw.stride": _bw_stride, "bw.l2": _bw_l2, "bw.dram": _bw_dram, "bw.onchip": _bw_onchip,
          "bw.dram_footprint": _bw_dram_footprint,

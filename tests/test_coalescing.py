@@ -192,7 +192,9 @@ def synthetic_measurements(block: int = 32, strides=(1, 2, 4, 8, 16, 32, 64), l2
 EXPECTED = {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm", "l2.bandwidth_bytes_per_s",
             "dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
             "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm",
-            "coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes"}
+            "coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes",
+            "coalescing.efficiency_stride2_fp32", "coalescing.efficiency_misaligned_fp32",
+            "coalescing.efficiency_stride64_fp16"}
 
 
 def test_bandwidth_rows_give_every_quantity_with_its_unit():
@@ -228,6 +230,17 @@ def test_coalescing_rows_reconstruct_the_synthetic_memory_system(block, efficien
     assert by["coalescing.block_bytes"]["value"] == block
     note = by["coalescing.block_bytes"]["note"]
     assert "32 B:" in note and "128 B:" in note  # both models' errors
+
+
+@pytest.mark.parametrize("block", [32, 128])
+def test_the_lectures_milder_patterns_are_rows_of_their_own(block):
+    """Stride 2, a misaligned stream and fp16 at stride 64, each over the stride-1 stream of its element size;
+    the 128-byte-segment world gives the lecture's 1/2, 1/2 per warp and 1/64, a 32-byte one does not."""
+    by = {r["quantity"]: r["value"] for r in bandwidth_rows(synthetic_measurements(block), DEVICE)}
+    assert by["coalescing.efficiency_stride2_fp32"] == pytest.approx(1 / 2, rel=0.02)
+    assert by["coalescing.efficiency_misaligned_fp32"] == pytest.approx(128 / (128 + block), rel=0.02)
+    assert by["coalescing.efficiency_stride64_fp16"] == pytest.approx(2 / min(block, 128), rel=0.02)
+    assert (by["coalescing.efficiency_stride64_fp16"] == pytest.approx(1 / 64, rel=0.02)) == (block == 128)
 
 
 @pytest.mark.parametrize("block", [32, 64])

@@ -76,8 +76,9 @@ def test_every_probe_declares_quick_and_full_and_counts_configs():
 
 
 def test_select_by_exact_id_or_prefix_and_reject_unknown():
-    assert [p.id for p in select(["chase"])] == ["chase.access", "chase.latency", "chase.line", "chase.smem",
-                                                 "chase.tlb", "chase.latency_numba"]
+    assert [p.id for p in select(["chase"])] == ["chase.access", "chase.every_sm", "chase.latency", "chase.line",
+                                                 "chase.miss", "chase.smem", "chase.tlb", "chase.latency_numba",
+                                                 "chase.smem_index"]
     assert [p.id for p in select(["clock.sm"])] == ["clock.sm"]
     with pytest.raises(UsageError, match="unknown probe 'nope'"):
         select(["nope"])

@@ -156,7 +156,10 @@ def test_claims_evaluate_with_these_quantities():
                    samples("fusion.softmax", "seconds", [20e-6], launch="graph", variant="fused", matrix_side=4096)])
     derived = pd.DataFrame(ceilings() + fusion_rows(m) + matmul_rows(m, ceilings()))
     verdicts = claims.judge(derived, DEVICE).set_index("claim")["verdict"]
-    assert verdicts["SMEM tiling (BLOCK 128-256) reaches ~43% of peak"] == "holds"  # 344/800 = 0.43
+    table = claims.judge(derived, DEVICE).set_index("claim")
+    assert table.loc["SMEM tiling (BLOCK 128-256) reaches ~43% of peak", "ratio"] == "1"  # 344/800 = 0.43
+    # judged like for like only against the lecture's BLOCK 256 / BLOCK_K 64 tile, which the probe does not run
+    assert verdicts["SMEM tiling (BLOCK 128-256) reaches ~43% of peak"] == "cannot be tested"
     assert verdicts["fused softmax: 5 passes become 2, 2.5x faster"] == "holds"
 
 
