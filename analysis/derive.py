@@ -6,6 +6,7 @@ import pandas as pd
 from analysis.banks import bank_rows
 from analysis.coalescing import bandwidth_rows
 from analysis.compute import compute_rows
+from analysis.execution import execution_rows
 from analysis.fusion import fusion_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
@@ -37,6 +38,7 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
     rows += bandwidth_rows(measurements, meta["device"])
     rows += littles_rows(measurements, meta["device"])
     rows += compute_rows(measurements)
+    rows += execution_rows(measurements)
     rows += fusion_rows(measurements)
     rows += hopper_rows(measurements)
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above

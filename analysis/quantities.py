@@ -126,7 +126,26 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "dpx.vimax3_ops_per_clk_sm": ("1/cycle", "__vimax3_s32 operations per clock per SM"),
     "dpx.viaddmax_speedup": ("1", "throughput of DPX max(a + b, c) over its two-instruction emulation"),
     "dpx.viaddmax_latency_speedup": ("1", "latency of the two-instruction emulation over DPX's"),
+    "sm.schedulers": ("1", "warp schedulers per SM: FFMA issue's plateau over one warp's rate, with enough ILP "
+                           "that a warp issues whenever its scheduler can"),
+    "sm.issue_per_clk_per_scheduler": ("1/cycle", "warp instructions each scheduler issues per clock (the plateau over "
+                                                  "the schedulers)"),
+    "divergence.throughput_fraction_32way": ("1", "useful FFMA throughput of warps split 32 ways over branches over "
+                                                  "unsplit warps'"),
 }
+#: The instruction table (probes.execution, analysis.execution.OPS): each op's dependent-chain latency and its
+#: full-SM throughput in thread instructions per clock per SM.
+_INST_OPS = ("fadd", "fmul", "ffma", "hadd2", "hmul2", "hfma2", "hfma2_bf16", "dadd", "dmul", "dfma", "iadd3", "imad",
+             "imad_wide", "lop3", "shf", "imnmx", "popc", "flo", "brev", "add64", "mul64", "mufu_ex2", "mufu_lg2",
+             "mufu_rcp", "mufu_rsq", "mufu_sin", "mufu_cos", "mufu_sqrt", "f2f_f32_f16", "f2f_f32_bf16",
+             "f2f_f16_f32", "f2i", "i2f", "shfl_idx", "shfl_up", "shfl_down", "shfl_bfly", "vote", "redux", "match",
+             "lds", "ldg", "sts")
+for _op in _INST_OPS:
+    if _op != "sts":
+        QUANTITIES[f"inst.{_op}.latency_cycles"] = ("cycles", f"dependent-chain latency of {_op} (one thread's "
+                                                              "chain, per instruction)")
+    QUANTITIES[f"inst.{_op}.ops_per_clk_sm"] = ("1/cycle", f"{_op} thread instructions per clock per SM, every SM "
+                                                           "full of independent chains")
 
 
 def derived_row(quantity: str, value, low, high, method: str, probe: str, note: str = "") -> dict:

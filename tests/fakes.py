@@ -285,6 +285,39 @@ def _dpx(ctx, op, impl):
         Sample("ops_per_clk_sm", DPX_OPS_PER_CLK_SM[(op, impl)], "1/cycle", r, CLOCK_HZ, "cuda_event"))]
 
 
+#: The execution chapter's simulated SM: SCHEDULERS sub-partitions, each issuing one warp instruction a clock
+#: to 32 lanes; an op's latency is its pipeline's depth, and a unit with fewer lanes than 32 per sub-partition
+#: takes 32 / lanes clocks per warp instruction.  (depth, lanes per sub-partition) by the op's name prefix.
+SCHEDULERS, FFMA_DEPTH = 4, 4.0
+PIPES = (("mufu", 23.0, 4), ("d", 8.0, 16), ("shfl", 24.0, 16), ("vote", 12.0, 16), ("redux", 30.0, 16),
+         ("match", 40.0, 8), ("ld", 33.0, 8), ("sts", 0.0, 8), ("f2", 6.0, 16), ("i2f", 6.0, 16),
+         ("", FFMA_DEPTH, 32))
+
+
+def _pipe(op):
+    return next((depth, lanes) for prefix, depth, lanes in PIPES if op.startswith(prefix))
+
+
+def _exec_inst(ctx, op):
+    depth, lanes = _pipe(op)
+    out = [Sample("ops_per_clk_sm", float(SCHEDULERS * lanes), "1/cycle", r, CLOCK_HZ, "cuda_event")
+           for r in range(5)]
+    return out + ([Sample("latency", depth, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)] if depth else [])
+
+
+def _exec_schedule(ctx, resident_warps_per_sm, ilp):
+    """Warp w sits on scheduler w mod SCHEDULERS; a warp issues one FFMA per FFMA_DEPTH clocks per chain."""
+    per_scheduler = np.bincount(np.arange(resident_warps_per_sm) % SCHEDULERS, minlength=SCHEDULERS)
+    ipc = float(sum(min(1.0, n * ilp / FFMA_DEPTH) for n in per_scheduler))
+    return [Sample("warp_ipc_sm", ipc, "1/cycle", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
+def _exec_diverge(ctx, ways):
+    """The branches of a split warp run one after another: each lane's work takes ``ways`` times the issue."""
+    return [Sample("lane_ffma_per_clk_sm", SCHEDULERS * 32.0 / ways, "1/cycle", r, CLOCK_HZ, "clock64")
+            for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -297,7 +330,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
-         "hopper.dpx": _dpx}
+         "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
+         "exec.diverge": _exec_diverge}
 
 
 def simulated_probes():

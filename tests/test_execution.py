@@ -1,0 +1,340 @@
+"""The execution chapter without a GPU: execution.cu compiled for sm_90 with every op's chain asserted in its
+SASS (the named instructions in the timed loop, in the intended count, each step reading the previous step's
+result, none left outside the loop), negative controls the checker must reject, and the derivations on
+synthetic measurements with known answers."""
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.execution import OPS, UNITS, execution_rows, inst_table, sass_step
+from probes import execution
+from probes.cuda import compile_cubin, resource_usage, sass
+from probes.registry import all_probes
+
+ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
+REGISTER = re.compile(r"\b(U?R\d+|U?P\d+)\b")
+#: Opcodes whose leading operands are all results (predicates or registers): how many.
+RESULTS = {"ISETP": 2, "VOTE": 2, "SHFL": 2}
+
+
+def instructions(code: str) -> list[tuple[int, str]]:
+    """(address, instruction text without its guard predicate) of every SASS line."""
+    out = []
+    for line in code.splitlines():
+        m = ADDRESS.search(line)
+        if m:
+            out.append((int(m.group(1), 16), re.sub(r"^@!?U?P\w+\s+", "", re.sub(r"\s+", " ", m.group(2)).strip())))
+    return out
+
+
+def timed_loop(code: str, pattern: str) -> list[str]:
+    """The body of the one loop (backward branch target to branch) that holds instructions matching
+    ``pattern``."""
+    lines = instructions(code)
+    loops = [(int(m.group(1), 16), addr) for addr, text in lines
+             if (m := re.match(r"BRA (?:`\(\.L_x_\d+\) )?0x([0-9a-f]+)", text)) and int(m.group(1), 16) < addr]
+    named = re.compile(rf"({pattern})$")
+    bodies = [[t for a, t in lines if start <= a <= end] for start, end in loops]
+    bodies = [b for b in bodies if any(named.match(t.split()[0]) for t in b)]
+    assert len(bodies) == 1, f"expected one loop holding {pattern}, found {len(bodies)}"
+    return bodies[0]
+
+
+def registers(text: str, wide: bool) -> tuple[set, set]:
+    """(results, sources) of one instruction; a wide op's Rn stands for the pair Rn, Rn+1."""
+    opcode, _, rest = text.partition(" ")
+    operands = [o.strip() for o in rest.split(",")]
+    if opcode.startswith(("STS", "STG")):
+        n_results = 0
+    else:
+        n_results = RESULTS.get(opcode.split(".")[0], 1)
+        # a register result followed by carry-out predicates (IADD3 R7, P0, ...)
+        while n_results < len(operands) and re.fullmatch(r"P\d+", operands[n_results]) and n_results >= 1 \
+                and opcode.split(".")[0] not in RESULTS:
+            n_results += 1
+
+    def expand(ops):
+        regs = set()
+        for o in ops:
+            for r in REGISTER.findall(o):
+                regs.add(r)
+                if wide and r[0] == "R":
+                    regs.add(f"R{int(r[1:]) + 1}")
+        return regs
+
+    return expand(operands[:n_results]), expand(operands[n_results:])
+
+
+def check_chain(body: list[str], sass_positions: tuple, steps: int, wide: bool = False) -> None:
+    """The timed loop's body holds all ``steps`` chain steps of a trip (``sass_positions``' instructions each:
+    none hoisted out of the loop), and every step reads a result of the step before (the chain unbroken)."""
+    alternatives = re.compile(rf"({'|'.join(sass_positions)})$")
+    chain = [t for t in body if alternatives.match(t.split()[0])]
+    width = len(sass_positions)
+    assert len(chain) == steps * width, (f"{len(chain)} chain instructions in the timed loop, expected "
+                                         f"{steps * width}: steps hoisted out of it, or missing")
+    groups = [chain[i:i + width] for i in range(0, len(chain), width)]
+    for k, group in enumerate(groups):
+        if k == 0:
+            continue
+        written = set().union(*(registers(t, wide)[0] for t in groups[k - 1]))
+        read = set().union(*(registers(t, wide)[1] for t in group))
+        assert written & read, f"step {k} ({' ; '.join(group)}) reads nothing step {k - 1} wrote ({written})"
+
+
+def check_independent(body: list[str], sass_positions: tuple, chains: int, per_chain: int, wide: bool) -> None:
+    """A throughput loop: ``chains`` x ``per_chain`` steps whose first instructions write ``chains`` distinct
+    registers (independent chains)."""
+    first = re.compile(rf"({sass_positions[-1]})$")
+    ends = [t for t in body if first.match(t.split()[0])]
+    assert len(ends) == chains * per_chain * sum(p == sass_positions[-1] for p in sass_positions), len(ends)
+    results = {frozenset(registers(t, wide)[0]) for t in ends}
+    assert len(results) >= chains, f"the {chains} chains write only {len(results)} distinct registers"
+
+
+@pytest.fixture(scope="module")
+def build():
+    cubin, log = compile_cubin("execution.cu")
+    return sass(cubin), resource_usage(log)
+
+
+def _wide(op):
+    return OPS[op].dtype in ("u64", "f64")
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if OPS[op].latency])
+def test_latency_kernel_is_one_unbroken_chain_of_the_named_sass(build, op):
+    kernels, _ = build
+    spec = OPS[op]
+    pattern = "|".join(spec.sass)
+    body = timed_loop(kernels[f"lat_{op}"], pattern)
+    positions = tuple(spec.sass)
+    check_chain(body, positions, execution.LAT_UNROLL, _wide(op))
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_throughput_kernel_runs_independent_chains_of_the_named_sass(build, op):
+    kernels, usage = build
+    spec = OPS[op]
+    body = timed_loop(kernels[f"thr_{op}"], "|".join(spec.sass))
+    named = re.compile(rf"({'|'.join(spec.sass)})$")
+    in_loop = sum(bool(named.match(t.split()[0])) for t in body)
+    assert in_loop == execution.CHAINS * execution.UNROLL * len(spec.sass), in_loop
+    if spec.latency:
+        check_independent(body, tuple(spec.sass), execution.CHAINS, execution.UNROLL, _wide(op))
+    assert usage[f"thr_{op}"]["spill_stores"] == usage[f"thr_{op}"]["stack_bytes"] == 0
+
+
+# -- negative controls: the checker rejects a broken chain, a hoisted instruction and a short loop ----------
+
+SYNTHETIC = """
+        /*0100*/                   CS2R R2, SR_CLOCKLO ;
+        /*0110*/                   FFMA R8, R8, R4, R5 ;
+        /*0120*/                   FFMA R8, R8, R4, R5 ;
+        /*0130*/                   FFMA R9, R7, R4, R5 ;
+        /*0140*/                   FFMA R9, R9, R4, R5 ;
+        /*0150*/              @!P0 BRA 0x110 ;
+        /*0160*/                   CS2R R6, SR_CLOCKLO ;
+"""
+
+
+def test_checker_rejects_a_broken_chain():
+    body = timed_loop(SYNTHETIC, "FFMA")
+    with pytest.raises(AssertionError, match="step 2"):
+        check_chain(body, ("FFMA",), 4)
+    mended = SYNTHETIC.replace("FFMA R9, R7, R4, R5", "FFMA R9, R8, R4, R5")
+    body = timed_loop(mended, "FFMA")
+    check_chain(body, ("FFMA",), 4)  # the same checker accepts the unbroken chain
+
+
+def test_checker_rejects_hoisted_and_missing_steps():
+    mended = SYNTHETIC.replace("FFMA R9, R7, R4, R5", "FFMA R9, R8, R4, R5")
+    hoisted = mended.replace("/*0110*/", "/*0108*/").replace("@!P0 BRA 0x110", "@!P0 BRA 0x120")
+    with pytest.raises(AssertionError, match="hoisted"):  # the first step before the loop's start
+        check_chain(timed_loop(hoisted, "FFMA"), ("FFMA",), 4)
+    with pytest.raises(AssertionError, match="expected 64"):
+        check_chain(timed_loop(mended, "FFMA"), ("FFMA",), 64)
+
+
+def test_checker_sees_a_wide_pair_and_a_carry():
+    wide = """
+        /*0100*/ IMAD.WIDE.U32 R4, R5, UR5, RZ ;
+        /*0110*/ IMAD.WIDE.U32 R4, R5, UR5, RZ ;
+        /*0120*/ @!P0 BRA 0x100 ;
+    """
+    body = timed_loop(wide, r"IMAD\.WIDE\.U32")
+    check_chain(body, (r"IMAD\.WIDE\.U32",), 2, wide=True)  # R5 is the high half of the pair R4
+    with pytest.raises(AssertionError, match="reads nothing"):
+        check_chain(body, (r"IMAD\.WIDE\.U32",), 2, wide=False)
+    assert registers("IADD3 R7, P0, R10, R4, RZ", False) == ({"R7", "P0"}, {"R10", "R4"})
+    assert registers("VOTE.ANY R9, PT, P0", False) == ({"R9"}, {"P0"})
+
+
+def _broken_source() -> str:
+    """execution.cu with the latency template's chain cut: every step starts again from the loaded value."""
+    from probes.cuda import source
+
+    text = source("execution.cu")
+    cut = text.replace("for (int u = 0; u < LAT_UNROLL; ++u) x = Op::step(x, a, b);",
+                       "for (int u = 0; u < LAT_UNROLL; ++u) { x0 = x0 + a; x = x + Op::step(x0, a, b); }")
+    cut = cut.replace("typename Op::type x = Op::start(init[(threadIdx.x & 31) * CHAINS]);",
+                      "typename Op::type x = Op::start(init[(threadIdx.x & 31) * CHAINS]); typename Op::type x0 = x;")
+    assert cut.count("x0") == 4, "the latency template changed: update this negative control"
+    return cut
+
+
+def test_a_compiled_broken_chain_is_rejected(tmp_path, monkeypatch):
+    import probes.cuda as cuda
+
+    (tmp_path / "execution.cu").write_text(_broken_source())
+    monkeypatch.setattr(cuda, "KERNEL_DIR", tmp_path)
+    kernels = sass(compile_cubin("execution.cu")[0])
+    body = timed_loop(kernels["lat_ffma"], "FFMA")
+    with pytest.raises(AssertionError):
+        check_chain(body, ("FFMA",), execution.LAT_UNROLL)
+
+
+# -- scheduling and divergence kernels ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("ilp", execution.SCHEDULE_ILPS)
+def test_schedule_kernel_issues_ilp_independent_ffma_chains(build, ilp):
+    kernels, _ = build
+    body = timed_loop(kernels[f"sched_ffma_ilp{ilp}"], "FFMA")
+    ffma = [t for t in body if t.startswith("FFMA")]
+    assert len(ffma) == execution.SCHED_FFMA
+    results = [registers(t, False)[0] for t in ffma]
+    assert len({frozenset(r) for r in results}) == ilp
+    for k in range(ilp, len(ffma)):  # every FFMA continues a chain: it reads what an earlier one wrote
+        assert registers(ffma[k], False)[1] & set().union(*results[:k])
+
+
+def test_diverge_kernel_branches_around_one_body(build):
+    kernels, _ = build
+    code = kernels["diverge_ffma"]
+    lines = [t for _, t in instructions(code)]
+    ffma = [i for i, t in enumerate(lines) if t.startswith("FFMA")]
+    assert len(ffma) == execution.DIVERGE_ILP * execution.DIVERGE_UNROLL
+    assert ffma[-1] - ffma[0] + 1 == len(ffma), "the body is one straight run"
+    guard = [t for t in lines[:ffma[0]] if re.match(r"BRA|BSSY", t)]
+    assert guard, "a branch skips the body for lanes of other branches"
+    raw = [l for l in code.splitlines() if "BRA" in l]
+    assert any(re.search(r"@!?P\d+\s+BRA", l) for l in raw), "the skip is conditional per lane"
+
+
+def test_every_kernel_named_by_the_probe_exists(build):
+    kernels, _ = build
+    for op in OPS:
+        assert f"thr_{op}" in kernels and f"lat_{op}" in kernels
+    assert "diverge_ffma" in kernels
+
+
+# -- host logic -------------------------------------------------------------------------------------------
+
+def test_schedule_layout_puts_w_warps_on_each_sm():
+    device = {"sm_count": 132, "max_threads_per_sm": 2048, "max_threads_per_block": 1024}
+    for warps in execution.schedule_warps(device):
+        blocks, threads = execution.schedule_layout(warps, device)
+        assert blocks * threads == warps * 32 and threads <= 1024 and threads % 32 == 0
+    assert max(execution.schedule_warps(device)) == 64
+    assert max(execution.schedule_warps({**device, "max_threads_per_sm": 1536})) == 48
+
+
+def test_per_sm_rate_sums_blocks_over_each_sms_span():
+    # two SMs, two blocks each; SM 1's blocks overlap for 100 of their 150 cycles
+    rec = np.array([[0, 0, 100, 0, 50], [0, 0, 100, 0, 50], [1, 10, 110, 0, 50], [1, 60, 160, 0, 50],
+                    [2, 0, 100, 0, 50], [3, 0, 100, 0, 50]], np.uint64)
+    rates, counts = execution.per_sm_rates(rec, work_per_block=200.0)
+    assert counts.tolist() == [2, 2, 1, 1]
+    assert rates.tolist() == [4.0, pytest.approx(400 / 150), 2.0, 2.0]
+    assert execution.placed_rates(rec, 200.0, blocks_per_sm=2).tolist() == [4.0, pytest.approx(400 / 150)]
+    with pytest.raises(RuntimeError, match="placed"):  # one SM of three with its two blocks
+        execution.placed_rates(rec[[0, 1, 2, 4]], 200.0, blocks_per_sm=2)
+
+
+# -- derivation -------------------------------------------------------------------------------------------
+
+def _frame(rows) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    frame["flag"] = ""
+    frame["sm_clock_hz"] = 1.8e9
+    return frame
+
+
+def _inst(truth_latency: dict, truth_rate: dict):
+    rng = np.random.default_rng(0)
+    rows = []
+    for op, lat in truth_latency.items():
+        for r in range(7):
+            rows.append({"probe": "exec.inst", "op": op, "metric": "latency", "value": lat + 0.01 * rng.standard_normal()})
+            rows.append({"probe": "exec.inst", "op": op, "metric": "ops_per_clk_sm",
+                         "value": truth_rate[op] * (1 + 0.001 * rng.standard_normal())})
+    return _frame(rows)
+
+
+def test_instruction_rows_and_table_recover_synthetic_truth():
+    lat, rate = {"ffma": 4.0, "mufu_ex2": 18.0, "dfma": 8.0}, {"ffma": 128.0, "mufu_ex2": 16.0, "dfma": 64.0}
+    rows = {r["quantity"]: r for r in execution_rows(_inst(lat, rate))}
+    for op in lat:
+        assert rows[f"inst.{op}.latency_cycles"]["value"] == pytest.approx(lat[op], abs=0.02)
+        low, high = rows[f"inst.{op}.latency_cycles"]["ci_low"], rows[f"inst.{op}.latency_cycles"]["ci_high"]
+        assert low <= lat[op] + 0.02 and high >= lat[op] - 0.02 and low < high
+        assert rows[f"inst.{op}.ops_per_clk_sm"]["value"] == pytest.approx(rate[op], rel=1e-3)
+    table = inst_table(pd.DataFrame(list(rows.values())))
+    assert table["unit"].tolist() == ["FP32", "FP64", "SFU"]  # grouped in UNITS order
+    assert table.set_index("op").at["mufu_ex2", "SASS of one step"] == "MUFU.EX2"
+    assert sass_step("vote") == "ISETP.NE.U32.AND + VOTE.ANY"
+    # negative control: another op's truth is not recovered for this one
+    assert rows["inst.ffma.latency_cycles"]["value"] != pytest.approx(lat["dfma"], abs=0.5)
+
+
+def schedule_truth(warps: int, ilp: int, schedulers: int, latency: float, issue: float = 1.0) -> float:
+    """Warp instructions per clock per SM: warp w sits on scheduler w mod S, each warp issues at most one
+    instruction per latency per chain, each scheduler at most ``issue`` per clock."""
+    per_scheduler = np.bincount(np.arange(warps) % schedulers, minlength=schedulers)
+    return float(sum(min(issue, n * ilp / latency) for n in per_scheduler))
+
+
+def _schedule(schedulers: int, latency: float = 4.0):
+    rng = np.random.default_rng(1)
+    rows = []
+    for ilp in (1, 2, 4, 8):
+        for w in (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64):
+            for r in range(5):
+                rows.append({"probe": "exec.schedule", "ilp": ilp, "resident_warps_per_sm": w,
+                             "metric": "warp_ipc_sm",
+                             "value": schedule_truth(w, ilp, schedulers, latency) * (1 + 0.002 * rng.standard_normal())})
+    return _frame(rows)
+
+
+@pytest.mark.parametrize("schedulers", [4, 2])
+def test_scheduler_count_is_found_from_the_saturation_curve(schedulers):
+    rows = {r["quantity"]: r for r in execution_rows(_schedule(schedulers))}
+    assert rows["sm.schedulers"]["value"] == pytest.approx(schedulers, rel=0.01)
+    assert rows["sm.schedulers"]["ci_low"] <= schedulers <= rows["sm.schedulers"]["ci_high"] * 1.01
+    assert rows["sm.issue_per_clk_per_scheduler"]["value"] == pytest.approx(1.0, rel=0.01)
+    assert f"ILP 1: {4 * schedulers}" in rows["sm.schedulers"]["note"]  # latency x schedulers warps at ILP 1
+
+
+def test_divergence_fraction_recovers_one_over_ways():
+    rows = []
+    for ways in (1, 2, 4, 8, 16, 32):
+        for r in range(5):
+            rows.append({"probe": "exec.diverge", "ways": ways, "metric": "lane_ffma_per_clk_sm",
+                         "value": 128.0 / ways * (1 + 0.001 * r)})
+    (row,) = execution_rows(_frame(rows))
+    assert row["quantity"] == "divergence.throughput_fraction_32way"
+    assert row["value"] == pytest.approx(1 / 32, rel=0.01)
+    broken = _frame([{**r, "value": 128.0} for r in rows])  # no serialisation: fraction 1, not 1/32
+    assert execution_rows(broken)[0]["value"] == pytest.approx(1.0, rel=0.01)
+
+
+def test_probes_are_registered_with_fakes():
+    from tests.fakes import FAKES
+
+    probes = all_probes()
+    for pid in ("exec.inst", "exec.schedule", "exec.diverge"):
+        assert pid in probes and pid in FAKES
+    assert len(probes["exec.inst"].configs({"sm_count": 132}, "full")) == len(OPS) >= 30
+    assert set(UNITS) == {spec.unit for spec in OPS.values()}
