@@ -181,6 +181,22 @@ CLAIMS = (
     Claim("Numbers worth memorizing; §7.10", "fused softmax: 5 passes become 2, 2.5x faster", 2.5, "1", 0.2,
           quantity("fusion.softmax_speedup"), "fused Triton softmax over three unfused kernels, 4096^2 bf16",
           "#8"),
+    Claim("§7.2", "four warp schedulers per SM", 4, "1", 0.05, quantity("sm.schedulers"),
+          "FFMA issue's plateau over one warp's rate, warps 1..64 per SM at ILP 8", "#19",
+          "the plateau over one warp's issue rate is the number of warps issuing at once; a count off four "
+          "means a warp alone does not issue every clock (its ILP too short for the FFMA latency) or the "
+          "plateau is held below issue by another limit"),
+    Claim("§7.2", "a 32-way divergent branch runs at 1/32 throughput", 1 / 32, "1", 0.1,
+          quantity("divergence.throughput_fraction_32way"),
+          "useful FFMA rate of warps split 32 ways over the unsplit warps'", "#19",
+          "each of the 32 branches also issues its own loop and branch instructions, which the unsplit warp "
+          "issues once"),
+    Claim("§7.7", "per SM the tensor cores give 989 / 132 = 7.5 TFLOP/s", 989e12 / 132, "FLOP/s", 0.1,
+          lambda d, device: None if "tc.bf16.peak_flops" not in d else
+          tuple(v / device["sm_count"] for v in d["tc.bf16.peak_flops"]),
+          "recomputed: measured dense BF16 wgmma peak / SMs (the FP32 FFMA rate per SM is "
+          "inst.ffma.ops_per_clk_sm x 2 FLOP x the clock, the vector path beside it)", "#19",
+          "the per-SM rate is the tensor peak over this GPU's SMs, at the clock the power limit allows"),
 )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import claims, figures
+from analysis import claims, execution, figures
 from analysis.compare import display
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
@@ -152,6 +152,9 @@ FIGURES = (
     ("compute-peaks.png", "compute.vector", lambda meta, m, d: figures.compute_peaks(d)),
     ("roofline.png", "matmul.roofline", lambda meta, m, d: figures.roofline(m, d)),
     ("fused-softmax.png", "fusion.softmax", lambda meta, m, d: figures.fusion(m)),
+    ("instruction-latency-throughput.png", "exec.inst", lambda meta, m, d: execution.latency_throughput_figure(d)),
+    ("warp-scheduling.png", "exec.schedule", lambda meta, m, d: execution.schedule_figure(m, d)),
+    ("divergence.png", "exec.diverge", lambda meta, m, d: execution.divergence_figure(m)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
@@ -211,6 +214,9 @@ def _sections(meta, measurements, derived):
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
                 ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
+    inst = execution.inst_table(derived)
+    if not inst.empty:
+        sections.append(("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst))
     sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
                  for name, png in figs.items()]
     sections += hopper_sections(meta, measurements, derived)

@@ -338,3 +338,69 @@ def test_probes_are_registered_with_fakes():
         assert pid in probes and pid in FAKES
     assert len(probes["exec.inst"].configs({"sm_count": 132}, "full")) == len(OPS) >= 30
     assert set(UNITS) == {spec.unit for spec in OPS.values()}
+
+
+def test_the_quantity_vocabulary_lists_every_op():
+    from analysis.quantities import _INST_OPS, QUANTITIES
+
+    assert tuple(OPS) == _INST_OPS
+    for op, spec in OPS.items():
+        assert (f"inst.{op}.latency_cycles" in QUANTITIES) == spec.latency
+        assert f"inst.{op}.ops_per_clk_sm" in QUANTITIES
+
+
+def test_ffma_latency_note_sets_it_beside_compute_latency():
+    frame = pd.concat([_inst({"ffma": 4.0}, {"ffma": 128.0}),
+                       _frame([{"probe": "compute.latency", "op": "fp32", "metric": "latency", "value": 4.0}
+                               for _ in range(5)])])
+    row = next(r for r in execution_rows(frame) if r["quantity"] == "inst.ffma.latency_cycles")
+    assert "compute.latency's fp32.latency_cycles 4.00" in row["note"]
+    assert float(re.search(r"ratio ([\d.]+)", row["note"]).group(1)) == pytest.approx(1.0, abs=0.01)
+    assert "compute.latency" not in next(r for r in execution_rows(frame[frame["probe"] == "exec.inst"])
+                                         if r["quantity"] == "inst.ffma.latency_cycles")["note"]
+
+
+def test_the_lecture_claims_are_judged_from_the_chapter():
+    from analysis.claims import judge
+
+    def table(**values):
+        d = pd.DataFrame([{"quantity": q, "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
+                          for q, v in values.items()])
+        return dict(zip(*judge(d, {"sm_count": 132}).pipe(lambda t: (t["claim"], t["verdict"]))))
+
+    good = table(**{"sm.schedulers": 4.01, "divergence.throughput_fraction_32way": 1 / 32.5,
+                    "tc.bf16.peak_flops": 989e12})
+    assert good["four warp schedulers per SM"] == "holds"
+    assert good["a 32-way divergent branch runs at 1/32 throughput"] == "holds"
+    assert good["per SM the tensor cores give 989 / 132 = 7.5 TFLOP/s"] == "holds"
+    bad = table(**{"sm.schedulers": 2.0, "divergence.throughput_fraction_32way": 1 / 16,
+                   "tc.bf16.peak_flops": 600e12})
+    assert set(v for k, v in bad.items() if k in good and k.startswith(("four", "a 32", "per SM"))) == {"deviates"}
+
+
+def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_path):
+    import fakes
+    from analysis.derive import derive
+    from analysis.render import render
+    from probes import runner
+
+    probes = [p for p in fakes.simulated_probes() if p.id.startswith("exec.")]
+    run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    measurements = run.read_measurements()
+    derived = derive(meta, measurements)
+    d = derived.set_index("quantity")
+    assert d.at["sm.schedulers", "value"] == pytest.approx(fakes.SCHEDULERS, rel=1e-6)
+    assert d.at["sm.issue_per_clk_per_scheduler", "value"] == pytest.approx(1.0, rel=1e-6)
+    assert d.at["divergence.throughput_fraction_32way", "value"] == pytest.approx(1 / 32, rel=1e-6)
+    assert d.at["inst.ffma.latency_cycles", "value"] == fakes.FFMA_DEPTH
+    assert d.at["inst.mufu_ex2.ops_per_clk_sm", "value"] == pytest.approx(4 * fakes._pipe("mufu_ex2")[1])
+    assert "inst.sts.latency_cycles" not in d.index and "inst.sts.ops_per_clk_sm" in d.index
+    assert sum(q.startswith("inst.") and q.endswith(".latency_cycles") for q in d.index) >= 30
+    page = render(meta, measurements, derived, tmp_path / "report")
+    md = (tmp_path / "report" / "index.md").read_text()
+    assert "Instruction table" in md and "| SFU | mufu_sin | FMUL.RZ + MUFU.SIN |" in md
+    for name in ("instruction-latency-throughput.png", "warp-scheduling.png", "divergence.png"):
+        assert (tmp_path / "report" / name).exists(), name
+    assert page.exists()
