@@ -40,8 +40,18 @@ LAUNCH_S, SAMPLE_S, MAX_TRIPS = 1e-3, 1e-3, 2**31 - 1
 SCHEDULE_WORK, DIVERGE_TRIPS = 2**19, 512
 #: A placement that leaves fewer SMs than this fraction with the intended blocks is refused.
 PLACED_FRACTION = 0.5
+#: Longest a config repeats for stability (the chapter is many short configs) and its warm-up.
+INST_TIME_S, RATE_TIME_S, WARMUP_S = 0.1, 0.05, 0.005
 
 _NP = {"u32": np.uint32, "u64": np.uint64, "f32": np.float32, "f64": np.float64}
+
+
+def _budget(ctx, time_s: float):
+    """The profile's repeats, within a shorter time per config."""
+    import dataclasses
+
+    return dataclasses.replace(ctx.budget, time_s=min(ctx.budget.time_s, time_s),
+                               warmup_s=min(ctx.budget.warmup_s, WARMUP_S))
 
 
 def _kernel(name: str):
@@ -140,8 +150,10 @@ def exec_inst(ctx, op: str) -> list[Sample]:
     # The throughput kernel with as many steps per chain as the latency kernel's must end where it ends.
     _, chain = chain_cycles(LAT_TRIPS)
     run(LAT_TRIPS * LAT_UNROLL // UNROLL)()
-    got = out.get().reshape(-1, LANES, CHAINS)
-    if not np.array_equal(_bits(got[0, :, 0]), _bits(chain)):
+    got = _bits(out.get().reshape(-1, LANES, CHAINS)[0, :, 0])
+    if op in ("lds", "sts"):  # shared addresses: compared relative to lane 0's, whatever each kernel's base
+        got, chain = got - got[0], chain - chain[0]
+    if not np.array_equal(got, _bits(chain)):
         raise RuntimeError(f"{op}: the throughput kernel's chain 0 and the latency kernel's chain disagree "
                            "after the same steps")
     if op == "ldg" and not np.array_equal(chain, init_host.reshape(LANES, CHAINS)[:, 0]):
@@ -168,7 +180,7 @@ def exec_inst(ctx, op: str) -> list[Sample]:
                                   "invalid" if per_inst < 1 else ctx.throttle_flag(hz)))
         return samples
 
-    samples = repeat_until_stable(sample, "ops_per_clk_sm", ctx.budget)
+    samples = repeat_until_stable(sample, "ops_per_clk_sm", _budget(ctx, INST_TIME_S))
     _check_warps(out.get(), CHAINS, op)
     return samples
 
@@ -215,10 +227,11 @@ def block_clock_hz(rec: np.ndarray) -> float:
 
 
 def schedule_warps(device: dict) -> list[int]:
-    """Resident warps per SM from 1 to the SM's limit: every count to 8, then steps of a quarter octave."""
+    """Resident warps per SM from 1 to the SM's limit: every count to 8 (where the schedulers fill), then
+    half octaves, and the limit itself."""
     top = device["max_threads_per_sm"] // LANES
-    candidates = list(range(1, 9)) + [10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 96, 128]
-    return [w for w in candidates if w <= top]
+    candidates = list(range(1, 9)) + [12, 16, 24, 32, 48, 64, 96, 128]
+    return sorted({w for w in candidates if w <= top} | {top})
 
 
 def schedule_layout(warps: int, device: dict) -> tuple[int, int]:
@@ -235,13 +248,13 @@ def _ffma_operands(rng: np.random.Generator):
     return init, np.float32(rng.uniform(0.5, 0.9)), np.float32(rng.uniform(0.25, 1.0))
 
 
-def _sweep_schedule(device):
-    return {"resident_warps_per_sm": schedule_warps(device), "ilp": list(SCHEDULE_ILPS)}
+def _sweep_schedule(ilps):
+    return lambda device: {"resident_warps_per_sm": schedule_warps(device), "ilp": list(ilps)}
 
 
-@probe("exec.schedule", sweeps={"quick": _sweep_schedule, "full": _sweep_schedule},
-       axes={"resident_warps_per_sm": "warps per SM: 1..8 each, then to the SM's limit",
-             "ilp": "independent FFMA chains per warp: 1, 2, 4, 8"},
+@probe("exec.schedule", sweeps={"quick": _sweep_schedule((1, 8)), "full": _sweep_schedule(SCHEDULE_ILPS)},
+       axes={"resident_warps_per_sm": "warps per SM: 1..8 each, then half octaves to the SM's limit",
+             "ilp": "independent FFMA chains per warp: 1, 2, 4, 8 (quick: 1, 8)"},
        quantities=("sm.schedulers", "sm.issue_per_clk_per_scheduler"), kernels=("execution.cu",))
 def exec_schedule(ctx, resident_warps_per_sm: int, ilp: int) -> list[Sample]:
     """FFMA warp instructions per clock per SM against resident warps and ILP: the schedulers' saturation."""
@@ -272,7 +285,7 @@ def exec_schedule(ctx, resident_warps_per_sm: int, ilp: int) -> list[Sample]:
         flag = "invalid" if ipc * LANES > ISSUE_BOUND * CLOCK_SLACK else ctx.throttle_flag(hz)
         return [Sample("warp_ipc_sm", ipc, "1/cycle", repeat, hz, "clock64", flag)]
 
-    samples = repeat_until_stable(sample, "warp_ipc_sm", ctx.budget)
+    samples = repeat_until_stable(sample, "warp_ipc_sm", _budget(ctx, RATE_TIME_S))
     _check_warps(out.get(), ilp, f"sched_ffma_ilp{ilp}")
     return samples
 
@@ -306,6 +319,6 @@ def exec_diverge(ctx, ways: int) -> list[Sample]:
         flag = "invalid" if rate > ISSUE_BOUND * CLOCK_SLACK else ctx.throttle_flag(hz)
         return [Sample("lane_ffma_per_clk_sm", rate, "1/cycle", repeat, hz, "clock64", flag)]
 
-    samples = repeat_until_stable(sample, "lane_ffma_per_clk_sm", ctx.budget)
+    samples = repeat_until_stable(sample, "lane_ffma_per_clk_sm", _budget(ctx, RATE_TIME_S))
     _check_warps(out.get(), DIVERGE_ILP, "diverge_ffma")
     return samples

@@ -237,8 +237,15 @@ def test_schedule_layout_puts_w_warps_on_each_sm():
     for warps in execution.schedule_warps(device):
         blocks, threads = execution.schedule_layout(warps, device)
         assert blocks * threads == warps * 32 and threads <= 1024 and threads % 32 == 0
-    assert max(execution.schedule_warps(device)) == 64
+    assert execution.schedule_warps(device)[:8] == list(range(1, 9)) and max(execution.schedule_warps(device)) == 64
     assert max(execution.schedule_warps({**device, "max_threads_per_sm": 1536})) == 48
+    assert max(execution.schedule_warps({**device, "max_threads_per_sm": 1280})) == 40
+
+
+def test_schedule_kernels_fit_the_largest_layout(build):
+    _, usage = build
+    for ilp in execution.SCHEDULE_ILPS:  # 2048 threads of one SM share 65536 registers
+        assert usage[f"sched_ffma_ilp{ilp}"]["registers"] <= 32 and usage[f"sched_ffma_ilp{ilp}"]["stack_bytes"] == 0
 
 
 def test_per_sm_rate_sums_blocks_over_each_sms_span():
