@@ -191,6 +191,26 @@ def diverge_rows(measurements: pd.DataFrame) -> list[dict]:
                         "body each, over unsplit warps' (ratio of medians, bootstrap 95% CI)", DIVERGE_PROBE, note)]
 
 
+#: exec.mma_latency's dtypes: (shape, the SASS each mma.sync is on sm_90).
+MMA_LATENCY = {"bf16": ("m16n8k16", "HMMA.16816.F32.BF16"), "fp16": ("m16n8k16", "HMMA.16816.F32"),
+               "tf32": ("m16n8k8", "HMMA.1688.F32.TF32"), "int8": ("m16n8k32", "IMMA.16832.S8.S8"),
+               "fp64": ("m8n8k4", "DMMA.8x8x4")}
+MMA_LATENCY_PROBE = "exec.mma_latency"
+
+
+def mma_latency_rows(measurements: pd.DataFrame) -> list[dict]:
+    rows = []
+    for dtype, (shape, sass) in MMA_LATENCY.items():
+        frame = select(measurements, MMA_LATENCY_PROBE, "latency", dtype=dtype)
+        if len(frame):
+            rows.append(derived_row(f"tc.{dtype}.mma_sync_latency_cycles", *median_ci(frame["value"]),
+                                    f"one warp's chain of mma.sync {shape} ({sass}), each accumulating into the "
+                                    "previous one's result: clock64 cycles of a chain twice as long less one as "
+                                    "long, per mma (median, bootstrap 95% CI)", MMA_LATENCY_PROBE,
+                                    f"{len(frame)} samples"))
+    return rows
+
+
 def _ffma_cross_check(rows: list[dict], measurements: pd.DataFrame) -> None:
     """The FFMA row's note sets it beside compute.latency's fp32.latency_cycles, the same chain built
     separately, when the run has both."""
@@ -208,7 +228,7 @@ def execution_rows(measurements: pd.DataFrame) -> list[dict]:
         return []
     rows = inst_rows(measurements)
     _ffma_cross_check(rows, measurements)
-    return rows + schedule_rows(measurements) + diverge_rows(measurements)
+    return rows + schedule_rows(measurements) + diverge_rows(measurements) + mma_latency_rows(measurements)
 
 
 # -- figures ------------------------------------------------------------------------------------------------

@@ -140,6 +140,10 @@ _INST_OPS = ("fadd", "fmul", "ffma", "hadd2", "hmul2", "hfma2", "hfma2_bf16", "d
              "mufu_rcp", "mufu_rsq", "mufu_sin", "mufu_cos", "mufu_sqrt", "f2f_f32_f16", "f2f_f32_bf16",
              "f2f_f16_f32", "f2i", "i2f", "shfl_idx", "shfl_up", "shfl_down", "shfl_bfly", "vote", "redux", "match",
              "lds", "ldg", "sts")
+for _dtype, _shape in (("bf16", "m16n8k16"), ("fp16", "m16n8k16"), ("tf32", "m16n8k8"), ("int8", "m16n8k32"),
+                       ("fp64", "m8n8k4")):
+    QUANTITIES[f"tc.{_dtype}.mma_sync_latency_cycles"] = ("cycles", f"mma.sync {_shape} {_dtype} latency: one "
+                                                                    "warp's dependent accumulator chain")
 for _op in _INST_OPS:
     if _op != "sts":
         QUANTITIES[f"inst.{_op}.latency_cycles"] = ("cycles", f"dependent-chain latency of {_op} (one thread's "

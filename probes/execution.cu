@@ -298,3 +298,48 @@ diverge_ffma(const float* init, float a, float b, int ways, int trips, float* ou
 #pragma unroll
     for (int c = 0; c < DIVERGE_ILP; ++c) out[first + c] = x[c];
 }
+
+// ---- mma.sync latency --------------------------------------------------------------------------------
+// One warp, one accumulator: each mma.sync adds A B to the accumulator the previous one wrote (a dependent
+// chain through C/D).  A and B hold the same word in every register (1 in every element), so after n steps
+// every accumulator element is n K exactly (K: the shape's depth), which the host checks.
+#define MMA_LATENCY(NAME, SHAPE, CT, CC)                                                                    \
+    extern "C" __global__ void mma_lat_##NAME(u32 a, u32 b, int trips, CT* out, long long* cycles) {      \
+        CT d[4] = {0, 0, 0, 0};                                                                         \
+        const long long c0 = clock64();                                                                 \
+        _Pragma("unroll 1") for (int t = 0; t < trips; ++t) {                                           \
+            _Pragma("unroll") for (int u = 0; u < MMA_UNROLL; ++u) {                                    \
+                asm volatile("mma.sync.aligned." SHAPE " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "  \
+                             "{%0, %1, %2, %3};"                                                        \
+                             : "+" CC(d[0]), "+" CC(d[1]), "+" CC(d[2]), "+" CC(d[3])                   \
+                             : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));                         \
+            }                                                                                           \
+        }                                                                                               \
+        const long long c1 = clock64();                                                                 \
+        for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = d[i];                                    \
+        if (threadIdx.x == 0) cycles[0] = c1 - c0;                                                      \
+    }
+
+constexpr int MMA_UNROLL = 32;
+MMA_LATENCY(bf16, "m16n8k16.row.col.f32.bf16.bf16.f32", float, "f")
+MMA_LATENCY(fp16, "m16n8k16.row.col.f32.f16.f16.f32", float, "f")
+MMA_LATENCY(tf32, "m16n8k8.row.col.f32.tf32.tf32.f32", float, "f")
+MMA_LATENCY(int8, "m16n8k32.row.col.s32.s8.s8.s32", int, "r")
+
+// FP64 m8n8k4: A and B one double per lane, two accumulators per lane.
+extern "C" __global__ void mma_lat_fp64(double a, double b, int trips, double* out, long long* cycles) {
+    double d[2] = {0, 0};
+    const long long c0 = clock64();
+#pragma unroll 1
+    for (int t = 0; t < trips; ++t) {
+#pragma unroll
+        for (int u = 0; u < MMA_UNROLL; ++u)
+            asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                         : "+d"(d[0]), "+d"(d[1])
+                         : "d"(a), "d"(b));
+    }
+    const long long c1 = clock64();
+    out[2 * threadIdx.x] = d[0];
+    out[2 * threadIdx.x + 1] = d[1];
+    if (threadIdx.x == 0) cycles[0] = c1 - c0;
+}

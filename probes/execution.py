@@ -322,3 +322,48 @@ def exec_diverge(ctx, ways: int) -> list[Sample]:
     samples = repeat_until_stable(sample, "lane_ffma_per_clk_sm", _budget(ctx, RATE_TIME_S))
     _check_warps(out.get(), DIVERGE_ILP, "diverge_ffma")
     return samples
+
+
+# -- exec.mma_latency ---------------------------------------------------------------------------------------
+
+#: dtype -> (the word every A and B register holds: 1 in every element, the shape's K, accumulator type).
+MMA_ONES = {"bf16": (0x3F803F80, 16, np.float32), "fp16": (0x3C003C00, 16, np.float32),
+            "tf32": (0x3F800000, 8, np.float32), "int8": (0x01010101, 32, np.int32), "fp64": (1.0, 4, np.float64)}
+MMA_UNROLL, MMA_TRIPS = 32, 16
+
+
+@probe("exec.mma_latency",
+       sweeps={"quick": lambda d: {"dtype": list(MMA_ONES)}, "full": lambda d: {"dtype": list(MMA_ONES)}},
+       axes={"dtype": "bf16, fp16 (m16n8k16), tf32 (m16n8k8), int8 (m16n8k32, s32 accumulate), fp64 (m8n8k4)"},
+       quantities=tuple(f"tc.{d}.mma_sync_latency_cycles" for d in MMA_ONES), kernels=("execution.cu",),
+       min_cc=(8, 0))
+def exec_mma_latency(ctx, dtype: str) -> list[Sample]:
+    """Cycles per mma.sync in one warp's dependent accumulator chain."""
+    import cupy
+
+    if dtype not in MMA_ONES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(MMA_ONES)}")
+    word, k, acc = MMA_ONES[dtype]
+    func = _kernel(f"mma_lat_{dtype}")
+    operand = np.float64(word) if dtype == "fp64" else np.uint32(word)
+    per_lane = 2 if dtype == "fp64" else 4
+    out = cupy.zeros(LANES * per_lane, dtype=acc)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(trips: int) -> float:
+        func((1,), (LANES,), (operand, operand, np.int32(trips), out, cycles))
+        want = trips * MMA_UNROLL * k  # every element: steps x (K products of 1 x 1)
+        got = out.get()
+        if not np.all(got == want):
+            raise RuntimeError(f"mma_lat_{dtype}: accumulators {np.unique(got)[:4]} after {trips * MMA_UNROLL} "
+                               f"steps, expected {want} in every element")
+        return float(cycles.get()[0])
+
+    def sample(repeat: int) -> list[Sample]:
+        short, long = chain(MMA_TRIPS), chain(2 * MMA_TRIPS)
+        per_mma = (long - short) / (MMA_TRIPS * MMA_UNROLL)
+        hz = ctx.sm_clock()
+        return [Sample("latency", per_mma, "cycles", repeat, hz, "clock64",
+                       "invalid" if per_mma < 1 else ctx.throttle_flag(hz, power_limited=True))]
+
+    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))

@@ -318,6 +318,15 @@ def _exec_diverge(ctx, ways):
             for r in range(5)]
 
 
+#: mma.sync latency of the simulated tensor core: a pipeline of this many clocks per K step of a 16-bit shape.
+MMA_CYCLES_PER_K = 2.0
+MMA_K = {"bf16": 16, "fp16": 16, "tf32": 8, "int8": 32, "fp64": 4}
+
+
+def _exec_mma_latency(ctx, dtype):
+    return [Sample("latency", MMA_CYCLES_PER_K * MMA_K[dtype], "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -331,7 +340,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
-         "exec.diverge": _exec_diverge}
+         "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency}
 
 
 def simulated_probes():

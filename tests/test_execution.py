@@ -223,6 +223,17 @@ def test_diverge_kernel_branches_around_one_body(build):
     assert any(re.search(r"@!?P\d+\s+BRA", l) for l in raw), "the skip is conditional per lane"
 
 
+@pytest.mark.parametrize("dtype", list(execution.MMA_ONES))
+def test_mma_latency_kernel_is_one_accumulator_chain(build, dtype):
+    from analysis.execution import MMA_LATENCY
+
+    kernels, usage = build
+    opcode = re.escape(MMA_LATENCY[dtype][1])
+    check_chain(timed_loop(kernels[f"mma_lat_{dtype}"], opcode), (opcode,), execution.MMA_UNROLL,
+                wide=dtype == "fp64")
+    assert usage[f"mma_lat_{dtype}"]["stack_bytes"] == 0
+
+
 def test_every_kernel_named_by_the_probe_exists(build):
     kernels, _ = build
     for op in OPS:
@@ -341,7 +352,7 @@ def test_probes_are_registered_with_fakes():
     from tests.fakes import FAKES
 
     probes = all_probes()
-    for pid in ("exec.inst", "exec.schedule", "exec.diverge"):
+    for pid in ("exec.inst", "exec.schedule", "exec.diverge", "exec.mma_latency"):
         assert pid in probes and pid in FAKES
     assert len(probes["exec.inst"].configs({"sm_count": 132}, "full")) == len(OPS) >= 30
     assert set(UNITS) == {spec.unit for spec in OPS.values()}
@@ -403,6 +414,7 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     assert d.at["divergence.throughput_fraction_32way", "value"] == pytest.approx(1 / 32, rel=1e-6)
     assert d.at["inst.ffma.latency_cycles", "value"] == fakes.FFMA_DEPTH
     assert d.at["inst.mufu_ex2.ops_per_clk_sm", "value"] == pytest.approx(4 * fakes._pipe("mufu_ex2")[1])
+    assert d.at["tc.int8.mma_sync_latency_cycles", "value"] == fakes.MMA_CYCLES_PER_K * 32
     assert "inst.sts.latency_cycles" not in d.index and "inst.sts.ops_per_clk_sm" in d.index
     assert sum(q.startswith("inst.") and q.endswith(".latency_cycles") for q in d.index) >= 30
     page = render(meta, measurements, derived, tmp_path / "report")
