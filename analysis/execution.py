@@ -11,6 +11,8 @@
   so issue saturates only at schedulers x latency warps.
 * ``exec.diverge`` -- a warp split 2..32 ways over branches of one body each: the useful FFMA rate over the
   unsplit warp's is the throughput fraction (the lecture: 1/32 at 32 ways).
+* ``exec.mma_latency`` -- mma.sync latency per dtype; ``exec.atomics`` -- global atomic add latency and
+  throughput against contention.
 """
 from __future__ import annotations
 
@@ -211,6 +213,28 @@ def mma_latency_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
+ATOMICS_PROBE = "exec.atomics"
+
+
+def atomics_rows(measurements: pd.DataFrame) -> list[dict]:
+    rows = []
+    for dtype in ("i32", "f32", "f64"):
+        lat = select(measurements, ATOMICS_PROBE, "latency", dtype=dtype, mode="latency")
+        if len(lat):
+            rows.append(derived_row(f"atomic.global.add_{dtype}_latency_cycles", *median_ci(lat["value"]),
+                                    "one thread's chain of atom.global.add, each operand the previous return, "
+                                    "at one address: clock64 cycles of a chain twice as long less one as long, "
+                                    "per atomic (median, bootstrap 95% CI)", ATOMICS_PROBE, f"{len(lat)} samples"))
+        for mode in ("same", "warp", "distinct"):
+            thr = select(measurements, ATOMICS_PROBE, "ops_per_s", dtype=dtype, mode=mode)
+            if len(thr):
+                rows.append(derived_row(f"atomic.global.add_{dtype}_ops_per_s_{mode}", *median_ci(thr["value"]),
+                                        f"red.global.add.{dtype} from every thread of a full grid ({mode}): adds "
+                                        "/ CUDA-event time (median, bootstrap 95% CI)", ATOMICS_PROBE,
+                                        f"{len(thr)} samples at {thr['sm_clock_hz'].median() / 1e9:.3f} GHz"))
+    return rows
+
+
 def _ffma_cross_check(rows: list[dict], measurements: pd.DataFrame) -> None:
     """The FFMA row's note sets it beside compute.latency's fp32.latency_cycles, the same chain built
     separately, when the run has both."""
@@ -228,7 +252,8 @@ def execution_rows(measurements: pd.DataFrame) -> list[dict]:
         return []
     rows = inst_rows(measurements)
     _ffma_cross_check(rows, measurements)
-    return rows + schedule_rows(measurements) + diverge_rows(measurements) + mma_latency_rows(measurements)
+    return (rows + schedule_rows(measurements) + diverge_rows(measurements) + mma_latency_rows(measurements)
+            + atomics_rows(measurements))
 
 
 # -- figures ------------------------------------------------------------------------------------------------

@@ -144,6 +144,15 @@ for _dtype, _shape in (("bf16", "m16n8k16"), ("fp16", "m16n8k16"), ("tf32", "m16
                        ("fp64", "m8n8k4")):
     QUANTITIES[f"tc.{_dtype}.mma_sync_latency_cycles"] = ("cycles", f"mma.sync {_shape} {_dtype} latency: one "
                                                                     "warp's dependent accumulator chain")
+for _type in ("i32", "f32", "f64"):
+    QUANTITIES[f"atomic.global.add_{_type}_latency_cycles"] = ("cycles", f"global atom.add.{_type} latency: one "
+                                                                         "thread's chain, each add's operand the "
+                                                                         "previous one's return, one address")
+    for _mode, _what in (("same", "every thread of a full grid on one address"),
+                         ("warp", "one address per warp (32 threads adding to it)"),
+                         ("distinct", "every thread on its own address")):
+        QUANTITIES[f"atomic.global.add_{_type}_ops_per_s_{_mode}"] = ("1/s", f"global red.add.{_type} per second, "
+                                                                             f"{_what}")
 for _op in _INST_OPS:
     if _op != "sts":
         QUANTITIES[f"inst.{_op}.latency_cycles"] = ("cycles", f"dependent-chain latency of {_op} (one thread's "

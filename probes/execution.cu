@@ -343,3 +343,37 @@ extern "C" __global__ void mma_lat_fp64(double a, double b, int trips, double* o
     out[2 * threadIdx.x + 1] = d[1];
     if (threadIdx.x == 0) cycles[0] = c1 - c0;
 }
+
+// ---- global atomics ------------------------------------------------------------------------------------
+// atom_lat_<t>: one thread; each atom.add's operand is the value the previous one returned (a dependent
+// chain at one address, no contention).  The address is p + threadIdx.x (p with one thread): an address
+// ptxas cannot prove uniform, else it wraps an integer atomic in a warp aggregation (SHFL scan, one lane).  red_<t>: every thread of a full grid issues `reps` red.add
+// (no value returned) to one address for the whole grid (mode 0), one per warp (1) or its own (2).
+#define ATOMICS(NAME, T, CC, TYPE)                                                                          \
+    extern "C" __global__ void atom_lat_##NAME(T* p, T v, int trips, T* out, long long* cycles) {           \
+        T x = v;                                                                                            \
+        T* q = p + threadIdx.x;                                                                             \
+        const long long c0 = clock64();                                                                     \
+        _Pragma("unroll 1") for (int t = 0; t < trips; ++t) {                                               \
+            _Pragma("unroll") for (int u = 0; u < ATOM_UNROLL; ++u)                                         \
+                asm volatile("atom.global.add." TYPE " %0, [%1], %2;" : "=" CC(x) : "l"(q), CC(x) : "memory"); \
+        }                                                                                                   \
+        const long long c1 = clock64();                                                                     \
+        out[0] = x;                                                                                         \
+        cycles[0] = c1 - c0;                                                                                \
+    }                                                                                                       \
+    extern "C" __global__ void __launch_bounds__(THR_THREADS)                                               \
+        red_##NAME(T* p, T v, int mode, int reps, u64* clocks) {                                            \
+        const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;                          \
+        T* q = p + (mode == 0 ? 0 : mode == 1 ? thread / 32 : thread);                                      \
+        const long long c0 = clock64();                                                                     \
+        const u64 t0 = globaltimer();                                                                       \
+        _Pragma("unroll 1") for (int r = 0; r < reps; ++r)                                                  \
+            asm volatile("red.global.add." TYPE " [%0], %1;" ::"l"(q), CC(v) : "memory");                  \
+        record(clocks, c0, t0);                                                                             \
+    }
+
+constexpr int ATOM_UNROLL = 32;
+ATOMICS(i32, u32, "r", "u32")
+ATOMICS(f32, float, "f", "f32")
+ATOMICS(f64, double, "d", "f64")

@@ -9,6 +9,11 @@ issue and branch divergence.
   SM's limit) and ILP (1, 2, 4, 8), timed per SM in-kernel (the SM's blocks' work over its first start to
   last end, clock64), so launch overhead never enters.
 * ``exec.diverge`` -- useful FFMA lane-operations per clock per SM of warps split 1..32 ways, every SM full.
+* ``exec.mma_latency`` -- cycles per mma.sync (bf16, fp16, tf32, int8, fp64) in one warp's dependent
+  accumulator chain; every accumulator element must come out exactly steps x K (operands all ones).
+* ``exec.atomics`` -- global atom/red add on int32, fp32, fp64: one thread's dependent chain (each add's
+  operand the previous return; the host replays the recurrence exactly), and the adds per second of a full
+  grid on one address, one per warp or one per thread (every word checked against the adds it received).
 
 Checks on the GPU: the throughput kernel run as long as the latency kernel's chain must reproduce it bit
 for bit, every warp of a grid (same operands per lane) must hold the same results, every SM must hold the
@@ -365,5 +370,114 @@ def exec_mma_latency(ctx, dtype: str) -> list[Sample]:
         hz = ctx.sm_clock()
         return [Sample("latency", per_mma, "cycles", repeat, hz, "clock64",
                        "invalid" if per_mma < 1 else ctx.throttle_flag(hz, power_limited=True))]
+
+    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))
+
+
+# -- exec.atomics -------------------------------------------------------------------------------------------
+
+ATOMIC_TYPES = {"i32": np.uint32, "f32": np.float32, "f64": np.float64}
+ATOMIC_MODES = ("latency", "same", "warp", "distinct")
+ATOM_UNROLL, ATOM_TRIPS = 32, 4
+#: mode -> the red kernel's addressing: one address for the grid, one per warp, one per thread.
+RED_MODE = {"same": 0, "warp": 1, "distinct": 2}
+
+
+def atomic_chain(dtype: str, steps: int) -> tuple:
+    """(x, memory) after ``steps`` of x <- atom.add(p, x) from x = 1, p = 0: each step returns the old value
+    and adds the previous return (a Fibonacci recurrence), in the type's own arithmetic."""
+    kind = ATOMIC_TYPES[dtype]
+    x, p = kind(1), kind(0)
+    with np.errstate(over="ignore"):
+        for _ in range(steps):
+            x, p = p, kind(p + x)
+    return x, p
+
+
+def red_expected(dtype: str, adds: int):
+    """A word after ``adds`` red.add of 1: exact (integers wrap mod 2^32; fp32 stops growing at 2^24, where
+    adding 1 rounds back to even)."""
+    if dtype == "i32":
+        return np.uint32(adds % 2**32)
+    return ATOMIC_TYPES[dtype](min(adds, 2**24) if dtype == "f32" else adds)
+
+
+@probe("exec.atomics",
+       sweeps={"quick": lambda d: {"dtype": list(ATOMIC_TYPES), "mode": list(ATOMIC_MODES)},
+               "full": lambda d: {"dtype": list(ATOMIC_TYPES), "mode": list(ATOMIC_MODES)}},
+       axes={"dtype": "i32, f32, f64 (atom/red.global.add)",
+             "mode": "latency (one thread's dependent chain) or throughput with every thread of a full grid "
+                     "on one address (same), one per warp (warp) or its own (distinct)"},
+       quantities=tuple(f"atomic.global.add_{t}_{m}" for t in ATOMIC_TYPES
+                        for m in ("latency_cycles", "ops_per_s_same", "ops_per_s_warp", "ops_per_s_distinct")),
+       kernels=("execution.cu",))
+def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
+    """Global atomic add: dependent-chain latency, or throughput against contention."""
+    import cupy
+
+    if dtype not in ATOMIC_TYPES or mode not in ATOMIC_MODES:
+        raise ValueError(f"bad atomics config {dtype!r}, {mode!r}: dtypes {tuple(ATOMIC_TYPES)}, modes "
+                         f"{ATOMIC_MODES}")
+    kind = ATOMIC_TYPES[dtype]
+    if mode == "latency":
+        return _atomic_latency(ctx, dtype, kind)
+    func = _kernel(f"red_{dtype}")
+    blocks = ctx.device["sm_count"] * blocks_per_sm(func, THR_THREADS)
+    threads = blocks * THR_THREADS
+    words = {"same": 1, "warp": threads // LANES, "distinct": threads}[mode]
+    memory = cupy.zeros(words, dtype=kind)
+    clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)
+    launches = [0]
+
+    def run(reps: int):
+        def launch():
+            func((blocks,), (THR_THREADS,), (memory, kind(1), np.int32(RED_MODE[mode]), np.int32(reps), clocks))
+            launches[0] += reps
+        return launch
+
+    reps, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
+    memory.fill(0)
+    launches[0] = 0
+    timer = EventTimer(run(reps), max(ctx.budget.min_sample_s, SAMPLE_S))
+
+    def sample(repeat: int) -> list[Sample]:
+        seconds = timer.seconds_per_launch()
+        hz = kernel_clock_hz(clocks.get())
+        rate = threads * reps / seconds
+        return [Sample("ops_per_s", rate, "1/s", repeat, hz, "cuda_event", ctx.throttle_flag(hz)),
+                Sample("ops_per_clk", rate / hz, "1/cycle", repeat, hz, "cuda_event", ctx.throttle_flag(hz))]
+
+    samples = repeat_until_stable(sample, "ops_per_s", _budget(ctx, RATE_TIME_S))
+    per_word = launches[0] * threads // words  # adds of 1 every word received
+    got = memory.get()
+    if not np.all(got == red_expected(dtype, per_word)):
+        raise RuntimeError(f"red_{dtype} ({mode}): words hold {np.unique(got)[:4]}, expected "
+                           f"{red_expected(dtype, per_word)} after {per_word} adds of 1 each")
+    return samples
+
+
+def _atomic_latency(ctx, dtype: str, kind) -> list[Sample]:
+    import cupy
+
+    func = _kernel(f"atom_lat_{dtype}")
+    memory = cupy.zeros(1, dtype=kind)
+    out = cupy.zeros(1, dtype=kind)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(trips: int) -> float:
+        memory.fill(0)
+        func((1,), (1,), (memory, kind(1), np.int32(trips), out, cycles))
+        want = atomic_chain(dtype, trips * ATOM_UNROLL)
+        got = (out.get()[0], memory.get()[0])
+        if not all(g == w for g, w in zip(got, want)):
+            raise RuntimeError(f"atom_lat_{dtype}: returned and stored {got}, the recurrence gives {want}")
+        return float(cycles.get()[0])
+
+    def sample(repeat: int) -> list[Sample]:
+        short, long = chain(ATOM_TRIPS), chain(2 * ATOM_TRIPS)
+        per_atom = (long - short) / (ATOM_TRIPS * ATOM_UNROLL)
+        hz = ctx.sm_clock()
+        return [Sample("latency", per_atom, "cycles", repeat, hz, "clock64",
+                       "invalid" if per_atom < 1 else ctx.throttle_flag(hz))]
 
     return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))

@@ -327,6 +327,19 @@ def _exec_mma_latency(ctx, dtype):
     return [Sample("latency", MMA_CYCLES_PER_K * MMA_K[dtype], "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
 
 
+#: Global atomics of the simulated GPU: a round trip to the L2 per dependent atomic; the L2 applies one add
+#: per address per clock and ATOMIC_UNITS adds per clock over distinct addresses.
+ATOMIC_LATENCY, ATOMIC_UNITS = 600.0, 64
+
+
+def _exec_atomics(ctx, dtype, mode):
+    if mode == "latency":
+        return [Sample("latency", ATOMIC_LATENCY, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+    per_clk = {"same": 1.0, "warp": float(ATOMIC_UNITS), "distinct": float(ATOMIC_UNITS)}[mode]
+    return [s for r in range(5) for s in (Sample("ops_per_s", per_clk * CLOCK_HZ, "1/s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("ops_per_clk", per_clk, "1/cycle", r, CLOCK_HZ, "cuda_event"))]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -340,7 +353,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
-         "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency}
+         "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
+         "exec.atomics": _exec_atomics}
 
 
 def simulated_probes():

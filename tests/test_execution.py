@@ -16,7 +16,7 @@ from probes.registry import all_probes
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 REGISTER = re.compile(r"\b(U?R\d+|U?P\d+)\b")
 #: Opcodes whose leading operands are all results (predicates or registers): how many.
-RESULTS = {"ISETP": 2, "VOTE": 2, "SHFL": 2}
+RESULTS = {"ISETP": 2, "VOTE": 2, "SHFL": 2, "ATOMG": 2}
 
 
 def instructions(code: str) -> list[tuple[int, str]]:
@@ -234,6 +234,29 @@ def test_mma_latency_kernel_is_one_accumulator_chain(build, dtype):
     assert usage[f"mma_lat_{dtype}"]["stack_bytes"] == 0
 
 
+@pytest.mark.parametrize("dtype, opcode", [("i32", r"ATOMG\.E\.ADD\.STRONG\.GPU"),
+                                           ("f32", r"ATOMG\.E\.ADD\.F32\.FTZ\.RN\.STRONG\.GPU"),
+                                           ("f64", r"ATOMG\.E\.ADD\.F64\.RN\.STRONG\.GPU")])
+def test_atomic_kernels_chain_atom_and_loop_over_red(build, dtype, opcode):
+    kernels, _ = build
+    code = kernels[f"atom_lat_{dtype}"]
+    assert "SHFL" not in code, "no warp aggregation around the atomic"
+    check_chain(timed_loop(code, opcode), (opcode,), execution.ATOM_UNROLL, wide=dtype == "f64")
+    red = opcode.replace("ATOMG", "REDG")
+    body = timed_loop(kernels[f"red_{dtype}"], red)
+    assert sum(bool(re.match(rf"({red})$", t.split()[0])) for t in body) == 1 and "SHFL" not in kernels[f"red_{dtype}"]
+
+
+def test_atomic_host_references():
+    assert [execution.atomic_chain("i32", n)[0] for n in range(1, 8)] == [0, 1, 1, 2, 3, 5, 8]
+    assert execution.atomic_chain("i32", 7)[1] == 13
+    x, p = execution.atomic_chain("f32", 400)
+    assert np.isinf(p) and x.dtype == np.float32  # the float chain overflows, as the GPU's does
+    assert execution.atomic_chain("i32", 60)[1] == (1548008755920 % 2**32)  # F(60) wrapped to 32 bits
+    assert execution.red_expected("f32", 2**24 + 5) == 2**24 and execution.red_expected("f64", 2**24 + 5) == 2**24 + 5
+    assert execution.red_expected("i32", 2**32 + 3) == 3
+
+
 def test_every_kernel_named_by_the_probe_exists(build):
     kernels, _ = build
     for op in OPS:
@@ -352,7 +375,7 @@ def test_probes_are_registered_with_fakes():
     from tests.fakes import FAKES
 
     probes = all_probes()
-    for pid in ("exec.inst", "exec.schedule", "exec.diverge", "exec.mma_latency"):
+    for pid in ("exec.inst", "exec.schedule", "exec.diverge", "exec.mma_latency", "exec.atomics"):
         assert pid in probes and pid in FAKES
     assert len(probes["exec.inst"].configs({"sm_count": 132}, "full")) == len(OPS) >= 30
     assert set(UNITS) == {spec.unit for spec in OPS.values()}
@@ -415,6 +438,8 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     assert d.at["inst.ffma.latency_cycles", "value"] == fakes.FFMA_DEPTH
     assert d.at["inst.mufu_ex2.ops_per_clk_sm", "value"] == pytest.approx(4 * fakes._pipe("mufu_ex2")[1])
     assert d.at["tc.int8.mma_sync_latency_cycles", "value"] == fakes.MMA_CYCLES_PER_K * 32
+    assert d.at["atomic.global.add_i32_latency_cycles", "value"] == fakes.ATOMIC_LATENCY
+    assert d.at["atomic.global.add_f64_ops_per_s_same", "value"] == pytest.approx(fakes.CLOCK_HZ)
     assert "inst.sts.latency_cycles" not in d.index and "inst.sts.ops_per_clk_sm" in d.index
     assert sum(q.startswith("inst.") and q.endswith(".latency_cycles") for q in d.index) >= 30
     page = render(meta, measurements, derived, tmp_path / "report")
