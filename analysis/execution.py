@@ -12,7 +12,7 @@
 * ``exec.diverge`` -- a warp split 2..32 ways over branches of one body each: the useful FFMA rate over the
   unsplit warp's is the throughput fraction (the lecture: 1/32 at 32 ways).
 * ``exec.mma_latency`` -- mma.sync latency per dtype; ``exec.atomics`` -- global atomic add latency and
-  throughput against contention.
+  throughput against contention; ``exec.sync`` -- __syncthreads latency against block size.
 """
 from __future__ import annotations
 
@@ -235,6 +235,25 @@ def atomics_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
+SYNC_PROBE = "exec.sync"
+
+
+def sync_rows(measurements: pd.DataFrame) -> list[dict]:
+    frame = select(measurements, SYNC_PROBE, "latency")
+    if frame.empty:
+        return []
+    by = frame.groupby("threads")["value"].median()
+    note = "by block size: " + ", ".join(f"{int(k)}: {v:.1f}" for k, v in by.items())
+    method = ("one block's chain of __syncthreads (BAR.SYNC), thread 0's clock64 over a chain twice as long "
+              "less one as long, per barrier (median, bootstrap 95% CI), block of {} threads")
+    rows = []
+    for quantity, size in (("sync.syncthreads_cycles_one_warp", by.index.min()),
+                           ("sync.syncthreads_cycles", by.index.max())):
+        values = frame[frame["threads"] == size]["value"]
+        rows.append(derived_row(quantity, *median_ci(values), method.format(int(size)), SYNC_PROBE, note))
+    return rows
+
+
 def _ffma_cross_check(rows: list[dict], measurements: pd.DataFrame) -> None:
     """The FFMA row's note sets it beside compute.latency's fp32.latency_cycles, the same chain built
     separately, when the run has both."""
@@ -253,7 +272,7 @@ def execution_rows(measurements: pd.DataFrame) -> list[dict]:
     rows = inst_rows(measurements)
     _ffma_cross_check(rows, measurements)
     return (rows + schedule_rows(measurements) + diverge_rows(measurements) + mma_latency_rows(measurements)
-            + atomics_rows(measurements))
+            + atomics_rows(measurements) + sync_rows(measurements))
 
 
 # -- figures ------------------------------------------------------------------------------------------------

@@ -377,3 +377,26 @@ constexpr int ATOM_UNROLL = 32;
 ATOMICS(i32, u32, "r", "u32")
 ATOMICS(f32, float, "f", "f32")
 ATOMICS(f64, double, "d", "f64")
+
+// ---- __syncthreads --------------------------------------------------------------------------------------
+// One block of blockDim threads passes SYNC_UNROLL barriers a trip; thread 0 times them with clock64.  Each
+// thread adds its barriers to a shared count, read after the last barrier: every thread must have passed them.
+constexpr int SYNC_UNROLL = 16;
+extern "C" __global__ void sync_lat(int trips, u32* passed, long long* cycles) {
+    __shared__ u32 count;
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    const long long c0 = clock64();
+#pragma unroll 1
+    for (int t = 0; t < trips; ++t) {
+#pragma unroll
+        for (int u = 0; u < SYNC_UNROLL; ++u) __syncthreads();
+    }
+    const long long c1 = clock64();
+    atomicAdd(&count, (u32)(trips * SYNC_UNROLL));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        passed[0] = count;
+        cycles[0] = c1 - c0;
+    }
+}

@@ -14,6 +14,8 @@ issue and branch divergence.
 * ``exec.atomics`` -- global atom/red add on int32, fp32, fp64: one thread's dependent chain (each add's
   operand the previous return; the host replays the recurrence exactly), and the adds per second of a full
   grid on one address, one per warp or one per thread (every word checked against the adds it received).
+* ``exec.sync`` -- cycles per __syncthreads of one block of 32 .. the largest block's threads (every thread's
+  barriers counted).
 
 Checks on the GPU: the throughput kernel run as long as the latency kernel's chain must reproduce it bit
 for bit, every warp of a grid (same operands per lane) must hold the same results, every SM must hold the
@@ -479,5 +481,51 @@ def _atomic_latency(ctx, dtype: str, kind) -> list[Sample]:
         hz = ctx.sm_clock()
         return [Sample("latency", per_atom, "cycles", repeat, hz, "clock64",
                        "invalid" if per_atom < 1 else ctx.throttle_flag(hz))]
+
+    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))
+
+
+# -- exec.sync ----------------------------------------------------------------------------------------------
+
+SYNC_UNROLL, SYNC_TRIPS = 16, 16
+
+
+def sync_threads(device: dict) -> list[int]:
+    """Block sizes from one warp to the largest block, doubling."""
+    sizes, n = [], LANES
+    while n <= device["max_threads_per_block"]:
+        sizes.append(n)
+        n *= 2
+    return sizes
+
+
+@probe("exec.sync", sweeps={"quick": lambda d: {"threads": sync_threads(d)},
+                            "full": lambda d: {"threads": sync_threads(d)}},
+       axes={"threads": "threads of the one block: 32, 64, ... up to the largest block"},
+       quantities=("sync.syncthreads_cycles_one_warp", "sync.syncthreads_cycles"), kernels=("execution.cu",))
+def exec_sync(ctx, threads: int) -> list[Sample]:
+    """Cycles per __syncthreads (BAR.SYNC) of one block, against its size."""
+    import cupy
+
+    threads = int(threads)
+    if threads not in sync_threads(ctx.device):
+        raise ValueError(f"bad block size {threads}: choose one of {sync_threads(ctx.device)}")
+    func = _kernel("sync_lat")
+    passed = cupy.zeros(1, dtype=cupy.uint32)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(trips: int) -> float:
+        func((1,), (threads,), (np.int32(trips), passed, cycles))
+        if int(passed.get()[0]) != threads * trips * SYNC_UNROLL:
+            raise RuntimeError(f"sync_lat: {int(passed.get()[0])} barrier passes counted, expected "
+                               f"{threads * trips * SYNC_UNROLL}")
+        return float(cycles.get()[0])
+
+    def sample(repeat: int) -> list[Sample]:
+        short, long = chain(SYNC_TRIPS), chain(2 * SYNC_TRIPS)
+        per_barrier = (long - short) / (SYNC_TRIPS * SYNC_UNROLL)
+        hz = ctx.sm_clock()
+        return [Sample("latency", per_barrier, "cycles", repeat, hz, "clock64",
+                       "invalid" if per_barrier < 1 else ctx.throttle_flag(hz))]
 
     return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))

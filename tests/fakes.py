@@ -340,6 +340,14 @@ def _exec_atomics(ctx, dtype, mode):
                                            Sample("ops_per_clk", per_clk, "1/cycle", r, CLOCK_HZ, "cuda_event"))]
 
 
+#: A barrier of the simulated SM: a fixed cost plus one clock per warp to collect.
+BARRIER_BASE = 20.0
+
+
+def _exec_sync(ctx, threads):
+    return [Sample("latency", BARRIER_BASE + threads / 32, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -354,7 +362,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
-         "exec.atomics": _exec_atomics}
+         "exec.atomics": _exec_atomics, "exec.sync": _exec_sync}
 
 
 def simulated_probes():

@@ -257,6 +257,13 @@ def test_atomic_host_references():
     assert execution.red_expected("i32", 2**32 + 3) == 3
 
 
+def test_sync_kernel_times_a_loop_of_barriers(build):
+    kernels, _ = build
+    body = timed_loop(kernels["sync_lat"], r"BAR\.SYNC(\.DEFER_BLOCKING)?")
+    assert sum(t.startswith("BAR.SYNC") for t in body) == execution.SYNC_UNROLL
+    assert execution.sync_threads({"max_threads_per_block": 1024}) == [32, 64, 128, 256, 512, 1024]
+
+
 def test_every_kernel_named_by_the_probe_exists(build):
     kernels, _ = build
     for op in OPS:
@@ -375,7 +382,7 @@ def test_probes_are_registered_with_fakes():
     from tests.fakes import FAKES
 
     probes = all_probes()
-    for pid in ("exec.inst", "exec.schedule", "exec.diverge", "exec.mma_latency", "exec.atomics"):
+    for pid in ("exec.inst", "exec.schedule", "exec.diverge", "exec.mma_latency", "exec.atomics", "exec.sync"):
         assert pid in probes and pid in FAKES
     assert len(probes["exec.inst"].configs({"sm_count": 132}, "full")) == len(OPS) >= 30
     assert set(UNITS) == {spec.unit for spec in OPS.values()}
@@ -440,6 +447,8 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     assert d.at["tc.int8.mma_sync_latency_cycles", "value"] == fakes.MMA_CYCLES_PER_K * 32
     assert d.at["atomic.global.add_i32_latency_cycles", "value"] == fakes.ATOMIC_LATENCY
     assert d.at["atomic.global.add_f64_ops_per_s_same", "value"] == pytest.approx(fakes.CLOCK_HZ)
+    assert d.at["sync.syncthreads_cycles", "value"] == fakes.BARRIER_BASE + 1024 / 32
+    assert d.at["sync.syncthreads_cycles_one_warp", "value"] == fakes.BARRIER_BASE + 1
     assert "inst.sts.latency_cycles" not in d.index and "inst.sts.ops_per_clk_sm" in d.index
     assert sum(q.startswith("inst.") and q.endswith(".latency_cycles") for q in d.index) >= 30
     page = render(meta, measurements, derived, tmp_path / "report")
