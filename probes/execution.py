@@ -137,7 +137,7 @@ def exec_inst(ctx, op: str) -> list[Sample]:
     thr = _kernel(f"thr_{op}")
     lat = _kernel(f"lat_{op}")
     table = cupy.empty(LDS_WORDS, dtype=cupy.uint64)
-    table[:] = table.data.ptr + 8 * cupy.arange(LDS_WORDS, dtype=cupy.uint64)  # each word its own address
+    table[:] = np.uint64(table.data.ptr) + np.uint64(8) * cupy.arange(LDS_WORDS, dtype=cupy.uint64)  # own address
     init_host, a, b = operands(op, ctx.rng(11, list(OPS).index(op)), table.data.ptr)
     init = cupy.asarray(init_host)
     blocks = ctx.device["sm_count"] * blocks_per_sm(thr, THR_THREADS)
