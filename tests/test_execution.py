@@ -457,3 +457,27 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     for name in ("instruction-latency-throughput.png", "warp-scheduling.png", "divergence.png"):
         assert (tmp_path / "report" / name).exists(), name
     assert page.exists()
+
+
+@pytest.mark.gpu
+def test_the_chapter_measures_on_a_gpu_within_its_time(tmp_path):
+    """On a GPU: every exec probe passes its own checks, the table has 30 or more instructions with both
+    figures, and the whole chapter (full profile, kernels compiled on first use) takes at most 25 s."""
+    import time
+
+    from analysis.results import RunDir
+    from gpuatlas.cli import main
+
+    start = time.perf_counter()
+    assert main(["run", "--profile", "full", "-p", "exec", "--out", str(tmp_path)]) == 0
+    elapsed = time.perf_counter() - start
+    (path,) = tmp_path.iterdir()
+    run = RunDir(path)
+    meta = run.read_meta()
+    assert {pid: s["status"] for pid, s in meta["probes"].items()} == {pid: "ok" for pid in meta["probes"]}
+    d = run.read_derived().set_index("quantity")
+    both = [op for op in OPS if f"inst.{op}.latency_cycles" in d.index and f"inst.{op}.ops_per_clk_sm" in d.index]
+    assert len(both) >= 30
+    assert 1 <= d.at["sm.schedulers", "value"] <= 8
+    assert d.at["divergence.throughput_fraction_32way", "value"] < 0.5
+    assert elapsed <= 25, f"the execution chapter took {elapsed:.1f} s"
