@@ -481,3 +481,175 @@ def test_the_chapter_measures_on_a_gpu_within_its_time(tmp_path):
     assert 1 <= d.at["sm.schedulers", "value"] <= 8
     assert d.at["divergence.throughput_fraction_32way", "value"] < 0.5
     assert elapsed <= 25, f"the execution chapter took {elapsed:.1f} s"
+
+
+# -- the probes' host code against an emulated device -------------------------------------------------------
+
+class _DeviceArray(np.ndarray):
+    """A numpy array standing in for a CuPy one (``get``, ``data.ptr``)."""
+
+    def get(self):
+        return np.asarray(self).copy()
+
+    @property
+    def data(self):
+        import types
+
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+class _FakeCupy:
+    uint32, uint64, int32, int64, float32, float64 = np.uint32, np.uint64, np.int32, np.int64, np.float32, np.float64
+
+    @staticmethod
+    def zeros(n, dtype):
+        return np.zeros(n, dtype).view(_DeviceArray)
+
+    empty = zeros
+
+    @staticmethod
+    def asarray(a):
+        return np.array(a).view(_DeviceArray)
+
+    @staticmethod
+    def arange(n, dtype):
+        return np.arange(n, dtype=dtype).view(_DeviceArray)
+
+
+SM_COUNT, CLOCK_GHZ = 4, 2.0
+
+
+def _emulated(monkeypatch, kernels: dict):
+    """Context on an emulated device: ``kernels`` maps names to Python functions of (grid, block, args)."""
+    import sys
+
+    from probes.harness import Budget, Context
+
+    monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
+    monkeypatch.setattr(execution, "_kernel", lambda name: kernels[name.split("_", 1)[0] if name.startswith(
+        ("thr_", "lat_")) else name])
+    monkeypatch.setattr(execution, "blocks_per_sm", lambda func, threads: 2)
+    monkeypatch.setattr(execution, "calibrate", lambda run, unit, target, max_count: (3, target))
+
+    class Timer:
+        def __init__(self, launch, min_sample_s):
+            self.launch = launch
+
+        def seconds_per_launch(self):
+            self.launch()
+            return 1e-3
+
+    monkeypatch.setattr(execution, "EventTimer", Timer)
+    device = {"sm_count": SM_COUNT, "max_threads_per_sm": 2048, "max_threads_per_block": 1024,
+              "sm_clock_max_hz": CLOCK_GHZ * 1e9}
+    ctx = Context(device=device, budget=Budget(min_repeats=3, max_repeats=3))
+    monkeypatch.setattr(Context, "sm_clock", lambda self: CLOCK_GHZ * 1e9)
+    return ctx
+
+
+def _lop3(x, a, b, steps):
+    return x ^ (a ^ b) if steps % 2 else x
+
+
+def _block_clocks(clocks, cycles):
+    clocks.reshape(-1, 2)[:] = [cycles, cycles / CLOCK_GHZ]
+
+
+def test_exec_inst_host_flow_on_an_emulated_device(monkeypatch):
+    def lat(grid, block, args):
+        init, a, b, trips, out, cycles = args
+        out[:] = _lop3(init.reshape(32, execution.CHAINS)[:, 0], a, b, trips * execution.LAT_UNROLL)
+        cycles[0] = 100 + 2 * execution.LAT_UNROLL * trips  # 2 cycles a step, 100 around the loop
+
+    def thr(grid, block, args):
+        init, a, b, trips, out, clocks = args
+        lanes = np.tile(init.reshape(32, execution.CHAINS), (out.size // init.size, 1)).reshape(-1)
+        out[:] = _lop3(lanes, a, b, trips * execution.UNROLL)
+        _block_clocks(clocks, 1e6)
+
+    ctx = _emulated(monkeypatch, {"lat": lat, "thr": thr})
+    samples = execution.exec_inst(ctx, "lop3")
+    latency = {s.value for s in samples if s.metric == "latency"}
+    assert latency == {2.0}
+    rates = [s for s in samples if s.metric == "ops_per_clk_sm"]
+    threads = SM_COUNT * 2 * execution.THR_THREADS
+    assert rates[0].value == pytest.approx(threads * execution.CHAINS * execution.UNROLL * 3 / 1e-3 / SM_COUNT
+                                           / (CLOCK_GHZ * 1e9))
+    assert rates[0].sm_clock_hz == pytest.approx(CLOCK_GHZ * 1e9)
+
+    def lazy(grid, block, args):  # a throughput kernel that skips a step: the cross-check refuses it
+        init, a, b, trips, out, clocks = args
+        thr(grid, block, (init, a, b, trips, out, clocks))
+        out[:] = _lop3(out, a, b, 1)
+
+    ctx = _emulated(monkeypatch, {"lat": lat, "thr": lazy})
+    with pytest.raises(RuntimeError, match="disagree"):
+        execution.exec_inst(ctx, "lop3")
+
+
+def _rec(rec, blocks, cycles):
+    r = rec.reshape(-1, 5)
+    r[:, 0] = np.arange(blocks) % SM_COUNT
+    r[:, 1], r[:, 2], r[:, 3], r[:, 4] = 1000, 1000 + cycles, 0, cycles / CLOCK_GHZ
+
+
+def test_exec_schedule_and_diverge_host_flow_on_an_emulated_device(monkeypatch):
+    def sched(grid, block, args):  # the truth model: one warp instruction a clock per scheduler
+        init, a, b, trips, out, rec = args
+        warps_per_sm = grid[0] // SM_COUNT * block[0] // 32
+        ipc = schedule_truth(warps_per_sm, 8, 4, 4.0)
+        _rec(rec, grid[0], warps_per_sm * int(trips) * execution.SCHED_FFMA / ipc)
+
+    def diverge(grid, block, args):
+        init, a, b, ways, trips, out, rec = args
+        useful = grid[0] // SM_COUNT * block[0] * int(trips) * execution.DIVERGE_ILP * execution.DIVERGE_UNROLL
+        _rec(rec, grid[0], useful / (128.0 / int(ways)))
+
+    ctx = _emulated(monkeypatch, {f"sched_ffma_ilp{i}": sched for i in execution.SCHEDULE_ILPS}
+                    | {"diverge_ffma": diverge})
+    assert execution.exec_schedule(ctx, 2, 8)[0].value == pytest.approx(2.0)
+    assert execution.exec_schedule(ctx, 48, 8)[0].value == pytest.approx(4.0)
+    assert execution.exec_diverge(ctx, 32)[0].value == pytest.approx(128.0 / 32)
+    with pytest.raises(ValueError, match="bad schedule config"):
+        execution.exec_schedule(ctx, 9, 8)
+
+
+def test_exec_mma_atomics_sync_host_flow_on_an_emulated_device(monkeypatch):
+    def mma(grid, block, args):
+        a, b, trips, out, cycles = args
+        out[:] = trips * execution.MMA_UNROLL * 16
+        cycles[0] = 50 + 33 * trips * execution.MMA_UNROLL
+
+    def atom(grid, block, args):
+        p, v, trips, out, cycles = args
+        out[0], p[0] = execution.atomic_chain("i32", int(trips) * execution.ATOM_UNROLL)
+        cycles[0] = 600 * trips * execution.ATOM_UNROLL
+
+    adds = []
+
+    def red(grid, block, args):
+        p, v, mode, reps, clocks = args
+        p += np.uint32(reps * (grid[0] * block[0] // p.size))
+        adds.append(int(reps))
+        _block_clocks(clocks, 1e6)
+
+    def sync(grid, block, args):
+        trips, passed, cycles = args
+        passed[0] = block[0] * trips * execution.SYNC_UNROLL
+        cycles[0] = 30 * trips * execution.SYNC_UNROLL
+
+    ctx = _emulated(monkeypatch, {"mma_lat_bf16": mma, "atom_lat_i32": atom, "red_i32": red, "sync_lat": sync})
+    assert execution.exec_mma_latency(ctx, "bf16")[0].value == pytest.approx(33.0)
+    assert execution.exec_atomics(ctx, "i32", "latency")[0].value == pytest.approx(600.0)
+    for mode in ("same", "warp", "distinct"):
+        samples = execution.exec_atomics(ctx, "i32", mode)
+        assert samples[0].metric == "ops_per_s" and samples[0].value == pytest.approx(SM_COUNT * 2 * 256 * 3 / 1e-3)
+    assert execution.exec_sync(ctx, 256)[0].value == pytest.approx(30.0)
+
+    def short(grid, block, args):  # an accumulator one step short is refused
+        mma(grid, block, args)
+        args[3][:] -= 16
+
+    ctx = _emulated(monkeypatch, {"mma_lat_bf16": short})
+    with pytest.raises(RuntimeError, match="expected"):
+        execution.exec_mma_latency(ctx, "bf16")
