@@ -173,7 +173,9 @@ def schedule_rows(measurements: pd.DataFrame, saturation: float = 0.97) -> list[
     issue = median_ci(plateau / n)
     return [derived_row("sm.schedulers", *schedulers,
                         f"FFMA warp instructions per clock per SM at ILP {ilp}: plateau over one resident warp's "
-                        "rate (bootstrap 95% CI of the ratio of medians)", SCHEDULE_PROBE, note),
+                        "rate (bootstrap 95% CI of the ratio of medians); the count holds if one warp with that "
+                        "ILP issues at its scheduler's full rate (else it counts warps of that rate the plateau "
+                        "holds)", SCHEDULE_PROBE, note),
             derived_row("sm.issue_per_clk_per_scheduler", *issue,
                         f"plateau / {n} schedulers (sm.schedulers rounded), warp instructions per clock",
                         SCHEDULE_PROBE, f"knee at {knee} warps for ILP {ilp}")]
