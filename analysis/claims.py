@@ -6,7 +6,7 @@ The lecture describes an H100 SXM.  Claims are judged as mechanisms, not datashe
 * a latency in cycles or a ratio is compared as is (cycles and ratios do not depend on the part);
 * a figure the lecture derived from its datasheet inputs (bytes in flight, warps needed, the per-SM share of
   HBM) is recomputed from this run's measured inputs and shown beside the lecture's;
-* a claim whose quantity this run did not measure says so, and names the issue whose probe will.
+* a claim whose quantity this run did not measure says so, and names what would measure it.
 """
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ class Claim:
     tolerance: float  # relative deviation still judged "holds"
     measure: Callable[[dict, dict], Measured | None]  # (derived by quantity, device) -> measured
     tests: str  # what the measured side is, in words
-    pending: str = ""  # the issue whose probe measures it, while unmeasured
     mechanism: str | Callable[[dict, dict], str] = ""  # why the hardware differs (or a function of the
     # measured quantities and the device that says it), shown when the claim deviates
 
@@ -109,93 +108,93 @@ def on_chip(scale_into: float | None = None) -> Callable:
 
 
 CLAIMS = (
-    Claim("§7.1", "132 SMs", 132, "1", 0.0, device_property("sm_count"), "driver-reported SM count", "#2"),
+    Claim("§7.1", "132 SMs", 132, "1", 0.0, device_property("sm_count"), "driver-reported SM count"),
     Claim("§7.1", "2,048 threads (64 warps) per SM", 2048, "1", 0.0, device_property("max_threads_per_sm"),
-          "driver-reported threads per SM", "#2"),
+          "driver-reported threads per SM"),
     Claim("Numbers worth memorizing", "256 KB of registers per SM", 256 * 1024, "B", 0.0,
-          device_property("regs_per_sm", 4), "driver-reported 32-bit registers per SM x 4 B", "#2"),
+          device_property("regs_per_sm", 4), "driver-reported 32-bit registers per SM x 4 B"),
     Claim("§7.3", "228 KB of shared memory per SM", 228 * 1024, "B", 0.0, device_property("smem_per_sm_bytes"),
-          "driver-reported shared memory per SM", "#2"),
+          "driver-reported shared memory per SM"),
     Claim("§7.3", "shared memory ~30 cycles", 30, "cycles", 0.2, quantity("smem.latency_cycles"),
-          "dependent-load chase in shared memory", "#3",
+          "dependent-load chase in shared memory",
           "each load's address is the previous load's value (no index arithmetic between loads); chases "
           "that compute an index per step, as most published ones do, add those instructions' latency"),
-    Claim("§7.3", "L2 50 MB", 50e6, "B", 0.0, device_property("l2_bytes"), "driver-reported L2 size", "#2",
+    Claim("§7.3", "L2 50 MB", 50e6, "B", 0.0, device_property("l2_bytes"), "driver-reported L2 size",
           "the lecture's part is an H100 SXM; the all-SM read sweep (bw.l2, when it extends past the L2) puts "
           "this GPU's usable capacity at l2.capacity_bytes (a derived quantity)"),
     Claim("§7.3", "L2 \"a few hundred cycles\" (taken as 200-400)", 300, "cycles", 1 / 3,
-          quantity("l2.latency_cycles"), "L2-only chase, near partition", "#3"),
+          quantity("l2.latency_cycles"), "L2-only chase, near partition"),
     Claim("Numbers worth memorizing; §7.3", "HBM latency ~500 cycles", 500, "cycles", 0.2,
-          quantity("dram.latency_cycles"), "L2-only chase beyond the L2", "#3",
+          quantity("dram.latency_cycles"), "L2-only chase beyond the L2",
           lambda d, device: _hbm_mechanism(d)),
     Claim("§7.3", "500 cycles at 1.8 GHz is ~278 ns", 278e-9, "s", 0.2, quantity("dram.latency_ns"),
-          "the same chase timed with %globaltimer", "#3"),
+          "the same chase timed with %globaltimer"),
     Claim("§7.3", "one SM's fair share of HBM is 14.1 B/cycle", 14.1, "B/cycle", 0.2,
           quantity("dram.read_bytes_per_clk_sm"),
-          "recomputed: measured HBM read bandwidth / (SMs x the clock measured with it)", "#4",
+          "recomputed: measured HBM read bandwidth / (SMs x the clock measured with it)",
           "the share scales with this GPU's own HBM bandwidth per SM and clock"),
     Claim("§7.4", "~0.93 MB in flight saturates HBM", 0.93e6, "B", 0.2,
           first_of(quantity("littles.bytes_in_flight"),
                    product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns")),
           "the Little's-law fit of the occupancy sweep (plateau x loaded latency); without that probe, "
-          "measured HBM read bandwidth x unloaded chase latency", "#6",
+          "measured HBM read bandwidth x unloaded chase latency",
           "bytes in flight = bandwidth x latency, both of this GPU; HBM latency under load exceeds the idle "
           "chase's"),
     Claim("§7.4", "~55 warps per SM, one 128-B load each", 55, "1", 0.2,
           first_of(quantity("occupancy.warps_to_saturate_dram_ilp1"),
                    product("dram.read_bandwidth_bytes_per_s", "dram.latency_ns", divide_by=_per_sm_load)),
           "the occupancy sweep's fitted knee in warps per SM at one 128-B load each; without that probe, "
-          "bandwidth x chase latency / 128 B / SMs", "#6",
+          "bandwidth x chase latency / 128 B / SMs",
           "warps needed = this GPU's bytes in flight / 128 B / SMs; above the SM's warp limit, only ILP "
           "(several loads in flight per warp) saturates HBM"),
     Claim("Numbers worth memorizing; §7.6", "fp32 at stride >= 32 moves 1/32 useful bytes", 1 / 32, "1", 0.2,
-          quantity("coalescing.efficiency_stride32_fp32"), "stride-32 fp32 bandwidth over stride-1", "#4",
+          quantity("coalescing.efficiency_stride32_fp32"), "stride-32 fp32 bandwidth over stride-1",
           lambda d, device: _strided_mechanism(d)),
     Claim("§7.3", "shared memory moves ~128 B/cycle/SM", 128, "B/cycle", 0.1,
-          quantity("smem.bandwidth_bytes_per_clk_sm"), "16-byte shared loads from every SM", "#4"),
+          quantity("smem.bandwidth_bytes_per_clk_sm"), "16-byte shared loads from every SM"),
     Claim("§7.6", "shared memory has 32 banks", 32, "1", 0.0, quantity("smem.banks"),
-          "bank count that best explains the conflict curve", "#5"),
+          "bank count that best explains the conflict curve"),
     Claim("Exercise 3", "staging a fp16 column read through a shared tile recovers 64x", 64, "1", 0.2,
-          quantity("smem.column_read_recovery"), "staged over direct useful bandwidth, 4096 x 4096 fp16", "#5",
+          quantity("smem.column_read_recovery"), "staged over direct useful bandwidth, 4096 x 4096 fp16",
           "the direct read moves 32-byte sectors and reuses them from L1/L2, so it is far from 1/64 efficient"),
     Claim("§7.10; Lecture 2", "a kernel launch costs ~5 us", 5e-6, "s", 0.5, quantity("launch.overhead_s"),
-          "back-to-back empty-kernel launches from Python", "#2"),
+          "back-to-back empty-kernel launches from Python"),
     Claim("Numbers worth memorizing; §7.7", "dense BF16 tensor cores ~989 TFLOP/s", 989e12, "FLOP/s", 0.1,
-          quantity("tc.bf16.peak_flops"), "wgmma BF16 peak", "#7"),
+          quantity("tc.bf16.peak_flops"), "wgmma BF16 burst peak (short launches from a rested GPU, before "
+          "the power limit lowers the clock; tc.bf16.sustained_flops is the rate held under it)"),
     Claim("Numbers worth memorizing; §7.7", "FP32 vector ~67 TFLOP/s", 67e12, "FLOP/s", 0.1,
-          quantity("fp32.peak_flops"), "FP32 FMA peak", "#7"),
+          quantity("fp32.peak_flops"), "FP32 FMA peak"),
     Claim("Numbers worth memorizing; §7.7", "tensor vs vector peak ~15x", 989 / 67, "1", 0.1,
-          ratio("tc.bf16.peak_flops", "fp32.peak_flops"), "recomputed: measured BF16 tensor / FP32 peak", "#7"),
+          ratio("tc.bf16.peak_flops", "fp32.peak_flops"), "recomputed: measured BF16 tensor burst peak / FP32 peak"),
     Claim("Numbers worth memorizing; §7.8", "ridge point 295 FLOP/byte (bf16)", 295, "1", 0.2,
           ratio("tc.bf16.peak_flops", "dram.read_bandwidth_bytes_per_s"),
-          "recomputed: measured BF16 tensor peak / measured HBM read bandwidth", "#7",
+          "recomputed: measured BF16 tensor burst peak / measured HBM read bandwidth",
           "both sides are this GPU's own: its HBM is faster than the H100 SXM's"),
     Claim("Numbers worth memorizing; §7.8", "SMEM tiling (BLOCK 128-256) reaches ~43% of peak", 0.43, "1", 0.25,
-          quantity("roofline.tiled_fraction_of_peak"), "Triton tiled matmul at BLOCK 128-256 over the peak", "#7"),
+          quantity("roofline.tiled_fraction_of_peak"), "Triton tiled matmul at BLOCK 128-256 over the BF16 burst peak"),
     Claim("Numbers worth memorizing; §7.3", "on-chip total ~114 MB (registers + shared memory + L2)", 114e6,
-          "B", 0.1, on_chip(), "recomputed from driver properties: SMs x (registers + shared) + L2", "#2",
+          "B", 0.1, on_chip(), "recomputed from driver properties: SMs x (registers + shared) + L2",
           "the H200's 60 MiB L2 against the H100 SXM's 50 MB"),
     Claim("Numbers worth memorizing; §7.3", "a 7B model's 13.5 GB is 118x the on-chip total", 118, "1", 0.1,
-          on_chip(scale_into=13.5e9), "recomputed: 13.5 GB / this GPU's on-chip total", "#2",
+          on_chip(scale_into=13.5e9), "recomputed: 13.5 GB / this GPU's on-chip total",
           "the H200's larger L2 makes its on-chip total larger, so the weights are fewer times it"),
     Claim("Numbers worth memorizing; §7.10", "fused softmax: 5 passes become 2, 2.5x faster", 2.5, "1", 0.2,
-          quantity("fusion.softmax_speedup"), "fused Triton softmax over three unfused kernels, 4096^2 bf16",
-          "#8"),
+          quantity("fusion.softmax_speedup"), "fused Triton softmax over three unfused kernels, 4096^2 bf16"),
     Claim("§7.2", "four warp schedulers per SM", 4, "1", 0.05, quantity("sm.schedulers"),
-          "FFMA issue's plateau over one warp's rate, warps 1..64 per SM at ILP 8", "#19",
+          "FFMA issue's plateau over one warp's rate, warps 1..64 per SM at ILP 8",
           "the plateau over one warp's issue rate is the number of warps issuing at once; a count off four "
           "means a warp alone does not issue every clock (its ILP too short for the FFMA latency) or the "
           "plateau is held below issue by another limit"),
     Claim("§7.2", "a 32-way divergent branch runs at 1/32 throughput", 1 / 32, "1", 0.1,
           quantity("divergence.throughput_fraction_32way"),
-          "useful FFMA rate of warps split 32 ways over the unsplit warps'", "#19",
+          "useful FFMA rate of warps split 32 ways over the unsplit warps'",
           "each of the 32 branches also issues its own loop and branch instructions, which the unsplit warp "
           "issues once"),
     Claim("§7.7", "per SM the tensor cores give 989 / 132 = 7.5 TFLOP/s", 989e12 / 132, "FLOP/s", 0.1,
           lambda d, device: None if "tc.bf16.peak_flops" not in d else
           tuple(v / device["sm_count"] for v in d["tc.bf16.peak_flops"]),
           "recomputed: measured dense BF16 wgmma peak / SMs (the FP32 FFMA rate per SM is "
-          "inst.ffma.ops_per_clk_sm x 2 FLOP x the clock, the vector path beside it)", "#19",
+          "inst.ffma.ops_per_clk_sm x 2 FLOP x the clock, the vector path beside it)",
           "the per-SM rate is the tensor peak over this GPU's SMs, at the clock the power limit allows"),
 )
 
@@ -214,11 +213,12 @@ def _hbm_mechanism(d: dict) -> str:
 
 def _strided_mechanism(d: dict) -> str:
     """Why stride-32 fp32 is not 1/32 here, from the run's own fetch-block measurement when it has one."""
-    if "mem.sector_bytes" not in d:
+    if "l2.dram_fetch_bytes" not in d:
         return "each lane's 4 bytes cost a whole fetch block of the memory system, whose size sets the ratio"
-    block = d["mem.sector_bytes"][0]
+    block = d["l2.dram_fetch_bytes"][0]
     return (f"each lane's 4 bytes cost one fetch block from HBM, and this GPU fetches {block:.0f}-byte blocks "
-            f"per L2 miss (mem.sector_bytes, the line-size chase), not 128-byte segments: 4/{block:.0f} = "
+            f"per L2 miss (l2.dram_fetch_bytes, the address-order fill-block chase), not 128-byte segments: "
+            f"4/{block:.0f} = "
             f"1/{block / 4:.0f} predicted, measured 1/{1 / d['coalescing.efficiency_stride32_fp32'][0]:.1f}")
 
 
@@ -236,7 +236,7 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
         measured = claim.measure(d, device)
         if measured is None:
             rows.append({**row, "measured": "-", "ratio": "-", "verdict": "not measured",
-                         "reason": f"not measured yet: the probe of issue {claim.pending} will measure it"})
+                         "reason": f"not in this run: {claim.tests}"})
             continue
         value, low, high = measured
         ratio = value / claim.value

@@ -29,6 +29,9 @@ LANES = 32
 #: Block sizes the fit compares: the sector, a sector pair (a DRAM burst), the lecture's segment.
 CANDIDATE_BLOCKS = (32, 64, 128)
 SECTOR_BYTES, SEGMENT_BYTES = 32, 128
+#: Largest RMS error (octaves) of the best block model for the L2 sweep to name the L2's sector: a model
+#: further off than that does not explain the sweep.
+MAX_SECTOR_FIT_OCTAVES = 0.2
 STRIDE_PROBE, DRAM_PROBE, L2_PROBE, ONCHIP_PROBE = "bw.stride", "bw.dram", "bw.l2", "bw.onchip"
 FOOTPRINT_PROBE = "bw.dram_footprint"
 
@@ -442,10 +445,21 @@ def _coalescing_rows(measurements) -> list[dict]:
     l2 = table[(table["level"] == "l2") & (table["misaligned_bytes"] == 0)]
     try:
         l2_fit = fit_models(l2)
-        note += (f"; from L2 the winner is {l2_fit['block_bytes']} B ("
-                 + ", ".join(f"{b} B: {err:.3f}" for b, err in l2_fit["errors"].items()) + ")")
     except ValueError:
-        pass
+        l2_fit = None
+    if l2_fit is not None:
+        l2_errors = ", ".join(f"{b} B: {err:.3f}" for b, err in l2_fit["errors"].items())
+        note += f"; from L2 the winner is {l2_fit['block_bytes']} B ({l2_errors})"
+        if l2_fit["errors"][l2_fit["block_bytes"]] <= MAX_SECTOR_FIT_OCTAVES:
+            rows.append(derived_row(
+                "l2.sector_bytes", l2_fit["block_bytes"], *l2_fit["ci"],
+                "block size B in {32, 64, 128} whose byte accounting best predicts bandwidth(s)/bandwidth(1) of "
+                "the L2-resident stride sweep: the block the L2 moves per access (bootstrap over configs)",
+                STRIDE_PROBE, f"RMS log2 error (octaves) over {l2_fit['n']} aligned configs: {l2_errors}"))
+        else:
+            note += (f"; no l2.sector_bytes: even the best block model misses the L2 sweep by "
+                     f"{l2_fit['errors'][l2_fit['block_bytes']]:.2f} octaves RMS (over "
+                     f"{MAX_SECTOR_FIT_OCTAVES}), so the L2's bandwidth is not set by its block accounting alone")
     mis = table[(table["stride_elements"] == 1) & (table["element_bytes"] == 4) & (table["misaligned_bytes"] > 0)]
     for level, eff in zip(mis["level"], mis["efficiency"]):
         note += f"; fp32 stride 1 one element off, {level}: {eff:.3f} of aligned"

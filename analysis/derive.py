@@ -22,7 +22,46 @@ def _median_row(quantity: str, values, method: str, probe: str) -> dict:
     return derived_row(quantity, *median_ci(values), method, probe)
 
 
-def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
+#: The per-family row builders, independent of each other (the roofline's, which reads their ceilings, runs
+#: after them).
+FAMILIES = (
+    lambda m, device: hierarchy_rows(m, device),
+    lambda m, device: bank_rows(m),
+    lambda m, device: bandwidth_rows(m, device),
+    lambda m, device: littles_rows(m, device),
+    lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m),
+    lambda m, device: execution_rows(m),
+)
+
+#: What forked family workers read: set before they fork, so the measurements are shared, not pickled.
+_JOB: dict = {}
+
+
+def _family(index: int) -> list[dict]:
+    return FAMILIES[index](_JOB["measurements"], _JOB["device"])
+
+
+def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool) -> list[dict]:
+    """Every family's rows in FAMILIES order; with ``parallel``, on every core through forked workers (same
+    functions, same rows)."""
+    import multiprocessing
+    import os
+
+    workers = min(len(FAMILIES), os.cpu_count() or 1)
+    if not parallel or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [row for family in FAMILIES for row in family(measurements, device)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    _JOB.update(measurements=measurements, device=device)
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            return [row for rows in pool.map(_family, range(len(FAMILIES))) for row in rows]
+    finally:
+        _JOB.clear()
+
+
+def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd.DataFrame:
+    """Every derived quantity of a run; ``parallel`` spreads the families over the cores (for the CLI)."""
     rows = []
     clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
     if len(clock):
@@ -33,20 +72,13 @@ def derive(meta: dict, measurements: pd.DataFrame) -> pd.DataFrame:
         if len(values):
             rows.append(_median_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
                                     "launch.overhead"))
-    rows += hierarchy_rows(measurements, meta["device"])
-    rows += bank_rows(measurements)
-    rows += bandwidth_rows(measurements, meta["device"])
-    rows += littles_rows(measurements, meta["device"])
-    rows += compute_rows(measurements)
-    rows += execution_rows(measurements)
-    rows += fusion_rows(measurements)
-    rows += hopper_rows(measurements)
+    rows += _family_rows(measurements, meta["device"], parallel)
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
     rows += matmul_rows(measurements, rows)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
 
-def derived_for(run: RunDir) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+def derived_for(run: RunDir, parallel: bool = False) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """``(meta, measurements, derived)`` of a run: the one derived source of ``report`` and ``compare``.
 
     The derived quantities are derived afresh from the measurements (reading them validates the parquet),
@@ -57,7 +89,7 @@ def derived_for(run: RunDir) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     measurements = run.read_measurements()
     if run.derived_path.exists():
         _check_export(run)
-    return meta, measurements, derive(meta, measurements)
+    return meta, measurements, derive(meta, measurements, parallel=parallel)
 
 
 def _check_export(run: RunDir) -> None:

@@ -9,9 +9,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from analysis.latency import ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands  # noqa: E402
+from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, MIN_L2_LINE_STRIDE, NUMBA_PROBE, access_bands,  # noqa: E402
+                              capacity_knees)
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes  # noqa: E402
 
@@ -21,9 +22,39 @@ KNEE_LINES = {"l1.capacity_bytes": "L1 capacity", "l2.partition_bytes": "L2 part
               "l2.far_reach_bytes": "L2 far reach (one SM)"}
 
 
+FLAVOURS = {"cg": "L2 only (ld.global.cg)", "default": "through L1"}
+
+
 def _bytes_axis(ax):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+
+
+def _si_axis(axis, unit: str):
+    """Tick labels with SI prefixes (TB/s, TFLOP/s) instead of raw powers of ten."""
+    axis.set_major_formatter(EngFormatter(unit=unit, places=None, sep=" "))
+
+
+def _legend(ax, below: bool = False, **kwargs):
+    """The legend outside the axes (right, or below), so it never covers data."""
+    where = (dict(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=kwargs.pop("ncol", 2)) if below
+             else dict(loc="upper left", bbox_to_anchor=(1.02, 1)))
+    return ax.legend(fontsize=7, borderaxespad=0, frameon=False, **where, **kwargs)
+
+
+def _level_labels(ax, levels):
+    """Label horizontal reference lines at y = value just outside the right edge, nudged apart so that close
+    levels (L1 and shared memory) never overprint."""
+    to_axes = ax.transScale + ax.transLimits
+    placed = []
+    for value, text in sorted(levels):
+        y = to_axes.transform((1, value))[1]
+        y = max(y, placed[-1][0] + 0.06) if placed else y
+        placed.append((y, value, text))
+    for y, value, text in placed:
+        ax.annotate(text, xy=(1, value), xycoords=("axes fraction", "data"), xytext=(1.01, y),
+                    textcoords="axes fraction", fontsize=7, color="dimgrey", va="center", annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-", color="lightgrey", lw=0.5, shrinkA=0, shrinkB=0))
 
 
 def _no_data(ax, title: str):
@@ -47,31 +78,35 @@ def _median_lines(ax, frame: pd.DataFrame, x: str, by: str, label) -> None:
 
 def latency_staircase(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
     """Chase latency (cycles) against footprint, log2 x, both front ends and load flavours, with the fitted
-    levels (dashed) and capacities (dotted, CI shaded) from derived.csv."""
-    ax = ax or plt.figure(figsize=(9, 5)).gca()
+    levels (dashed, labelled on the right) and capacities (dotted, CI shaded) from derived.csv."""
+    ax = ax or plt.figure(figsize=(9, 6)).gca()
     chase = usable(measurements[measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE])
                                 & (measurements["metric"] == "latency")]).copy()
     front = chase["probe"].map({CUPY_PROBE: "CuPy", NUMBA_PROBE: "Numba"})
-    chase["series"] = front + " " + chase["flavour"] + ", " + chase["stride_bytes"].astype(int).astype(str) + " B"
+    chase["series"] = (front + ", " + chase["flavour"].map(FLAVOURS).fillna(chase["flavour"]) + ", "
+                       + chase["stride_bytes"].astype(int).astype(str) + "-B stride")
     _median_lines(ax, chase, "footprint_bytes", "series", lambda name: name)
     _bytes_axis(ax)
+    ax.set_ylim(bottom=0)
     d = derived.set_index("quantity")
+    knees = sns.color_palette("dark", len(KNEE_LINES) + 1)
+    for (quantity, name), colour in zip(KNEE_LINES.items(), knees):
+        if quantity in d.index:
+            ax.axvline(d.loc[quantity, "value"], color=colour, lw=0.9, ls=":",
+                       label=f"{name} {fmt_bytes(d.loc[quantity, 'value'])} (fit)")
+            ax.axvspan(d.loc[quantity, "ci_low"], d.loc[quantity, "ci_high"], color=colour, alpha=0.06)
+    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.8, ls=":",
+               label=f"L2 size reported by the driver, {fmt_bytes(device['l2_bytes'])}")
+    levels = []
     for quantity, name in LATENCY_LINES.items():
         if quantity in d.index:
             ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.7, ls="--")
-            ax.annotate(f"{name} {d.loc[quantity, 'value']:.0f}", (ax.get_xlim()[0], d.loc[quantity, "value"]),
-                        fontsize=7, color="dimgrey", va="bottom")
-    for quantity, name in KNEE_LINES.items():
-        if quantity in d.index:
-            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=":")
-            ax.axvspan(d.loc[quantity, "ci_low"], d.loc[quantity, "ci_high"], color="black", alpha=0.06)
-            ax.annotate(f"{name} {fmt_bytes(d.loc[quantity, 'value'])}", (d.loc[quantity, "value"], ax.get_ylim()[1]),
-                        fontsize=7, rotation=90, ha="right", va="top")
-    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.6, ls=":")
+            levels.append((d.loc[quantity, "value"], f"{name} {d.loc[quantity, 'value']:.0f}"))
+    _level_labels(ax, levels)
     ax.set_xlabel("footprint")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("Pointer-chase latency against footprint (median, IQR band)")
-    ax.legend(loc="center left", fontsize=7)
+    ax.set_title("Pointer-chase latency against footprint (median, IQR band; dashed: fitted levels)")
+    _legend(ax, below=True, ncol=2)
     return ax
 
 
@@ -90,113 +125,224 @@ def access_latency(measurements: pd.DataFrame, device: dict, derived: pd.DataFra
     bins = np.arange(np.floor(cycles.quantile(0.001) / 5) * 5, cycles.quantile(0.995) + 5, 5)
     for footprint, group in frame.groupby("footprint_bytes"):
         ax.hist(group["value"] - offset, bins=bins, histtype="step", density=True, lw=1.1,
-                color=colours[footprint], label=f"{fmt_bytes(footprint)} ({footprint / device['l2_bytes']:.2g} x L2)")
+                color=colours[footprint], label=f"{fmt_bytes(footprint)} ({footprint / device['l2_bytes']:.2g} × L2)")
     if bands:
         ax.axvspan(bands["near_edge"] - offset, bands["miss_edge"] - offset, color="tab:orange", alpha=0.1,
                    label="far-partition hits")
     values = derived.set_index("quantity")["value"]
-    for quantity, name in (("l2.latency_cycles", "L2 near"), ("l2.far_latency_cycles", "L2 far"),
-                           ("dram.near_latency_cycles", "HBM, near-homed"), ("dram.far_latency_cycles", "HBM, far-homed")):
+    marks = (("l2.latency_cycles", "L2 near"), ("l2.far_latency_cycles", "L2 far"),
+             ("dram.near_latency_cycles", "HBM, near-homed"), ("dram.far_latency_cycles", "HBM, far-homed"))
+    for (quantity, name), style in zip(marks, ("--", "-.", (0, (5, 1, 1, 1, 1, 1)), ":")):
         if quantity in values:
-            ax.axvline(values[quantity], color="dimgrey", lw=0.8, ls="--")
-            ax.annotate(f"{name} {values[quantity]:.0f}", (values[quantity], ax.get_ylim()[1]), fontsize=7,
-                        rotation=90, ha="right", va="top")
+            ax.axvline(values[quantity], color="black", lw=0.8, ls=style, label=f"{name} {values[quantity]:.0f} cycles")
     ax.set_xlabel(f"cycles per access (recording cost {offset:.1f} cycles taken off)")
-    ax.set_ylabel("density")
+    ax.set_ylabel("probability density (1/cycle)")
     ax.set_title("One SM's L2-only chase, access by access: near hits, far-partition hits, misses")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
 def tlb_staircase(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
-    """Page-stride chase: latency against the footprint its pages span; TLB reaches marked."""
+    """Block-stride chase: latency against the footprint its blocks span, one line per block size; TLB
+    reaches marked."""
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.tlb") & (measurements["metric"] == "latency")])
-    _median_lines(ax, frame.assign(series="one load per 2 MiB page"), "footprint_bytes", "series", lambda n: n)
+    if "stride_bytes" in frame:
+        frame = frame.assign(series=frame["stride_bytes"].astype(int))
+    else:
+        frame = frame.assign(series=2 << 20)
+    _median_lines(ax, frame, "footprint_bytes", "series", lambda n: f"one load per {fmt_bytes(n)} block")
     _bytes_axis(ax)
     d = derived.set_index("quantity")
-    for level in (1, 2):
-        quantity = f"tlb.level{level}_reach_bytes"
+    for level, style in ((1, ":"), (2, "--")):
+        quantity = f"tlb.l{level}.reach_bytes"
         if quantity in d.index:
-            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=":")
-            ax.annotate(f"TLB level {level} reach {fmt_bytes(d.loc[quantity, 'value'])}",
-                        (d.loc[quantity, "value"], ax.get_ylim()[1]), fontsize=7, rotation=90, ha="right", va="top")
-    ax.set_xlabel("footprint spanned by the pages")
+            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=style,
+                       label=f"TLB level {level} reach {fmt_bytes(d.loc[quantity, 'value'])}")
+    ax.set_xlabel("footprint spanned by the blocks")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("Address translation: page-stride chase (L2-resident lines)")
-    ax.legend(loc="upper left", fontsize=7)
+    ax.set_title("Address translation: block-stride chase (L2-resident lines)")
+    _legend(ax)
+    return ax
+
+
+def hbm_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """The cold-path chase (every access an L2 miss): latency against the footprint the path is drawn from,
+    plain and L2-only loads, with the HBM latency inside and past the TLB's reach and the reach marked."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "chase.miss") & (measurements["metric"] == "latency")])
+    _median_lines(ax, frame, "footprint_bytes", "flavour", lambda n: FLAVOURS.get(n, n))
+    _bytes_axis(ax)
+    d = derived.set_index("quantity")
+    for quantity, name, style in (("dram.latency_cycles", "HBM, inside the TLB reach", "--"),
+                                  ("dram.latency_tlb_miss_cycles", "HBM with TLB misses", "-.")):
+        if quantity in d.index:
+            ax.axhline(d.loc[quantity, "value"], color="dimgrey", lw=0.8, ls=style,
+                       label=f"{name}: {d.loc[quantity, 'value']:.0f} cycles")
+    if "tlb.l1.reach_bytes" in d.index:
+        ax.axvline(d.loc["tlb.l1.reach_bytes", "value"], color="black", lw=0.8, ls=":",
+                   label=f"TLB reach {fmt_bytes(d.loc['tlb.l1.reach_bytes', 'value'])}")
+    ax.set_xlabel("footprint the path's lines are drawn from")
+    ax.set_ylabel("cycles per dependent load")
+    ax.set_title("HBM latency: a cold path, every access an L2 miss")
+    _legend(ax)
+    return ax
+
+
+def l2_capacity(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
+    """The chase from every SM at once against footprint, with its knee, the bandwidth fit's capacity and the
+    driver's size."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    frame = usable(measurements[(measurements["probe"] == "chase.every_sm")
+                                & (measurements["metric"] == "latency")])
+    _median_lines(ax, frame.assign(series="every SM chasing"), "footprint_bytes", "series", lambda n: n)
+    _bytes_axis(ax)
+    d = derived.set_index("quantity")
+    for quantity, name, style in (("l2.capacity_chase_bytes", "knee of the every-SM chase", ":"),
+                                  ("l2.capacity_bytes", "bandwidth miss-model fit", "-.")):
+        if quantity in d.index:
+            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=style,
+                       label=f"{name}: {fmt_bytes(d.loc[quantity, 'value'])}")
+    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.8, ls="--",
+               label=f"L2 size reported by the driver: {fmt_bytes(device['l2_bytes'])}")
+    ax.set_xlabel("footprint of the chain")
+    ax.set_ylabel("cycles per dependent load (median over SMs)")
+    ax.set_title("L2 capacity the whole GPU uses: an L2-only chase from every SM")
+    _legend(ax)
     return ax
 
 
 def line_size(measurements: pd.DataFrame, ax=None):
-    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2."""
+    """Address-order chase: latency against stride at a footprint beyond L1 and one beyond L2.  Latency stops
+    rising where the stride reaches the block each miss fills (the sector where a cache fills sector by sector),
+    not the line, which only the capacity counted in lines shows."""
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.line") & (measurements["metric"] == "latency")])
     frame = frame.assign(series=frame["flavour"].map({"default": "through L1, chain beyond L1",
-                                                      "cg": "L2 only, chain beyond L2"}))
+                                                      "cg": "L2 only (ld.global.cg), chain beyond L2"}))
     _median_lines(ax, frame, "stride_bytes", "series", lambda n: n)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("stride between consecutive loads (bytes)")
+    _bytes_axis(ax)
+    ax.set_xlabel("stride between consecutive loads")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("Fill granularity: address-order chase against stride")
-    ax.legend(loc="upper left", fontsize=7)
+    ax.set_title("Fill block (not the line): address-order chase against stride")
+    _legend(ax, below=True, ncol=1)
+    return ax
+
+
+def line_by_capacity(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """Capacity knee against chase stride, log-log, with the knees' CIs: flat while the stride is at most the
+    line (elements share lines), rising as the stride beyond it (one line per element); dashed, the line-count
+    model C*max(1, s/L) for each measured line."""
+    ax = ax or plt.figure(figsize=(7, 4)).gca()
+    d = derived.set_index("quantity")["value"]
+    drawn = False
+    for level, flavour, min_stride, color in (("l1", "default", 0, "tab:blue"),
+                                              ("l2", "cg", MIN_L2_LINE_STRIDE, "tab:orange")):
+        knees = capacity_knees(measurements, flavour, min_stride)
+        if not knees:
+            continue
+        strides = np.array(sorted(knees), dtype=float)
+        k, lo, hi = (np.array([knees[s][i] for s in sorted(knees)]) for i in range(3))
+        ax.errorbar(strides, k, yerr=[k - lo, hi - k], fmt="o-", color=color, capsize=3,
+                    label=f"{'through L1: L1' if level == 'l1' else 'L2 only: near-partition'} knee")
+        if f"{level}.line_bytes" in d:
+            line = d[f"{level}.line_bytes"]
+            ax.plot(strides, k[0] * np.maximum(1, strides / line), ls="--", color=color, lw=0.8,
+                    label=f"C*max(1, s/L), L = {line:.0f} B")
+        drawn = True
+    if not drawn:
+        return _no_data(ax, "Line by capacity: no dense chase at two or more strides")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v)))
+    ax.set_xlabel("stride between chain elements (bytes)")
+    ax.set_ylabel("capacity knee (footprint)")
+    ax.set_title("Line (tag) size: capacity counted in lines against stride")
+    _legend(ax)
     return ax
 
 
 def launch_overhead(measurements: pd.DataFrame, ax=None):
-    """GPU time per empty-kernel launch, plain against CUDA graph, with host time per call."""
-    ax = ax or plt.figure(figsize=(5, 3.5)).gca()
-    frame = usable(measurements[measurements["probe"] == "launch.overhead"]).copy()
-    frame["us"] = frame["value"] * 1e6
-    sns.barplot(data=frame, x="mode", y="us", hue="metric", estimator="median", errorbar=("pi", 50), ax=ax)
-    ax.set_ylabel("time per launch (us)")
-    ax.set_xlabel("")
+    """Time per empty-kernel launch, plain against CUDA graph: GPU time between launches and the host's time
+    per call (median bar, interquartile whiskers)."""
+    ax = ax or plt.figure(figsize=(6, 3.5)).gca()
+    frame = usable(measurements[measurements["probe"] == "launch.overhead"])
+    metrics = {"launch_interval": "GPU time between launches", "host_call": "host time per call"}
+    modes = {"plain": "plain launches", "graph": "CUDA graph"}
+    palette = sns.color_palette("deep", len(metrics))
+    width = 0.8 / len(metrics)
+    for j, (metric, label) in enumerate(metrics.items()):
+        for i, mode in enumerate(modes):
+            values = frame.loc[(frame["metric"] == metric) & (frame["mode"] == mode), "value"] * 1e6
+            if values.empty:
+                continue
+            q25, q50, q75 = values.quantile([0.25, 0.5, 0.75])
+            ax.bar(i + (j - (len(metrics) - 1) / 2) * width, q50, width, yerr=[[q50 - q25], [q75 - q50]],
+                   color=palette[j], capsize=3, label=label if i == 0 else None)
+    ax.set_xticks(range(len(modes)), list(modes.values()))
+    ax.set_ylabel("time per launch (µs)")
     ax.set_title("Empty-kernel launch overhead")
+    _legend(ax)
     return ax
 
 
 def bank_conflicts(measurements: pd.DataFrame, ax=None):
-    """Cycles per warp-wide shared load against lane stride: a line per access size and form (CuPy), the
-    Numba twin as crosses in the same colour."""
-    ax = ax or plt.figure(figsize=(9, 4.5)).gca()
+    """Cycles per warp-wide shared load against lane stride, one panel per form: dependent loads (latency)
+    and independent loads (throughput); a line per access size (CuPy), the Numba twin as crosses."""
     frame = usable(measurements[measurements["probe"].isin(["smem.banks", "smem.banks_numba"])
                                 & (measurements["offset_words"].fillna(0) == 0)])
-    groups = sorted({(int(a), f) for a, f in zip(frame["access_bytes"], frame["form"])})
-    palette = dict(zip(groups, sns.color_palette("deep", len(groups))))
-    for (probe, access, form), group in frame.groupby(["probe", "access_bytes", "form"]):
-        medians = group.groupby("stride_words")["value"].median()
-        numba = probe == "smem.banks_numba"
-        ax.plot(medians.index, medians.values, color=palette[(int(access), form)], linestyle="none" if numba else "-",
-                marker="x" if numba else "o", markersize=4 if numba else 3,
-                label=f"{'Numba' if numba else 'CuPy'} {int(access)} B {form}")
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("stride between lanes (elements; 0 = broadcast)")
-    ax.set_ylabel("cycles per warp-wide load")
-    ax.set_title("Shared-memory bank conflicts (lines: CuPy; crosses: Numba)")
-    ax.legend(fontsize=6, ncol=2)
-    return ax
+    forms = [f for f in ("latency", "throughput") if f in set(frame["form"])] or ["latency"]
+    fig, axes = plt.subplots(1, len(forms), figsize=(5 * len(forms) + 2, 4.2), squeeze=False, sharey=True)
+    sizes = sorted({int(a) for a in frame["access_bytes"]})
+    palette = dict(zip(sizes, sns.color_palette("deep", len(sizes))))
+    titles = {"latency": "Latency: dependent loads", "throughput": "Throughput: independent loads"}
+    for ax, form in zip(axes[0], forms):
+        for (probe, access), group in frame[frame["form"] == form].groupby(["probe", "access_bytes"]):
+            medians = group.groupby("stride_words")["value"].median()
+            numba = probe == "smem.banks_numba"
+            ax.plot(medians.index, medians.values, color=palette[int(access)], linestyle="none" if numba else "-",
+                    marker="x" if numba else "o", markersize=5 if numba else 3,
+                    label=f"{int(access)}-B loads, {'Numba' if numba else 'CuPy'}")
+        ax.set_yscale("log", base=2)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.set_xlabel("stride between lanes (elements; 0 = broadcast)")
+        ax.set_title(titles.get(form, form), fontsize=10)
+    axes[0][0].set_ylabel("cycles per warp-wide load")
+    _legend(axes[0][-1])
+    fig.suptitle("Shared-memory bank conflicts (lines: CuPy; crosses: Numba)")
+    return axes[0][0]
+
+
+#: The models' prediction columns of analysis.coalescing.stride_table and their line styles.
+MODEL_STYLES = {"pred_32": "--", "pred_64": "-.", "pred_128": ":"}
 
 
 def coalescing(measurements: pd.DataFrame, ax=None):
     """Useful-bandwidth efficiency against element stride from HBM (aligned), per element size, with the
-    32-byte sector and 128-byte segment models' predictions dashed and dotted."""
+    32-byte sector, 64-byte block and 128-byte segment models' predictions (dashed, dash-dotted, dotted)."""
     from analysis.coalescing import stride_table
 
     ax = ax or plt.figure(figsize=(9, 4.5)).gca()
+    from matplotlib.lines import Line2D
+
     table = stride_table(measurements)
     table = table[(table["level"] == "dram") & (table["aligned"] == "aligned")]
     for (element, group), colour in zip(table.groupby("element_bytes"), sns.color_palette("deep")):
         group = group.sort_values("stride_elements")
         ax.plot(group["stride_elements"], group["efficiency"], "o-", markersize=3, color=colour,
                 label=f"{int(element)}-byte elements, measured")
-        ax.plot(group["stride_elements"], group["pred_32"], "--", color=colour, lw=0.8)
-        ax.plot(group["stride_elements"], group["pred_128"], ":", color=colour, lw=0.8)
+        for column, style in MODEL_STYLES.items():
+            ax.plot(group["stride_elements"], group[column], style, color=colour, lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}" if y >= 1 else f"1/{1 / y:g}"))
     ax.set_xlabel("element stride between lanes")
     ax.set_ylabel("useful bandwidth / stride-1 bandwidth")
-    ax.set_title("Coalescing from HBM (dashed: 32-B sector model; dotted: 128-B segment model)")
-    ax.legend(fontsize=7)
+    ax.set_title("Coalescing from HBM: measured against the 32-, 64- and 128-byte models")
+    models = [Line2D([], [], color="grey", ls=style, lw=0.8, label=label) for (_, style), label in
+              zip(MODEL_STYLES.items(), ("32-B sector model", "64-B block model", "128-B segment model"))]
+    _legend(ax, handles=ax.get_legend_handles_labels()[0] + models)
     return ax
 
 
@@ -217,7 +363,7 @@ def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, derived: pd
     if fit is not None:
         f = np.geomspace(device["l2_bytes"] * CAPACITY_FLOOR, frame["footprint_bytes"].max(), 200)
         ax.plot(f, bandwidth_model(f, fit.capacity_bytes, fit.cache_bytes_per_s, fit.miss_bytes_per_s), "--",
-                color="black", lw=0.8, label="miss model fit")
+                color="black", lw=0.8, label="L2 miss model, fitted")
         ax.axvline(fit.capacity_bytes, color="black", ls=":", lw=0.8,
                    label=f"L2 capacity {fmt_bytes(fit.capacity_bytes)} (fit)")
         ax.axvspan(*fit.ci, color="black", alpha=0.07)
@@ -230,14 +376,17 @@ def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, derived: pd
     dram = usable(measurements[(measurements["probe"] == "bw.dram") & (measurements["op"] == "read")
                                & (measurements["metric"] == "bandwidth")]) if "op" in measurements else frame.iloc[:0]
     if not dram.empty:
-        ax.axhline(dram["value"].median(), color="tab:red", ls="--", lw=0.8, label="HBM read")
-    ax.axvline(device["l2_bytes"], color="grey", ls=":", lw=0.8, label=f"driver L2 {fmt_bytes(device['l2_bytes'])}")
+        ax.axhline(dram["value"].median(), color="tab:red", ls="--", lw=0.8, label="HBM read, every SM")
+    ax.axvline(device["l2_bytes"], color="grey", ls=":", lw=0.8,
+               label=f"L2 size reported by the driver, {fmt_bytes(device['l2_bytes'])}")
     _bytes_axis(ax)
     ax.set_yscale("log")
+    _si_axis(ax.yaxis, "B/s")
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("footprint")
-    ax.set_ylabel("bytes per second")
+    ax.set_ylabel("bandwidth")
     ax.set_title("Bandwidth against footprint")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
@@ -252,7 +401,7 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
     samples, table = throughput_samples(measurements), throughput_table(measurements)
     levels = [lv for lv in ("dram", "l2") if lv in set(table["level"])]
     widths = sorted(table["load_bytes"].unique())
-    fig, axes = plt.subplots(len(levels), len(widths), figsize=(5 * len(widths), 3.8 * len(levels)),
+    fig, axes = plt.subplots(len(levels), len(widths), figsize=(6.5 * len(widths), 3.8 * len(levels)),
                              squeeze=False, sharex=True)
     palette = dict(zip(sorted(table["ilp"].unique()), sns.color_palette("deep")))
     d = derived.set_index("quantity")
@@ -272,56 +421,67 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
                                          fit["peak_bytes_per_s"]), "--", lw=0.8, color=palette[ilp])
             if level == "dram" and "dram.read_bandwidth_bytes_per_s" in d.index:
                 ax.axhline(d.loc["dram.read_bandwidth_bytes_per_s", "value"], color="tab:red", ls=":", lw=0.8,
-                           label="bw.dram read")
+                           label="HBM read (bandwidth probe)")
             if level == "dram" and width == HEADLINE_LOAD_BYTES and "occupancy.warps_to_saturate_dram_ilp1" in d.index:
                 knee = d.loc["occupancy.warps_to_saturate_dram_ilp1"]
-                ax.axvline(knee["value"], color="black", ls=":", lw=0.8, label=f"ILP-1 knee {knee['value']:.0f}")
+                ax.axvline(knee["value"], color="black", ls=":", lw=0.8,
+                           label=f"ILP-1 knee, {knee['value']:.0f} warps")
                 ax.axvspan(knee["ci_low"], knee["ci_high"], color="black", alpha=0.06)
-            ax.axvline(max_warps, color="grey", lw=0.6)
+            ax.axvline(max_warps, color="grey", lw=0.6, label=f"most warps an SM holds ({max_warps})")
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
             ax.set_ylim(bottom=0)
+            _si_axis(ax.yaxis, "B/s")
             ax.set_title(f"{'HBM' if level == 'dram' else 'L2'}, {width}-byte loads ({32 * width} B per warp load)",
                          fontsize=9)
             ax.set_xlabel("resident warps per SM")
-            ax.set_ylabel("bytes per second")
-            ax.legend(fontsize=7)
+            ax.set_ylabel("read bandwidth")
+            _legend(ax)
     return axes[0][0]
 
 
 def compute_peaks(derived: pd.DataFrame, ax=None):
-    """Measured peaks as bars: vector units, mma.sync, wgmma, and cuBLAS / Triton matmuls where measured."""
+    """Measured peaks as a dot plot on a linear axis with 95% CIs: vector units (INT32 in integer ops), mma.sync,
+    wgmma, and cuBLAS / Triton matmuls where measured."""
     from analysis.compute import PEAK_BARS
 
     values = derived.set_index("quantity")
     bars = [(label, values.loc[q]) for label, q in PEAK_BARS.items() if q in values.index]
-    ax = ax or plt.figure(figsize=(7, 0.35 * max(len(bars), 4) + 1)).gca()
-    families = {"FP": "vector", "mma.sync": "mma.sync", "wgmma": "wgmma", "cuBLAS": "library", "Triton": "library"}
+    ax = ax or plt.figure(figsize=(8, 0.3 * max(len(bars), 4) + 1.2)).gca()
+    families = {"FP": "vector", "INT": "vector", "mma.sync": "mma.sync", "wgmma": "wgmma", "cuBLAS": "library",
+                "Triton": "library"}
     palette = dict(zip(dict.fromkeys(families.values()), sns.color_palette("deep", 4)))
     for i, (label, row) in enumerate(bars):
         family = next(f for prefix, f in families.items() if label.startswith(prefix))
-        ax.barh(i, row["value"] / 1e12, color=palette[family],
-                xerr=[[(row["value"] - row["ci_low"]) / 1e12], [(row["ci_high"] - row["value"]) / 1e12]])
-        ax.text(row["value"] / 1e12 * 1.05, i, f"{row['value'] / 1e12:.0f}", va="center", fontsize=7)
+        ax.errorbar(row["value"] / 1e12, i, xerr=[[(row["value"] - row["ci_low"]) / 1e12],
+                                                  [(row["ci_high"] - row["value"]) / 1e12]],
+                    fmt="o", color=palette[family], capsize=2)
+        ax.hlines(i, 0, row["value"] / 1e12, color=palette[family], lw=0.6, alpha=0.5)
+        ax.annotate(f"{row['value'] / 1e12:.0f}", (row["value"] / 1e12, i), xytext=(6, 0),
+                    textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks(range(len(bars)), [label for label, _ in bars], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    if bars:  # room for the largest bar's label
-        ax.set_xlim(right=max(row["value"] for _, row in bars) / 1e12 * 2)
-    ax.set_xlabel("TFLOP/s (dense)")
+    ax.set_xlim(left=0)
+    if bars:  # room for the largest value's label
+        ax.set_xlim(right=max(row["value"] for _, row in bars) / 1e12 * 1.12)
+    ax.set_xlabel("TFLOP/s, dense (INT32: tera integer ops/s)")
     ax.set_title("Dense compute peaks: vector units, mma.sync, wgmma, libraries")
     ax.legend(handles=[Patch(color=color, label=family) for family, color in palette.items()],
-              loc="upper right", fontsize=7)
+              loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False, fontsize=7)
     return ax
 
 
-def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
-    """The roofline, log-log: the run's measured ceilings (HBM read bandwidth as the slope, the BF16 tensor
-    peak as the roof) with each square-tile BLOCK's predicted point (hollow) and measured point (filled)."""
-    import numpy as np
+#: The all-SM L2-only read bandwidth, the roofline's second slope.
+L2_BANDWIDTH = "l2.bandwidth_bytes_per_s"
 
+
+def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
+    """The roofline, log-log: the run's measured ceilings (HBM read and L2 bandwidth as slopes, the BF16 tensor
+    peak as the roof) with each square-tile BLOCK's predicted point (hollow) and measured point (filled);
+    BLOCK is read off the top axis (intensity = BLOCK/2)."""
     from analysis.roofline import BANDWIDTH_QUANTITY, PEAK_QUANTITY, roofline_table
 
-    ax = ax or plt.figure(figsize=(8, 5)).gca()
+    ax = ax or plt.figure(figsize=(9, 5)).gca()
     table = roofline_table(measurements, derived)
     if table.empty:
         return _no_data(ax, "Roofline: no usable matmul.roofline samples (see the warnings)")
@@ -332,22 +492,31 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
         hi = max(hi, 4 * peak / bw)
         x = np.geomspace(lo, hi, 200)
         ax.plot(x, np.minimum(peak, x * bw), color="black", lw=1.2,
-                label=f"measured roofline: HBM {bw / 1e12:.2f} TB/s, BF16 peak {peak / 1e12:.0f} TFLOP/s "
-                      f"(ridge {peak / bw:.0f} FLOP/B)")
+                label=f"HBM roof: {bw / 1e12:.2f} TB/s,\n"
+                      f"BF16 peak {peak / 1e12:.0f} TFLOP/s (ridge {peak / bw:.0f} FLOP/B)")
+        if L2_BANDWIDTH in d:
+            l2 = d[L2_BANDWIDTH]
+            ax.plot(x, np.minimum(peak, x * l2), color="black", lw=1.0, ls="--",
+                    label=f"L2 roof: {l2 / 1e12:.2f} TB/s,\nsame peak (ridge {peak / l2:.0f} FLOP/B)")
     for (side, group), colour in zip(table.groupby("matrix_side"), sns.color_palette("deep")):
-        ax.plot(group["intensity"], group["measured_flops"], "o-", color=colour, label=f"{side}^3 measured")
+        ax.plot(group["intensity"], group["measured_flops"], "o-", color=colour, label=f"{side}³ measured")
         if group["predicted_flops"].notna().any():
             ax.plot(group["intensity"], group["predicted_flops"], "o", mfc="none", color=colour, ms=9,
-                    label=f"{side}^3 predicted")
-        for row in group.itertuples(index=False):
-            ax.annotate(f"{row.block}", (row.intensity, row.measured_flops), fontsize=7,
-                        textcoords="offset points", xytext=(4, -10))
+                    label=f"{side}³ predicted")
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity BLOCK/2 (FLOP per HBM byte, square bf16 tiles)")
-    ax.set_ylabel("FLOP/s")
-    ax.set_title("Roofline: square-tiled Triton matmul (hollow: predicted; filled: measured; label: BLOCK)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.yaxis.set_major_locator(LogLocator(base=10, numticks=20))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    _si_axis(ax.yaxis, "FLOP/s")
+    blocks = sorted(table["block"].unique())
+    top = ax.secondary_xaxis("top", functions=(lambda x: 2 * x, lambda b: b / 2))
+    top.set_xticks(blocks, [f"{b:g}" for b in blocks], fontsize=7)
+    top.set_xlabel("BLOCK (square tile side)", fontsize=8)
+    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte, square bf16 tiles: BLOCK/2)")
+    ax.set_ylabel("throughput")
+    ax.set_title("Roofline: square-tiled Triton matmul (hollow: predicted; filled: measured)")
+    _legend(ax)
     return ax
 
 
@@ -363,9 +532,21 @@ def fusion(measurements: pd.DataFrame, ax=None):
     else:
         right = ax.twinx()
     table = table.assign(us=table["seconds"] * 1e6, mb=table["bytes"] / 1e6)
-    sns.barplot(data=table, x="launch", y="us", hue="variant", hue_order=["unfused", "fused"], ax=ax)
-    ax.set_ylabel("time per softmax (us)")
-    ax.set_xlabel("")
+    launches = list(dict.fromkeys(table["launch"]))
+    palette = sns.color_palette()
+    for j, variant in enumerate(("unfused", "fused")):
+        for i, launch in enumerate(launches):
+            values = table.loc[(table["variant"] == variant) & (table["launch"] == launch), "us"]
+            if values.empty:
+                continue
+            q25, q50, q75 = values.quantile([0.25, 0.5, 0.75])
+            ax.bar(i + (j - 0.5) * 0.4, q50, 0.4, yerr=[[q50 - q25], [q75 - q50]], capsize=3, color=palette[j],
+                   label=variant if i == 0 else None)
+    ax.set_xticks(range(len(launches)), [{"graph": "CUDA graph", "plain": "plain launches"}.get(x, x)
+                                         for x in launches])
+    ax.legend(fontsize=7, loc="upper right", frameon=False)
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.25)  # headroom for the legend above the bars
+    ax.set_ylabel("time per softmax (µs)")
     ax.set_title("Time")
     sizes = table.drop_duplicates("variant").set_index("variant").reindex(["unfused", "fused"]).dropna()
     right.bar(sizes.index, sizes["mb"], color=sns.color_palette()[:len(sizes)])
@@ -388,18 +569,20 @@ def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
         ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], marker="o",
                     color=colour, label=labels.get(mode, mode), capsize=3)
     d = derived.set_index("quantity")
-    for quantity, name in (("smem.latency_cycles", "smem (chase.smem)"), ("l2.latency_cycles", "L2 near")):
+    levels = []
+    for quantity, name in (("smem.latency_cycles", "shared memory"), ("l2.latency_cycles", "L2 near")):
         if quantity in d.index:
             ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.7, ls="--")
-            ax.annotate(f"{name} {d.loc[quantity, 'value']:.0f}", (1.9, d.loc[quantity, "value"]), fontsize=7,
-                        color="dimgrey", va="bottom")
+            levels.append((d.loc[quantity, "value"], f"{name} {d.loc[quantity, 'value']:.0f}"))
+    ax.set_ylim(bottom=0)
+    _level_labels(ax, levels)
     refused = refused_cluster_sizes(measurements, DSMEM_LATENCY)
     ax.set_xscale("log", base=2)
     ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
     ax.set_xlabel("cluster size (blocks)" + (f"; refused by the driver: {sorted(refused)}" if refused else ""))
     ax.set_ylabel("cycles per dependent load")
     ax.set_title("Distributed shared memory: latency against cluster size")
-    ax.legend(fontsize=7)
+    _legend(ax, below=True, ncol=3)
     return ax
 
 
@@ -419,17 +602,17 @@ def tma_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
                                                copy_bytes=boxes["box_cols"] * boxes["box_rows"] * 4)])
     _median_lines(ax, frame, "copy_bytes", "series", lambda n: n)
     d = derived.set_index("quantity")
-    for quantity, name in (("l2.latency_cycles", "ld.global from L2"), ("dram.latency_cycles", "ld.global from HBM")):
+    for (quantity, name), style in zip((("l2.latency_cycles", "ld.global from L2"),
+                                        ("dram.latency_cycles", "ld.global from HBM")), ("--", ":")):
         if quantity in d.index:
-            ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.7, ls="--")
-            ax.annotate(f"{name} {d.loc[quantity, 'value']:.0f}", (frame["copy_bytes"].min(), d.loc[quantity, "value"]),
-                        fontsize=7, color="dimgrey", va="bottom")
+            ax.axhline(d.loc[quantity, "value"], color="grey", lw=0.8, ls=style,
+                       label=f"{name}, {d.loc[quantity, 'value']:.0f} cycles")
     _bytes_axis(ax)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("cycles, issue to mbarrier completion")
     ax.set_title("TMA latency against copy size")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return ax
 
 
@@ -449,11 +632,12 @@ def copy_bandwidth(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     d = derived.set_index("quantity")
     if "dram.read_bandwidth_bytes_per_s" in d.index:
         ax.axhline(d.loc["dram.read_bandwidth_bytes_per_s", "value"], color="tab:red", lw=0.8, ls=":",
-                   label="HBM read, bw.dram")
+                   label="HBM read (bandwidth probe)")
     _bytes_axis(ax)
     ax.set_ylim(bottom=0)
+    _si_axis(ax.yaxis, "B/s")
     ax.set_xlabel("bytes per chunk (per pipeline stage)")
-    ax.set_ylabel("bytes per second into shared memory")
-    ax.set_title("Global -> shared: TMA against cp.async and plain loads")
-    ax.legend(fontsize=7, ncol=2)
+    ax.set_ylabel("bandwidth into shared memory")
+    ax.set_title("Global → shared: TMA against cp.async and plain loads")
+    _legend(ax)
     return ax

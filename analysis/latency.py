@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.linesize import fit_line_size
+from analysis.linesize import fit_line_by_capacity, fit_line_size
 from analysis.plateaus import fit_staircase, noise_step
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select, usable
@@ -113,25 +113,33 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
+    rows += _line_capacity_rows(measurements)
     rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
+
+
+def _l1_knee(fit) -> int | None:
+    """Index of the knee that ends L1 in a through-L1 staircase fit: after its last plateau within
+    SAME_LEVEL of the first (sub-steps of L1 are translation effects), None if the sweep never leaves L1."""
+    first = fit.plateaus[0]
+    last = [i for i, p in enumerate(fit.plateaus) if p.latency < SAME_LEVEL * first.latency][-1]
+    return last if last < len(fit.knees_bytes) else None
 
 
 def _l1_rows(frame) -> list[dict]:
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     first = fit.plateaus[0]
-    in_l1 = [i for i, p in enumerate(fit.plateaus) if p.latency < SAME_LEVEL * first.latency]
     method = "staircase fit of the through-L1 chase (plateau levels: bootstrap 95% CI)"
-    last = in_l1[-1]
+    last = _l1_knee(fit)
     flat = ""
-    if last < len(fit.knees_bytes):
+    if last is not None:
         medians = frame.groupby("footprint_bytes")["value"].median()
         medians = medians[medians.index <= 0.75 * fit.knees_bytes[last]]
         flat = (f"; medians from {fmt_bytes(medians.index.min())} to 3/4 of the capacity span "
                 f"{medians.min():.2f}..{medians.max():.2f} cycles ({medians.max() / medians.min() - 1:.2%})")
     rows = [derived_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
                  f"plateaus: {_plateau_text(fit)}{flat}")]
-    if last < len(fit.knees_bytes):
+    if last is not None:
         lo, hi = fit.knee_ci[last]
         rows.append(derived_row("l1.capacity_bytes", fit.knees_bytes[last], lo, hi,
                          "knee where latency crosses the geometric mean of L1 and the next level", CUPY_PROBE,
@@ -182,19 +190,84 @@ def _smem_rows(frame) -> list[dict]:
 
 
 def _line_rows(measurements) -> list[dict]:
+    """The fill blocks of the address-order chases, and the L1 sector they show."""
     frame = select(measurements, "chase.line", "latency")
     if frame.empty:
         return []
     rows = []
-    for quantity, flavour, what in (("l1.line_bytes", "default", "L1 fill block (chain beyond L1, inside L2)"),
-                                    ("mem.sector_bytes", "cg", "L2 fill block from HBM (chain beyond L2)")):
+    method = "hinge fit hit + (miss-hit)*min(stride/L, 1), L a power of two"
+    for quantity, flavour, what in (("l1.fill_bytes", "default", "L1 fill block (chain beyond L1, inside L2)"),
+                                    ("l2.dram_fetch_bytes", "cg", "L2 fill block from HBM (chain beyond L2)")):
         data = frame[frame["flavour"] == flavour]
         if data["stride_bytes"].nunique() < 3:
             continue
         fit = fit_line_size(data["stride_bytes"], data["value"])
-        rows.append(derived_row(quantity, fit["block_bytes"], *fit["ci"],
-                         "hinge fit hit + (miss-hit)*min(stride/L, 1), L a power of two", "chase.line",
-                         f"{what}: hit {fit['hit']:.1f}, miss {fit['miss']:.1f} cycles, R2 {fit['r2']:.3f}"))
+        note = f"{what}: hit {fit['hit']:.1f}, miss {fit['miss']:.1f} cycles, R2 {fit['r2']:.3f}"
+        rows.append(derived_row(quantity, fit["block_bytes"], *fit["ci"], method, "chase.line", note))
+        if quantity == "l1.fill_bytes":
+            rows.append(derived_row(
+                "l1.sector_bytes", fit["block_bytes"], *fit["ci"],
+                "the L1 fill block of the address-order chase through L1 (hinge fit), which is the sector when "
+                "the L1 fills one sector per miss; a fill block smaller than l1.line_bytes shows that it does",
+                "chase.line", note))
+    return rows
+
+
+#: Fewest footprints a chase at one stride needs for its capacity knee to be fitted.
+KNEE_FOOTPRINTS = 16
+#: Smallest stride of the L2-only chases that count the L2's lines: below a line's span the L2-only chase's
+#: first knee sits far below the partition's (more elements per footprint meet some other limit first), so
+#: only strides of 128 B and up, where every element is a line of its own once s >= L, test the count.
+MIN_L2_LINE_STRIDE = 128
+#: Largest RMS (octaves) of the knees about C*max(1, s/L) for a line size to be reported: knees that do not
+#: follow the line-count model measure something else.
+MAX_MODEL_OCTAVES = 0.2
+
+
+def capacity_knees(measurements: pd.DataFrame, flavour: str, min_stride: int = 0) -> dict:
+    """``{stride: (knee, ci_low, ci_high)}``: where the chase at each stride leaves L1 (flavour ``default``,
+    the knee that gives l1.capacity_bytes) or the near L2 partition (``cg``, the knee of l2.partition_bytes)."""
+    frame = select(measurements, CUPY_PROBE, "latency", flavour=flavour)
+    knees = {}
+    if frame.empty or "stride_bytes" not in frame:
+        return knees
+    for stride, data in frame.groupby("stride_bytes"):
+        if stride < min_stride or data["footprint_bytes"].nunique() < KNEE_FOOTPRINTS:
+            continue
+        fit = fit_staircase(data["footprint_bytes"], data["value"])
+        which = _l1_knee(fit) if flavour == "default" else (0 if fit.knees_bytes else None)
+        if which is not None:
+            knees[int(stride)] = (fit.knees_bytes[which], *fit.knee_ci[which])
+    return knees
+
+
+def _line_capacity_rows(measurements) -> list[dict]:
+    """l1.line_bytes and l2.line_bytes by capacity counted in distinct lines, or a lower bound on each."""
+    rows = []
+    for level, flavour, what, min_stride in (("l1", "default", "through-L1 chase's L1 knee", 0),
+                                             ("l2", "cg", "L2-only chase's near-partition knee", MIN_L2_LINE_STRIDE)):
+        knees = capacity_knees(measurements, flavour, min_stride)
+        if len(knees) < 2:
+            continue
+        fit = fit_line_by_capacity(knees)
+        if fit["model_octaves"] > MAX_MODEL_OCTAVES:
+            continue
+        shown = "; ".join(f"stride {s} B: {fmt_bytes(k)} [{fmt_bytes(lo)}, {fmt_bytes(hi)}], "
+                          f"{fit['ratios'][s]:.2f}x" for s, (k, lo, hi) in sorted(knees.items()))
+        note = (f"knees of the {what} (x the smallest stride's): {shown}; RMS of the knees about "
+                f"C*max(1, s/L): {fit['model_octaves']:.2f} octaves")
+        method = ("capacity counted in distinct lines: the knee footprint K(s) = C*max(1, s/L) of random chases "
+                  "at strides s stays put while s <= L; L is the largest stride whose knee is within half an "
+                  "octave of the smallest stride's (bootstrap 95% CI over the knees' CIs)")
+        if fit["lower_bound"]:
+            top = float(fit["line_bytes"])
+            rows.append(derived_row(f"{level}.line_lower_bound_bytes", top, top, top,
+                                    "no measured stride moved the capacity knee: the line is at least the "
+                                    "largest stride", CUPY_PROBE, note))
+            continue
+        if fit["upper_bound"]:
+            note += "; the second stride already moved the knee: the line is at most the smallest stride"
+        rows.append(derived_row(f"{level}.line_bytes", fit["line_bytes"], *fit["ci"], method, CUPY_PROBE, note))
     return rows
 
 
@@ -280,38 +353,6 @@ def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
                        "knee = entries x max(page, block) over the measured block sizes)", TLB_PROBE,
                        f"first knees: {_knee_text(knees)}; candidates within 1.5x the best misfit: "
                        f"{', '.join(fmt_bytes(p) for p in close)}"), knees
-
-
-def _knee_text(knees: dict) -> str:
-    return ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in sorted(knees))
-
-
-def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
-    """The page: the footprint where the first TLB level overflows is entries x max(page, block), so the
-    knee stays at the 2 MiB-block knee for blocks up to the page and grows with the block beyond it.  The
-    page is the largest block whose knee is within half an octave of the smallest blocks'.  Returns the row
-    (None when no block's knee moved) and the knee of each block size."""
-    if "stride_bytes" not in frame:
-        return None, {}
-    knees = {PAGE_STRIDE: knee_main}
-    for stride, part in frame[frame["stride_bytes"] != PAGE_STRIDE].groupby("stride_bytes"):
-        if part["footprint_bytes"].nunique() < 8:
-            continue
-        fit = tlb_fit(part)
-        if fit.knees_bytes:
-            knees[int(stride)] = fit.knees_bytes[0]
-    if len(knees) < 3:
-        return None, knees
-    strides = sorted(knees)
-    base = knees[strides[0]]
-    same = [s for s in strides if abs(np.log2(knees[s] / base)) < 0.5]
-    grows = [s for s in strides if s > same[-1]]
-    if not grows or same != strides[:len(same)]:
-        return None, knees
-    page = same[-1]
-    return derived_row("tlb.page_bytes", page, page, page,
-                       "largest block size whose first TLB knee stays with the smaller blocks' (the knee is "
-                       "entries x max(page, block))", TLB_PROBE, f"first knees: {_knee_text(knees)}"), knees
 
 
 #: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a

@@ -157,7 +157,7 @@ def littles_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
 
 def _full_occupancy_rows(measurements: pd.DataFrame, table: pd.DataFrame) -> list[dict]:
     """HBM bandwidth at the largest residency measured with ILP >= 4 (the best such config), and its ratio to
-    the bandwidth probe's HBM read bandwidth (issue #6's done-when: >= 0.95)."""
+    the bandwidth probe's HBM read bandwidth."""
     dram = table[(table["level"] == "dram") & (table["ilp"] >= 4)]
     if dram.empty:
         return []

@@ -11,7 +11,13 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "smem.latency_cycles": ("cycles", "shared-memory load-to-use latency"),
     "l1.latency_cycles": ("cycles", "L1 hit load-to-use latency (dependent 64-bit loads)"),
     "l1.capacity_bytes": ("B", "L1 capacity seen by global loads"),
-    "l1.line_bytes": ("B", "L1 line size"),
+    "l1.line_bytes": ("B", "L1 line size: the tag's span, from the L1 capacity counted in distinct lines (the "
+                           "capacity knee stays put for chase strides up to the line and moves with the stride "
+                           "beyond it)"),
+    "l1.line_lower_bound_bytes": ("B", "largest chase stride whose L1 capacity knee still equals the small-stride "
+                                       "knee, when no measured stride moved it: the L1 line is at least this"),
+    "l1.sector_bytes": ("B", "L1 sector: the smallest block the L1 fills per miss"),
+    "l1.fill_bytes": ("B", "block the L1 fills per miss: address-order chase through L1, chain beyond L1 inside L2"),
     "l2.latency_cycles": ("cycles", "L2 hit latency, near partition"),
     "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition (accesses timed one by one and clustered)"),
     "l2.far_plateau_cycles": ("cycles", "one SM's chase past one L2 partition, where the published staircases show a "
@@ -20,6 +26,14 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                "keeps min(1, C/F) of itself resident)"),
     "l2.capacity_chase_bytes": ("B", "L2 capacity as the knee of an L2-only pointer chase run from every SM at once "
                                      "(both partitions): the capacity a chase over the whole GPU can use"),
+    "l2.line_bytes": ("B", "L2 line size: the tag's span, from the L2-only chase's capacity counted in distinct "
+                           "lines"),
+    "l2.line_lower_bound_bytes": ("B", "largest L2-only chase stride whose capacity knee still equals the "
+                                       "small-stride knee, when no measured stride moved it"),
+    "l2.sector_bytes": ("B", "L2 sector: the smallest block the L2 moves per access, the best-fitting block of "
+                             "the L2-level stride bandwidth sweep's useful/moved ratio"),
+    "l2.dram_fetch_bytes": ("B", "block the L2 fetches from HBM per miss: address-order L2-only chase, chain "
+                                 "beyond the L2"),
     "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
     "l2.far_reach_bytes": ("B", "footprint where one SM's dependent chase turns from far-partition L2 hits to HBM "
                                 "misses: the L2 as one SM sees it"),
@@ -41,7 +55,6 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tlb.l2.miss_cycles": ("cycles", "latency added when the second TLB level misses too"),
     "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
     "tlb.page_bytes": ("B", "page (translation granule) size: the largest block whose TLB knee does not move"),
-    "mem.sector_bytes": ("B", "granularity of memory transactions"),
     "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
     "smem.banks": ("1", "number of shared-memory banks"),
     "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
@@ -80,10 +93,22 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
     "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),
     "fp32.latency_cycles": ("cycles", "dependent FP32 FMA latency"),
-    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma)"),
-    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma)"),
-    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma)"),
-    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma)"),
+    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma): the burst rate, a short launch "
+                                    "from a rested GPU"),
+    "tc.bf16.sustained_flops": ("FLOP/s", "dense BF16 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.fp16.sustained_flops": ("FLOP/s", "dense FP16 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.tf32.sustained_flops": ("FLOP/s", "dense TF32 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.fp8.sustained_flops": ("FLOP/s", "dense FP8 E4M3 wgmma rate held over a second of back-to-back "
+                                         "launches (the clock the power limit allows)"),
     "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
     "tc.fp16.mma_sync_peak_flops": ("FLOP/s", "dense FP16 tensor-core peak through mma.sync"),
     "tc.tf32.mma_sync_peak_flops": ("FLOP/s", "dense TF32 tensor-core peak through mma.sync"),

@@ -276,6 +276,32 @@ def _mt(file: str, section: str) -> str:
     return f"caps-tum/mt4g sample_results/{file}.json, via {PUB} {section}"
 
 
+#: mt4g's line size is a capacity-in-lines method (its L1 line-size benchmark chases arrays of 1/2 to 3/2 the
+#: L1 size at strides from the fetch granularity up and finds where the stride moves the capacity), so it is
+#: gpuatlas's l1.line_bytes; its fetch granularity is the smallest stride at which every access of a cold
+#: chase misses: a fill block, gpuatlas's l1.fill_bytes / l2.dram_fetch_bytes, never a line.
+MT_LINE = ("mt4g line-size probe: capacity counted in lines (chases around the cache size at strides from its "
+           "fill block up)")
+MT_LINE_NOTE = "[I] method read in caps-tum/mt4g's L1 line-size benchmark source"
+MT_L1_FILL = "mt4g L1 fetch-granularity p-chase: the block the L1 fills per miss"
+MT_L2_FETCH = "mt4g L2 fetch-granularity p-chase (one cold pass, ld.global.ca)"
+MT_L2_FETCH_NOTE = ("[I] mt4g does not say whether its cold pass misses to HBM or hits lines the array's copy left "
+                    "in the L2: if it hits, this is the L1's fill block, not the L2's fetch from HBM")
+
+
+def _mt_geometry(file: str, section: str, where: str, l2: bool) -> list[dict]:
+    """mt4g's line and fetch-granularity results, each under the id of what its method measures."""
+    source = _mt(file, section)
+    rows = [row("l1.line_bytes", 128, MT_LINE, f"[R]{where}; {MT_LINE_NOTE}", source),
+            row("l1.fill_bytes", 32, MT_L1_FILL, f"[R]{where}", source)]
+    if l2:
+        rows += [row("l2.line_bytes", 128, MT_LINE.replace("line-size", "L2 line-size"),
+                     f"[R]{where}; [I] the same method as mt4g's L1 line size assumed (its L2 line-size "
+                     "source not read)", source),
+                 row("l2.dram_fetch_bytes", 32, MT_L2_FETCH, f"[R]{where}; {MT_L2_FETCH_NOTE}", source)]
+    return rows
+
+
 AS_UB = f"ShihengCao/AMALi hardware/NVIDIA_A100_80GB/stat.txt (Accel-Sim GPU_Microbenchmark tuner output), via {PUB}"
 AS_UB_NOTE = ("A100 80GB PCIe ([I] from its 1512 MHz memory clock), not SXM4; SM clock not stated; a per-SM "
               "cycle count of the GA100 SM, expected the same on SXM4 [I]")
@@ -328,12 +354,8 @@ TRANSCRIBED: dict[str, list[dict]] = {
             "per extra way [I]; A100 SKU and clock not stated",
             f"yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-gpu-on-chip-communication.md "
             f"(ET-C), via {PUB} §1e"),
-        row("l1.line_bytes", 128, "mt4g automatic p-chase probe: L1 line size",
-            "[R] measured on an A100-PCIE-40GB, not SXM4; the same GA100 SM [I]",
-            _mt("NVIDIA A100-PCIE-40GB", "§1c")),
-        row("mem.sector_bytes", 32, "mt4g automatic p-chase probe: L1/L2 fetch granularity",
-            "[R] measured on an A100-PCIE-40GB, not SXM4; the same GA100 memory system [I]",
-            _mt("NVIDIA A100-PCIE-40GB", "§1c")),
+        *_mt_geometry("NVIDIA A100-PCIE-40GB", "§1c",
+                      " measured on an A100-PCIE-40GB, not SXM4; the same GA100 SM and memory system [I]", l2=True),
         row("fp32.latency_cycles", 4.09, "Accel-Sim GPU_Microbenchmark lat_float (dependent FP32 chain)",
             f"[R] lat_float; {AS_UB_NOTE}; Abdelkhalik et al. mad.rn.f32 dependent: 4 [R2]", f"{AS_UB} §1b"),
         row("fp32.peak_flops", 19.5 * TERA, "datasheet FP32 peak (CUDA cores)", PC2_NOTE, PC2),
@@ -357,10 +379,7 @@ TRANSCRIBED: dict[str, list[dict]] = {
             "1395 MHz per the chase file [I]",
             f"yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-a100-memory-hierarchy.md (ET-A), "
             f"via {PUB} §1b"),
-        row("l1.line_bytes", 128, "mt4g automatic p-chase probe: L1 line size", "[R] A100-PCIE-40GB",
-            _mt("NVIDIA A100-PCIE-40GB", "§1c")),
-        row("mem.sector_bytes", 32, "mt4g automatic p-chase probe: L1/L2 fetch granularity", "[R] A100-PCIE-40GB",
-            _mt("NVIDIA A100-PCIE-40GB", "§1c")),
+        *_mt_geometry("NVIDIA A100-PCIE-40GB", "§1c", " A100-PCIE-40GB", l2=True),
     ],
     "h100-sxm": [
         row("clock.sm_hz", 1980 * MHz, "cudaDeviceProp.clockRate in mt4g's output",
@@ -381,9 +400,7 @@ TRANSCRIBED: dict[str, list[dict]] = {
         row("l1.capacity_bytes", 238848, "mt4g probe of the L1 size (233.25 KiB)",
             "[R] a size probe, not a latency knee: compare with care against gpuatlas knees",
             _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        row("l1.line_bytes", 128, "mt4g probe: L1 line size", "[R]", _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        row("mem.sector_bytes", 32, "mt4g probe: fetch granularity (sector)", "[R]",
-            _mt("NVIDIA H100 80GB HBM3", "§2b")),
+        *_mt_geometry("NVIDIA H100 80GB HBM3", "§2b", "", l2=False),
         row("l2.capacity_bytes", 52428800, "mt4g l2.size (50 MiB = 52428800 B, as given in bytes)",
             "[R] the L2 size, not a fitted capacity: the miss-model fit of an all-SM read sweep (gpuatlas's "
             "l2.capacity_bytes) reads below the size", _mt("NVIDIA H100 80GB HBM3", "§2a")),

@@ -1,15 +1,18 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
-Order: the reconstructed hierarchy table, the derived quantities, the lecture's claims judged, the figures
-(latency staircase, launch overhead), CuPy vs Numba agreement, then device, clocks, software, probe status
-and warnings.
+Order: a table of contents, the reconstructed hierarchy table, the derived quantities, the lecture's claims
+judged, the captioned figures (FIGURES, each also written as PNG and SVG), the Hopper units, CuPy vs Numba
+agreement, then device, clocks, software, probe status and warnings.
 """
 from __future__ import annotations
 
 import base64
 import html
 import io
+import os
+import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import pandas as pd
 
@@ -19,11 +22,13 @@ from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.roofline import gap_explanation, roofline_table
 from analysis.stats import SPREAD_WARNING, unstable_configs
-from analysis.units import fmt_bytes, fmt_value
+from analysis.units import fmt_bytes
+from analysis.units import fmt_value as _fmt_value
 
-#: Probe families still to come, named in the report where their columns are empty.
-PENDING = {"bandwidth": "issue #4", "capacity": "issue #3"}
 
+def fmt_value(value, unit: str) -> str:
+    """A value with its unit for the page: microseconds written with µ."""
+    return _fmt_value(value, unit).replace(" us", " µs")
 
 def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     """Level, capacity, latency in cycles and time, bandwidth, sharing scope; measured values with CIs.
@@ -33,9 +38,10 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     d = derived.set_index("quantity")
     clock = d["value"].get("clock.sm_hz")
 
-    def measured(quantity: str, pending: str) -> str:
+    def measured(quantity: str, source: str) -> str:
+        """The value with its CI, or what would measure it."""
         if quantity not in d.index:
-            return pending if pending.startswith("not in this run") else f"not measured ({pending})"
+            return f"not measured ({source})"
         r = d.loc[quantity]
         return f"{fmt_value(r['value'], r['unit'])} [{fmt_value(r['ci_low'], r['unit'])}, {fmt_value(r['ci_high'], r['unit'])}]"
 
@@ -44,24 +50,23 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
             return "-"
         return fmt_value(d.loc[quantity, "value"] / clock, "s")
 
-    pending = f"not in this run: bw probes, {PENDING['bandwidth']}"
     rows = [
         ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
-         measured("smem.latency_cycles", "issue #3"), as_time("smem.latency_cycles"),
-         measured("smem.bandwidth_bytes_per_clk_sm", pending), "one block"),
-        ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "issue #3"),
-         as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", pending), "one SM"),
-        ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "issue #3"),
+         measured("smem.latency_cycles", "chase.smem"), as_time("smem.latency_cycles"),
+         measured("smem.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one block"),
+        ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "chase.latency"),
+         as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one SM"),
+        ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "chase.latency"),
          as_time("l2.latency_cycles"), "-", "the SMs beside it"),
         ("L2, far partition", ("one SM's reach " if "l2.far_reach_bytes" in d.index else "")
          + measured("l2.far_reach_bytes", "needs a single far plateau in the full profile's chase"),
          measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
         ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
-         + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", pending),
+         + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", "bw.l2"),
          "whole GPU"),
-        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "issue #3"),
-         measured("dram.latency_ns", "issue #3"),
-         measured("dram.read_bandwidth_bytes_per_s", pending).replace("]", "] read", 1), "whole GPU"),
+        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
+         measured("dram.latency_ns", "chase.miss"),
+         measured("dram.read_bandwidth_bytes_per_s", "bw.dram").replace("]", "] read", 1), "whole GPU"),
     ]
     for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
                             ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):
@@ -77,7 +82,8 @@ def derived_table(derived: pd.DataFrame) -> pd.DataFrame:
         "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
         "95% CI": [f"[{fmt_value(lo, u)}, {fmt_value(hi, u)}]"
                    for lo, hi, u in zip(derived["ci_low"], derived["ci_high"], derived["unit"])],
-        "method": derived["method"], "note": derived["note"].fillna(""),
+        "method": derived["method"],
+        "note": derived["note"].fillna("").str.replace(r"(\d) us\b", "\\1 µs", regex=True),
     })
 
 
@@ -137,59 +143,212 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
     return out
 
 
-#: (file name, the probe whose data the figure needs, how to draw it from (meta, measurements, derived)).
+class FigureSpec(NamedTuple):
+    """One report figure: its file stem, the probe whose data it needs (None: any), its heading and caption,
+    and how to draw it from (meta, measurements, derived) -> Axes (None when the run has nothing to draw)."""
+    stem: str
+    probe: str
+    title: str
+    caption: str
+    draw: Callable
+
+
+#: The report's figures in order; the "hopper" ones go in the "Hopper units" section.
 FIGURES = (
-    ("latency-staircase.png", "chase.latency", lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
-    ("access-latency.png", "chase.access", lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
-    ("tlb-staircase.png", "chase.tlb", lambda meta, m, d: figures.tlb_staircase(m, d)),
-    ("line-size.png", "chase.line", lambda meta, m, d: figures.line_size(m)),
-    ("bank-conflicts.png", "smem.banks", lambda meta, m, d: figures.bank_conflicts(m)),
-    ("coalescing.png", "bw.stride", lambda meta, m, d: figures.coalescing(m)),
-    ("bandwidth-footprint.png", "bw.l2", lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"], d)),
-    ("launch-overhead.png", "launch.overhead", lambda meta, m, d: figures.launch_overhead(m)),
-    ("occupancy-throughput.png", "occupancy.throughput",
-     lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
-    ("compute-peaks.png", "compute.vector", lambda meta, m, d: figures.compute_peaks(d)),
-    ("roofline.png", "matmul.roofline", lambda meta, m, d: figures.roofline(m, d)),
-    ("fused-softmax.png", "fusion.softmax", lambda meta, m, d: figures.fusion(m)),
-    ("instruction-latency-throughput.png", "exec.inst", lambda meta, m, d: execution.latency_throughput_figure(d)),
-    ("warp-scheduling.png", "exec.schedule", lambda meta, m, d: execution.schedule_figure(m, d)),
-    ("divergence.png", "exec.diverge", lambda meta, m, d: execution.divergence_figure(m)),
+    FigureSpec("latency-staircase", "chase.latency", "Latency staircase",
+               "Cycles per dependent load of a pointer chase against its footprint, CuPy and Numba, through L1 "
+               "and L2-only loads (median, interquartile band). Dashed: the fitted latency of each level; dotted: "
+               "the fitted capacities (95% CI shaded) and the driver's L2 size.",
+               lambda meta, m, d: figures.latency_staircase(m, meta["device"], d)),
+    FigureSpec("access-latency", "chase.access", "Single-access latency",
+               "Distribution of one SM's single-access latencies at footprints beyond L1, the recording's cost "
+               "taken off: near-partition L2 hits, far-partition hits (shaded) and HBM misses, with the derived "
+               "latencies marked.",
+               lambda meta, m, d: figures.access_latency(m, meta["device"], d)),
+    FigureSpec("tlb-staircase", "chase.tlb", "TLB staircase",
+               "One load per block of 0.5 MiB to 256 MiB, each at a random sector of its block, the lines "
+               "L2-resident: latency against the footprint the blocks span, with the fitted TLB reaches. Where a "
+               "knee stays put as the blocks grow, one TLB entry covers more than a block.",
+               lambda meta, m, d: figures.tlb_staircase(m, d)),
+    FigureSpec("hbm-latency", "chase.miss", "HBM latency",
+               "A cold path (the L2 flushed, no line visited twice, so every access misses the L2) against the "
+               "footprint its lines are drawn from: plain and L2-only loads, the HBM latency inside and past the "
+               "TLB's reach, and the reach.", lambda meta, m, d: figures.hbm_latency(m, d)),
+    FigureSpec("l2-capacity", "chase.every_sm", "L2 capacity from every SM",
+               "An L2-only chase run from every SM at once, each SM on its own stretch of one random cycle: "
+               "latency against footprint, with its knee, the capacity the bandwidth miss model fits, and the "
+               "driver's L2 size.", lambda meta, m, d: figures.l2_capacity(m, meta["device"], d)),
+    FigureSpec("line-by-capacity", "chase.latency", "Line size by capacity",
+               "The capacity knee of the chase at each stride between its elements (95% CI bars): flat while "
+               "elements share a line, rising once each element has a line of its own; dashed, the line-count "
+               "model C x max(1, stride / line) of the measured line.",
+               lambda meta, m, d: figures.line_by_capacity(m, d)),
+    FigureSpec("fill-block", "chase.line", "Fill block",
+               "Address-order chase against stride: latency rises until the stride passes the block a miss "
+               "fills (not the line: a line holds several such sectors), through L1 and L2 only.",
+               lambda meta, m, d: figures.line_size(m)),
+    FigureSpec("bank-conflicts", "smem.banks", "Shared-memory bank conflicts",
+               "Cycles per warp-wide shared load against the stride between lanes, per access size: dependent "
+               "loads (latency, left) and independent loads (throughput, right); lines CuPy, crosses Numba.",
+               lambda meta, m, d: figures.bank_conflicts(m)),
+    FigureSpec("coalescing", "bw.stride", "Coalescing",
+               "Useful HBM bandwidth over the stride-1 bandwidth against the element stride between lanes, per "
+               "element size, with the 32-B sector, 64-B and 128-B segment models' predictions.",
+               lambda meta, m, d: figures.coalescing(m)),
+    FigureSpec("bandwidth-footprint", "bw.l2", "Bandwidth against footprint",
+               "Read bandwidth of every SM through L2 only against footprint, with the fitted L2 miss model and "
+               "capacity (95% CI shaded); shared memory, L1 and HBM read bandwidth for scale.",
+               lambda meta, m, d: figures.bandwidth_by_footprint(m, meta["device"], d)),
+    FigureSpec("launch-overhead", "launch.overhead", "Launch overhead",
+               "Time per empty-kernel launch, plain launches against a CUDA graph (median, interquartile range).",
+               lambda meta, m, d: figures.launch_overhead(m)),
+    FigureSpec("occupancy-throughput", "occupancy.throughput", "Occupancy against throughput",
+               "Read bandwidth against resident warps per SM, one line per ILP, from HBM and L2 with 4- and "
+               "16-byte loads; dashed: Little's-law fits; the HBM panels mark HBM read bandwidth and the "
+               "fitted ILP-1 knee.", lambda meta, m, d: figures.occupancy_throughput(m, meta["device"], d)),
+    FigureSpec("compute-peaks", "compute.vector", "Compute peaks",
+               "Measured dense peaks with 95% CIs: vector units (FP64, FP32, FP16x2, INT32), mma.sync, wgmma, "
+               "and cuBLAS and Triton matmuls.", lambda meta, m, d: figures.compute_peaks(d)),
+    FigureSpec("roofline", "matmul.roofline", "Roofline",
+               "Square-tiled Triton matmul on the run's measured roofline: HBM and L2 bandwidth slopes under the "
+               "BF16 tensor peak; each BLOCK's predicted (hollow) and measured (filled) point.",
+               lambda meta, m, d: figures.roofline(m, d)),
+    FigureSpec("fused-softmax", "fusion.softmax", "Fused softmax",
+               "Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel.",
+               lambda meta, m, d: figures.fusion(m)),
+    FigureSpec("instruction-latency-throughput", "exec.inst", "Instruction latency against throughput",
+               "Per unit, each instruction's dependent-chain latency (cycles, one thread's chain) against its "
+               "full-SM throughput (thread instructions per clock per SM), 95% CI bars; STS, with no result to "
+               "chain, is drawn at latency 0.", lambda meta, m, d: execution.latency_throughput_figure(d)),
+    FigureSpec("warp-scheduling", "exec.schedule", "Warp scheduling",
+               "FFMA warp instructions per clock per SM against resident warps per SM, one line per ILP; dotted, "
+               "the plateau as the fitted schedulers times each one's issue rate; dashed, the scheduler count.",
+               lambda meta, m, d: execution.schedule_figure(m, d)),
+    FigureSpec("divergence", "exec.diverge", "Branch divergence",
+               "Useful FFMA throughput of warps split over 2 to 32 branches of one body each, over the unsplit "
+               "warps', beside 1 / ways.", lambda meta, m, d: execution.divergence_figure(m)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
-    ("dsmem-latency.png", "hopper.dsmem_latency", lambda meta, m, d: figures.dsmem_latency(m, d)),
-    ("tma-latency.png", "hopper.tma_latency", lambda meta, m, d: figures.tma_latency(m, d)),
-    ("copy-bandwidth.png", "hopper.copy_bandwidth", lambda meta, m, d: figures.copy_bandwidth(m, d)),
+    FigureSpec("dsmem-latency", "hopper.dsmem_latency", "DSMEM latency",
+               "Chase latency against cluster size: the next block's shared memory (DSMEM), the block's own "
+               "through the same generic path, and its own by LDS (median, interquartile bars).",
+               lambda meta, m, d: figures.dsmem_latency(m, d)),
+    FigureSpec("tma-latency", "hopper.tma_latency", "TMA latency",
+               "Cycles from issuing one bulk copy to its completion against copy size, 1-D and 2-D, from L2 and "
+               "HBM, with the load-to-use latencies of one ld.global.", lambda meta, m, d: figures.tma_latency(m, d)),
+    FigureSpec("copy-bandwidth", "hopper.copy_bandwidth", "Global to shared copy bandwidth",
+               "Streaming bandwidth from global into shared memory against chunk size: TMA, cp.async and plain "
+               "loads, from HBM (solid) and L2 (dashed).", lambda meta, m, d: figures.copy_bandwidth(m, d)),
+)
+
+#: NVML's clock and power, drawn when the run recorded telemetry (results schema 2).
+TELEMETRY_FIGURES = (
+    FigureSpec("clock-power", None, "Clock and power per probe (NVML)",
+               "NVML's board power and SM clock against time within each probe, one panel per probe; samples "
+               "taken while the SW power cap or a thermal slowdown was set are marked.",
+               lambda meta, m, d: _telemetry().clock_power_strip(m)),
+    FigureSpec("power-trace", "compute.wgmma", "Clock and power over back-to-back tensor-core launches (NVML)",
+               "Board power and SM clock read by NVML every 10 ms over a second and a half of back-to-back wgmma "
+               "launches per data type: the clock the power limit allows once the board reaches its cap.",
+               lambda meta, m, d: _telemetry().power_trace(m)),
 )
 
 
+def _telemetry():
+    from analysis import telemetry
+
+    return telemetry
+
+
+def _figure_specs(measurements) -> tuple:
+    """Every figure spec of the report; the NVML ones only for a run that recorded telemetry."""
+    specs = (*FIGURES, *HOPPER_FIGURES)
+    return specs + TELEMETRY_FIGURES if _telemetry().has_telemetry(measurements) else specs
+
+
+#: Resolution of the PNGs (print); every figure is also written as SVG.
+PNG_DPI = 200
+
+
 def drawn_figures(measurements) -> list[str]:
-    """Names of the figures a report of these measurements holds (main and Hopper sections)."""
-    measured = set(measurements["probe"])
-    return [name for name, probe, _ in (*FIGURES, *HOPPER_FIGURES) if probe in measured]
+    """Names of the PNGs a report of these measurements holds (main and Hopper sections)."""
+    measured = set(measurements["probe"].unique())
+    return [f"{spec.stem}.png" for spec in _figure_specs(measurements) if spec.probe in measured or spec.probe is None]
 
 
-def _figures(meta, measurements, derived, which=FIGURES) -> dict[str, bytes]:
+def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
+    """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
+    closes them."""
+    measured = set(measurements["probe"].unique())
+    for spec in which:
+        if spec.probe in measured or spec.probe is None:
+            ax = spec.draw(meta, measurements, derived)
+            if ax is None:  # nothing of its kind in this run (an NVML trace, say)
+                continue
+            ax.figure.tight_layout()
+            yield spec, ax.figure
+
+
+def _encode(fig) -> tuple[bytes, bytes]:
+    """The laid-out figure as PNG and SVG bytes, both without dates so rebuilds are byte-identical."""
+    import matplotlib as mpl
+
+    with mpl.rc_context({"svg.hashsalt": "gpuatlas", "svg.fonttype": "none"}):
+        png, svg = io.BytesIO(), io.BytesIO()
+        fig.savefig(png, format="png", dpi=PNG_DPI)
+        fig.savefig(svg, format="svg", metadata={"Date": None})
+    return png.getvalue(), svg.getvalue()
+
+
+#: What the figure workers draw from: set before they fork, so the frames are shared, not pickled.
+_JOB: dict = {}
+
+
+def _draw_one(spec_index: int) -> tuple[int, bytes, bytes, float]:
     import matplotlib.pyplot as plt
 
-    made = {}
-    for name, probe, draw in which:
-        if probe in set(measurements["probe"]):
-            ax = draw(meta, measurements, derived)
-            made[name] = _png(ax.figure)
-            plt.close(ax.figure)
-    return made
+    started = time.perf_counter()
+    drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], _JOB["derived"], [_JOB["specs"][spec_index]]))
+    if not drawn:
+        return spec_index, None, None, time.perf_counter() - started
+    (_, fig), = drawn
+    png, svg = _encode(fig)
+    plt.close(fig)
+    return spec_index, png, svg, time.perf_counter() - started
 
 
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=110)
-    return buf.getvalue()
+def _figures(meta, measurements, derived, which, progress) -> dict:
+    """stem -> (spec, PNG, SVG) of every figure the run has data for, drawn on every core (forked workers
+    where the platform forks, else in turn); ``progress`` gets a line per figure as it is done."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    measured = set(measurements["probe"].unique())
+    specs = [spec for spec in which if spec.probe in measured or spec.probe is None]
+    _JOB.update(specs=specs, meta=meta, measurements=measurements, derived=derived)
+    done = {}
+    try:
+        workers = min(len(specs), os.cpu_count() or 1)
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                results = (f.result() for f in as_completed([pool.submit(_draw_one, i) for i in range(len(specs))]))
+                for i, png, svg, seconds in results:
+                    done[i] = (png, svg)
+                    if progress:
+                        progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
+        else:
+            for i in range(len(specs)):
+                _, png, svg, seconds = _draw_one(i)
+                done[i] = (png, svg)
+                if progress:
+                    progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
+    finally:
+        _JOB.clear()
+    return {specs[i].stem: (specs[i], *done[i]) for i in sorted(done) if done[i][0] is not None}
 
 
-def _sections(meta, measurements, derived):
+def _sections(meta, measurements, derived, progress=None):
     """(title, DataFrame | list[str] | figure name) in report order."""
     device = meta["device"]
     soft = meta.get("software", {})
@@ -210,16 +369,20 @@ def _sections(meta, measurements, derived):
     status = pd.DataFrame([(pid, s["status"], f"{s['configs_done']}/{s['configs_total']}", f"{s['seconds']:.1f} s",
                             s.get("error") or "") for pid, s in meta["probes"].items()],
                           columns=["probe", "status", "configs", "time", "error"])
-    figs = _figures(meta, measurements, derived)
+    figs = _figures(meta, measurements, derived, _figure_specs(measurements), progress)
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
                 ("The lecture's claims, judged", claims.judge(derived, meta["device"]))]
     inst = execution.inst_table(derived)
     if not inst.empty:
         sections.append(("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst))
-    sections += [(name.removesuffix(".png").replace("-", " ").capitalize(), ("figure", name, png))
-                 for name, png in figs.items()]
-    sections += hopper_sections(meta, measurements, derived)
+    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
+                 if spec in FIGURES]
+    sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
+    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
+                 if spec in TELEMETRY_FIGURES] or [("Clock and power (NVML)", [
+                     "this run recorded no NVML telemetry (a run from before results schema 2, or NVML did not "
+                     "answer)"])]
     agreement = agreement_table(measurements)
     if not agreement.empty:
         sections.append(("Pointer chase: CuPy against Numba", agreement))
@@ -244,8 +407,9 @@ def hopper_table(derived: pd.DataFrame) -> pd.DataFrame:
                         columns=["Hopper unit", "measured", "classic path", "classic measured", "unit / classic"])
 
 
-def hopper_sections(meta, measurements, derived) -> list:
-    """The "Hopper units" section: the comparison table and its figures, or why the run has none."""
+def hopper_sections(meta, measurements, derived, drawn=()) -> list:
+    """The "Hopper units" section: the comparison table and its ``drawn`` figures ((spec, PNG, SVG)), or why
+    the run has none."""
     states = {pid: s for pid, s in meta["probes"].items() if pid.startswith("hopper.")}
     if not states:
         return []
@@ -254,9 +418,7 @@ def hopper_sections(meta, measurements, derived) -> list:
     table = hopper_table(derived)
     sections = [("Hopper units: DSMEM, TMA, DPX against the classic path",
                  table if not table.empty else (skipped or ["no Hopper quantity and classic path both measured"]))]
-    sections += [(name.removesuffix(".png").replace("-", " ").capitalize().replace("Tma", "TMA")
-                  .replace("Dsmem", "DSMEM"), ("figure", name, png))
-                 for name, png in _figures(meta, measurements, derived, HOPPER_FIGURES).items()]
+    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in drawn]
     if skipped and not table.empty:
         sections.append(("Hopper units not measured", skipped))
     return sections
@@ -275,10 +437,12 @@ def _md_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path) -> Path:
-    """Write ``index.html`` (self-contained), ``index.md`` and the figures' PNGs; return the HTML path."""
+def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path,
+           progress: Callable[[str], None] | None = None) -> Path:
+    """Write ``index.html`` (self-contained), ``index.md`` and each figure as PNG and SVG; return the HTML path.
+    ``progress`` is called with a line as each figure is done."""
     title = f"gpuatlas: {meta['gpu']} ({meta['run_id']})"
-    return _write_page(title, _sections(meta, measurements, derived), out_dir)
+    return _write_page(title, _sections(meta, measurements, derived, progress), out_dir)
 
 
 def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -306,12 +470,25 @@ def render_comparison(long: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.
     return _write_page("gpuatlas: comparison", sections, out_dir)
 
 
+def _anchor(heading: str, taken: set) -> str:
+    base = "".join(c if c.isalnum() else "-" for c in heading.lower()).strip("-")
+    while "--" in base:
+        base = base.replace("--", "-")
+    anchor, n = base, 2
+    while anchor in taken:
+        anchor, n = f"{base}-{n}", n + 1
+    taken.add(anchor)
+    return anchor
+
+
 def _write_page(title: str, sections, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    md, body = [f"# {title}", ""], [f"<h1>{html.escape(title)}</h1>"]
+    md, body, toc, taken, n_fig = [f"# {title}", ""], [], [], set(), 0
     for heading, content in sections:
+        anchor = _anchor(heading, taken)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
         md += [f"## {heading}", ""]
-        body.append(f"<h2>{html.escape(heading)}</h2>")
+        body.append(f'<h2 id="{anchor}">{html.escape(heading)}</h2>')
         if isinstance(content, pd.DataFrame):
             md += [_md_table(content), ""]
             table = content.to_html(index=False, na_rep="", classes="data", border=0)
@@ -319,16 +496,22 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
                 table = table.replace("<td>deviates</td>", '<td class="deviates">deviates</td>')
             body.append(table)
         elif isinstance(content, tuple):
-            _, name, png = content
-            atomic_write_bytes(out_dir / name, png)
-            md += [f"![{heading}]({name})", ""]
-            body.append(f'<img alt="{html.escape(heading)}" src="data:image/png;base64,'
-                        f'{base64.b64encode(png).decode()}">')
+            _, spec, png, svg = content
+            n_fig += 1
+            atomic_write_bytes(out_dir / f"{spec.stem}.png", png)
+            atomic_write_bytes(out_dir / f"{spec.stem}.svg", svg)
+            caption = f"Figure {n_fig}. {spec.caption}"
+            md += [f"![{heading}]({spec.stem}.png)", "",
+                   f"*{caption}* (vector: [{spec.stem}.svg]({spec.stem}.svg))", ""]
+            body.append(f'<figure><img alt="{html.escape(heading)}" src="data:image/png;base64,'
+                        f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(caption)} '
+                        f'<a href="{spec.stem}.svg">SVG</a></figcaption></figure>')
         else:
             md += [f"- {line}" for line in content] + [""]
             body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>")
+    nav = f'<nav class="toc"><h2>Contents</h2><ol>{"".join(toc)}</ol></nav>' if len(toc) > 2 else ""
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>\n")
+            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{nav}{''.join(body)}</body></html>\n")
     atomic_write_text(out_dir / "index.md", "\n".join(md))
     atomic_write_text(out_dir / "index.html", page)
     return out_dir / "index.html"
@@ -337,4 +520,5 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table.data{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}
 table.data th,table.data td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}"""
+td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}
+figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}nav.toc ol{columns:2}"""

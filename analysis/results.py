@@ -23,16 +23,38 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
 
 SCHEMA = "gpuatlas.run"
-SCHEMA_VERSION = 1
+#: 2: every measurements row carries NVML telemetry (TELEMETRY_COLUMNS); schema-1 runs load with them empty.
+SCHEMA_VERSION = 2
+#: Quantity ids a schema renamed, by the version that renamed them: a run older than that version has its
+#: derived.csv rows read under the new ids.  Schema 2: the two address-order fill blocks of chase.line, which
+#: schema 1 called a line and a sector, got the names of what they measure; the TLB levels' ids took the
+#: dotted form of the other levels.
+RENAMED_QUANTITIES = {2: {"l1.line_bytes": "l1.fill_bytes", "mem.sector_bytes": "l2.dram_fetch_bytes",
+                          "tlb.level1_reach_bytes": "tlb.l1.reach_bytes", "tlb.level1_miss_cycles": "tlb.l1.miss_cycles",
+                          "tlb.level2_reach_bytes": "tlb.l2.reach_bytes", "tlb.level2_miss_cycles": "tlb.l2.miss_cycles"}}
 
+#: The NVML readings over a sample's window: mean and max board power (W), median NVML SM clock (Hz), the OR
+#: of the clock-event reason masks, max GPU temperature (C), and ``telemetry``: "power_capped" (SW power cap
+#: or HW power brake set), "thermal" (SW or HW thermal slowdown), both joined by "+", or "".  Not a flag:
+#: a power-capped sample is a real result, and fits keep it.  ``elapsed_s``: when the sample was made, in
+#: seconds since its probe began measuring (in that process), the time axis the readings are drawn against.
+TELEMETRY_COLUMNS = ("power_w", "power_max_w", "nvml_sm_clock_hz", "clock_event_reasons", "temperature_c",
+                     "telemetry", "elapsed_s")
+#: What a row has when nothing was recorded (no NVML, or a schema-1 run).
+TELEMETRY_EMPTY = {"power_w": float("nan"), "power_max_w": float("nan"), "nvml_sm_clock_hz": float("nan"),
+                   "clock_event_reasons": 0, "temperature_c": float("nan"), "telemetry": "",
+                   "elapsed_s": float("nan")}
 #: Columns every measurements row has; probe parameters add one column each (``footprint_bytes``, ...).
-MEASUREMENT_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat",
-                       "sm_clock_hz", "timer", "flag")
+#: Schema 1 had all but the telemetry columns.
+CORE_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat", "sm_clock_hz", "timer",
+                "flag")
+MEASUREMENT_COLUMNS = CORE_COLUMNS + TELEMETRY_COLUMNS
 DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note")
 
 #: Flags a sample can carry; fits use only unflagged samples.
@@ -160,7 +182,7 @@ class RunDir:
         if not frames:
             raise UsageError(f"{self.path} holds no measurements yet: finish it with "
                              f"`gpuatlas run --resume {self.path}`")
-        return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return _whole_parameters(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
 
     def read_derived(self) -> pd.DataFrame:
         if not self.derived_path.is_file():
@@ -180,7 +202,7 @@ class RunDir:
         except (ValueError, TypeError):
             raise UsageError(f"{self.derived_path} has values that are not numbers: it is damaged; rebuild it "
                              f"with `gpuatlas run --resume {self.path}`") from None
-        return frame
+        return migrate_derived(frame, self.read_meta()["schema_version"])
 
     def done_configs(self, probe: str) -> set[str]:
         """Config keys of ``probe`` whose part is on disk (or already merged)."""
@@ -219,6 +241,15 @@ class RunDir:
         atomic_write_text(self.derived_path, derived.loc[:, list(DERIVED_COLUMNS)].to_csv(index=False))
 
 
+def migrate_derived(derived: pd.DataFrame, schema_version: int) -> pd.DataFrame:
+    """A derived table written under ``schema_version``, with every id renamed since then under its new name
+    (renames apply in version order, so an id renamed twice ends under its latest name)."""
+    derived = derived.copy()
+    for version in sorted(v for v in RENAMED_QUANTITIES if v > schema_version):
+        derived["quantity"] = derived["quantity"].replace(RENAMED_QUANTITIES[version])
+    return derived
+
+
 def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     try:
         frame = pd.read_parquet(path, columns=columns)
@@ -226,10 +257,34 @@ def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
         raise UsageError(f"{path} is not a readable parquet file ({exc.__class__.__name__}): it is "
                          "truncated or foreign; delete it and finish the run with `gpuatlas run --resume`"
                          ) from None
-    needed = set(columns or MEASUREMENT_COLUMNS)
+    needed = set(columns or CORE_COLUMNS) - set(TELEMETRY_COLUMNS)
     if not needed <= set(frame.columns):
         raise UsageError(f"{path} lacks columns {sorted(needed - set(frame.columns))}: not a gpuatlas "
                          "measurements file")
+    return with_telemetry(frame, columns)
+
+
+def with_telemetry(frame: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+    """``frame`` with every telemetry column (of ``columns``, if given) it lacks filled empty (schema 1)."""
+    wanted = [c for c in TELEMETRY_COLUMNS if columns is None or c in columns]
+    missing = [c for c in wanted if c not in frame.columns]
+    if not missing:
+        return frame
+    frame = frame.copy()
+    for column in missing:
+        frame[column] = TELEMETRY_EMPTY[column]
+    return frame.astype({"clock_event_reasons": "int64"}) if "clock_event_reasons" in missing else frame
+
+
+def _whole_parameters(frame: pd.DataFrame) -> pd.DataFrame:
+    """Probe parameters that hold whole numbers as integers again: a parameter column is empty in other
+    probes' rows, and a merged file stores it as float for them; nullable Int64 keeps 4096 an integer."""
+    for column in frame.columns.difference(MEASUREMENT_COLUMNS):
+        if frame[column].dtype.kind == "f":
+            values = frame[column].to_numpy()
+            present = values[~np.isnan(values)]
+            if present.size and (present == np.round(present)).all():
+                frame[column] = frame[column].astype("Int64")
     return frame
 
 

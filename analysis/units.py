@@ -29,4 +29,6 @@ def fmt_value(value: float, unit: str) -> str:
         for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
             if abs(value) >= scale:
                 return f"{value / scale:.4g} {prefix}{unit}"
+    if unit == "1/cycle":  # a rate per SM per clock (DPX operations)
+        return f"{value:.4g} operations per cycle per SM"
     return f"{value:.4g}" if unit in ("1", "") else f"{value:.4g} {unit}"

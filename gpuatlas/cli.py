@@ -94,6 +94,11 @@ def cmd_run(args) -> int:
     return 1 if failed else 0
 
 
+def _progress(line: str) -> None:
+    """A progress line on stderr, so stdout keeps only the report's paths."""
+    print(f"report: {line}", file=sys.stderr, flush=True)
+
+
 def cmd_report(args) -> int:
     from analysis.compare import comparison, run_label
     from analysis.derive import derived_for
@@ -102,11 +107,15 @@ def cmd_report(args) -> int:
     from analysis.results import RunDir
 
     sources = args.runs or [str(DEFAULT_RUN)]
+    if all(is_reference(source) for source in sources):
+        raise UsageError("report renders runs: give at least one run directory (a ref:NAME stands beside "
+                         "runs on the comparison page; `gpuatlas compare` sets references side by side)")
     loaded, derived_runs = [], {}
     for source in sources:  # validate and derive every run before writing anything
         if is_reference(source):
             continue
-        meta, measurements, derived = derived_for(RunDir(Path(source)))
+        _progress(f"deriving {source}")
+        meta, measurements, derived = derived_for(RunDir(Path(source)), parallel=True)
         loaded.append((meta, measurements, derived))
         derived_runs[source] = run_label(meta, source, derived)
     table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
@@ -115,7 +124,7 @@ def cmd_report(args) -> int:
     by_gpu: dict[str, dict] = {}
     for meta, measurements, derived in loaded:
         by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
-        page = render(meta, measurements, derived, out_root / meta["run_id"])
+        page = render(meta, measurements, derived, out_root / meta["run_id"], progress=_progress)
         console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
     if table is not None:
         page = render_comparison(table, by_gpu, out_root / "comparison")
@@ -142,21 +151,21 @@ def cmd_compare(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from rich.table import Table
+    from rich.text import Text
 
     from probes.doctor import run_checks
 
     checks = run_checks()
-    table = Table(title="gpuatlas doctor")
-    for column in ("check", "result", "detail", "fix"):
-        table.add_column(column, overflow="fold")
-    for c in checks:
-        result = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[yellow]skip[/]"}[c.ok]
-        table.add_row(c.name, result, c.detail, c.fix)
-    _console().print(table)
+    console = _console()
+    console.print("gpuatlas doctor", style="bold")
+    for c in checks:  # Text, never markup: a fix such as `pip install -e '.[gpu]'` is printed as written
+        mark, style = {True: ("ok", "green"), False: ("FAIL", "red"), None: ("skip", "yellow")}[c.ok]
+        console.print(Text.assemble((f"{mark:<5}", style), f"{c.name}: {c.detail}"), soft_wrap=True)
+        if c.fix:
+            console.print(Text(f"      fix: {c.fix}"), soft_wrap=True)
     bad = [c.name for c in checks if c.required and not c.ok]
-    _console().print("everything gpuatlas needs works here" if not bad else
-                     f"not ready to run probes: {', '.join(bad)} (see the fix column)")
+    console.print(Text("everything gpuatlas needs works here" if not bad else
+                       f"not ready to run probes: {', '.join(bad)} (see each fix above)"), soft_wrap=True)
     return 1 if bad else 0
 
 
@@ -166,10 +175,29 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(EXIT_USAGE, f"gpuatlas: error: {message} (see `{self.prog} --help`)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """Unknown options are named before a missing command: `gpuatlas --frobnicate` says --frobnicate."""
+        args, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            self.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}")
+        if args.command is None:
+            self.error("name a command: list, run, report, compare or doctor")
+        return args
+
+
+class _TwoOrMore(argparse.Action):
+    """A positional list that needs at least two entries (a comparison of one run compares nothing)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if len(values) < 2:
+            parser.error(f"compare needs two or more runs or ref:NAME, got one ({values[0]}); "
+                         f"for one run's numbers use `gpuatlas report {values[0]}`")
+        setattr(namespace, self.dest, values)
+
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpuatlas", description="Reconstruct a GPU's hardware from measurements.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     s = sub.add_parser("list", help="the probes, their sweeps and config counts (no GPU needed)")
     s.add_argument("-p", "--probe", action="append", help="only this probe (or prefix); repeatable")
@@ -195,7 +223,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("compare", help="derived quantities of runs and published references side by side, "
                                        "grouped by level, with CIs, ratios and footnoted sources and caveats")
-    s.add_argument("runs", nargs="+", metavar="RUN_DIR|ref:NAME",
+    s.add_argument("runs", nargs="+", action=_TwoOrMore, metavar="RUN_DIR|ref:NAME",
                    help="two or more run directories, or published references: " + ", ".join(
                        f"ref:{n}" for n in __import__("analysis.references", fromlist=["x"]).list_references()))
     s.add_argument("--baseline", metavar="NAME",

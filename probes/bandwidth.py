@@ -371,7 +371,7 @@ def _stride_sweep(strides) -> callable:
 
 @probe("bw.stride", sweeps={"quick": _stride_sweep(QUICK_STRIDES), "full": _stride_sweep(FULL_STRIDES)},
        axes=STRIDE_AXES,
-       quantities=("coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"),
+       quantities=("coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes"),
        kernels=("bandwidth.cu",))
 def bw_stride(ctx, element_bytes: int, stride_elements: int, aligned: str, level: str) -> list[Sample]:
     """Useful bandwidth (B/s) when each warp load touches one element per lane at an element stride."""
@@ -410,7 +410,7 @@ def dram_configs(device: dict) -> list[dict]:
                         "st.global.cs), once_8 / once_16 / once_16_cs (one 8- or 16-byte store per thread, no "
                         "loop); read and copy: fastest (of their kernels and occupancies); memcpy: driver"},
        quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
-                   "dram.copy_bandwidth_bytes_per_s"),
+                   "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm"),
        kernels=("bandwidth.cu",))
 def bw_dram(ctx, op: str, variant: str | None = None) -> list[Sample]:
     """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""

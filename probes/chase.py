@@ -73,8 +73,9 @@ def latency_configs(device: dict) -> list[dict]:
              "stride_bytes": "bytes between chain elements: 128 (one per line); full adds 32, 64 and 256 around the "
                              "L1 and 64 and 256 around the L2 (capacity counted in lines)",
              "flavour": "default (ld.global, through L1) or cg (ld.global.cg, L2 only)"},
-       quantities=("l1.latency_cycles", "l1.capacity_bytes", "l1.line_bytes", "l2.latency_cycles",
-                   "l2.partition_bytes", "l2.far_plateau_cycles", "l2.far_reach_bytes", "l2.line_bytes"),
+       quantities=("l1.latency_cycles", "l1.capacity_bytes", "l1.line_bytes", "l1.line_lower_bound_bytes",
+                   "l2.latency_cycles", "l2.partition_bytes", "l2.far_plateau_cycles", "l2.far_reach_bytes",
+                   "l2.line_bytes", "l2.line_lower_bound_bytes"),
        kernels=("chase.cu",))
 def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per dependent 64-bit load over a random single-cycle chain of the given footprint."""
@@ -124,11 +125,12 @@ def line_configs(device: dict, strides: list[int]) -> list[dict]:
                                 "so the chain always overflows the cache",
              "stride_bytes": "bytes between consecutive chain elements, walked in address order",
              "flavour": "default (through L1: the L1 fill block) or cg (L2 only: the L2 fill block from HBM)"},
-       quantities=("l1.line_bytes", "mem.sector_bytes"), kernels=("chase.cu",))
+       quantities=("l1.fill_bytes", "l1.sector_bytes", "l2.dram_fetch_bytes"), kernels=("chase.cu",))
 def chase_line(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per load of a chase walked in address order at a given stride: a load hits while it stays in
     the block the previous miss brought in, so latency rises with stride until the stride reaches that
-    fill granularity (the line or sector size) and is flat beyond."""
+    fill block (a sector where the cache fills sector by sector; not the line, whose span only a capacity
+    count shows) and is flat beyond."""
     return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64",
                          order="sequential")
 

@@ -36,7 +36,7 @@ def _sweep(device: dict) -> dict:
        axes={"matrix_side": "matrix side: the lecture's 4096, and one whose fp16 matrix is 4x L2",
              "method": "direct (each warp reads its columns from global memory) or staged (through a "
                        "padded 32 x 32 shared tile)"},
-       kernels=("column_read.cu",))
+       quantities=("smem.column_read_recovery",), kernels=("column_read.cu",))
 def column_read(ctx, matrix_side: int, method: str) -> list[Sample]:
     """Useful bandwidth (matrix bytes per second) of summing every column of a row-major n x n fp16 matrix."""
     n = matrix_side

@@ -9,7 +9,14 @@
   mma.sync: ptxas unpacks E4M3 to FP16 and issues two FP16 HMMAs and FADDs per m16n8k32, and the e4m3 rate
   measures that (FLOP counted as the instruction defines them).
 * ``compute.wgmma`` -- Hopper warpgroup ``wgmma.mma_async`` m64nNk16 BF16/FP16, m64nNk8 TF32, m64nNk32 E4M3
-  from shared memory through matrix descriptors, N swept, several warpgroups per SM (sm_90a only).
+  from shared memory through matrix descriptors, N swept, several warpgroups per SM (sm_90a only).  Dense
+  tensor work draws enough power to reach the board's limit, and the driver then lowers the clock (SW power
+  cap).  So at the largest N each dtype is also measured two more ways: ``burst_*`` -- single launches of
+  about BURST_S, each from a rested GPU (power back near idle, or REST_MAX_S), the rate the tensor cores
+  reach before the power limiter acts; ``sustained_*`` -- launches back to back for SUSTAINED_S, one sample
+  per SUSTAINED_SAMPLE_S (``sustained_t_s``: its end since the first launch), the rate the power limit
+  allows.  NVML's power, clock and clock-event reasons during those launches are recorded with every
+  sample by the runner, and as a trace (``trace_*``, one sample per reading).
 
 A dense m x n x k matrix product is 2 m n k FLOP.  Every launch is timed with CUDA events and carries the
 SM clock it ran at (clock64 over %globaltimer in thread 0 of every block, the median over blocks), so
@@ -24,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.cuda import blocks_per_sm
+from probes import telemetry
 from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.registry import probe
 
@@ -54,6 +62,10 @@ SUBPARTITIONS, CLOCK_SLACK = 4, 1.05
 TC_FMA_PER_CLK_SUBPARTITION_16BIT = 1024
 #: A launch lasts about LAUNCH_S; a sample (several launches) at least SAMPLE_S.
 LAUNCH_S, SAMPLE_S = 2e-3, 4e-3
+#: Burst and sustained: BURSTS launches of about BURST_S, each after a rest of at most REST_MAX_S; then
+#: SUSTAINED_S of back-to-back launches, sampled every SUSTAINED_SAMPLE_S.
+BURST_S, BURSTS, REST_MIN_S, REST_MAX_S = 6e-3, 5, 0.05, 0.5
+SUSTAINED_S, SUSTAINED_SAMPLE_S = 1.5, 0.05
 LATENCY_TRIPS = 4096
 MAX_TRIPS = 2**31 - 1
 #: Tolerances of the host checks: floating-point chains against their fixed point b / (1 - a), by type;
@@ -372,7 +384,10 @@ def _wgmma_sweep(ns) -> callable:
 @probe("compute.wgmma", sweeps={"quick": _wgmma_sweep(QUICK_WGMMA_NS), "full": _wgmma_sweep(WGMMA_NS)},
        axes={"dtype": "bf16, fp16 (m64nNk16), tf32 (m64nNk8), e4m3 (m64nNk32); fp32 accumulate",
              "n": "N of m64nNk: 64, 128, 192, 256 (quick: 128, 256)"},
-       quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops"),
+       quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops",
+                   "tc.bf16.sustained_flops", "tc.fp16.sustained_flops", "tc.tf32.sustained_flops",
+                   "tc.fp8.sustained_flops", "tc.bf16.flop_per_clk_sm", "tc.fp16.flop_per_clk_sm",
+                   "tc.tf32.flop_per_clk_sm", "tc.fp8.flop_per_clk_sm", "tc.bf16_over_fp32"),
        kernels=("wgmma.cu",), min_cc=(9, 0))
 def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
     """Hopper wgmma throughput (dense FLOP per clock per SM and per second), operands in shared memory."""
@@ -418,8 +433,82 @@ def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
         if not np.array_equal(out[:cta_floats].get(), first):
             raise RuntimeError(f"wgmma_{dtype}_n{n}: CTA 0's accumulators changed between identical launches")
 
-    samples = _measure(ctx, run(groups), clocks, check,
-                       float(blocks) * groups * WGMMA_STEPS * wgmma_flop(dtype, n), "FLOP",
+    flop_per_group = float(blocks) * WGMMA_STEPS * wgmma_flop(dtype, n)
+    samples = _measure(ctx, run(groups), clocks, check, flop_per_group * groups, "FLOP",
                        tensor_bound_per_clk_sm(dtype), power_limited=True)
+    if n == max(WGMMA_NS):
+        bound = tensor_bound_per_clk_sm(dtype)
+        burst_groups = max(1, min(MAX_TRIPS, round(groups * BURST_S / LAUNCH_S)))
+        samples += _bursts(ctx, run(burst_groups), run(max(1, groups // 8)), clocks,
+                           lambda: out[:cta_floats].get(), flop_per_group * burst_groups, bound)
+        samples += _sustained(ctx, run(groups), clocks, check, flop_per_group * groups, bound)
     _check_identical(out.get().reshape(blocks, -1), f"wgmma_{dtype}_n{n}", "CTAs")
     return samples + [_occupancy_sample(blocks, ctx, "warpgroups_per_sm", 1)]
+
+
+def _rate_samples(ctx, prefix: str, flop: float, seconds: float, hz: float, bound: float, repeat: int):
+    rate = flop / seconds
+    per_clk = rate / ctx.device["sm_count"] / hz
+    flag = "invalid" if per_clk > bound else ""
+    return [Sample(f"{prefix}_throughput", rate, "FLOP/s", repeat, hz, "cuda_event", flag),
+            Sample(f"{prefix}_per_clk_sm", per_clk, "FLOP/cycle", repeat, hz, "cuda_event", flag)]
+
+
+def _bursts(ctx, launch, warm, clocks, result, flop: float, bound: float) -> list[Sample]:
+    """BURSTS single launches, each from a rested GPU, CUDA-event timed, at the clock the launch ran at.
+    A short ``warm`` launch queued right before each lifts the clock out of its idle state; ``result()``
+    (CTA 0's accumulators) must be the same after every burst."""
+    import cupy
+
+    recorder = telemetry.recorder(ctx.device.get("uuid"))
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    samples = []
+    for repeat in range(BURSTS):
+        recorder.rest(REST_MAX_S, REST_MIN_S)
+        warm()
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        seconds = cupy.cuda.get_elapsed_time(start, stop) * 1e-3
+        got = result()
+        first = got if repeat == 0 else first
+        if not np.array_equal(got, first):
+            raise RuntimeError("wgmma: CTA 0's accumulators changed between identical burst launches")
+        samples += _rate_samples(ctx, "burst", flop, seconds, kernel_clock_hz(clocks.get()), bound, repeat)
+    return samples
+
+
+def _sustained(ctx, launch, clocks, check, flop_per_launch: float, bound: float) -> list[Sample]:
+    """Launches back to back for SUSTAINED_S; one sample per SUSTAINED_SAMPLE_S of launches (the clock is the
+    last launch's), ``sustained_t_s`` its end since the first launch; then NVML's readings over the same
+    time as ``trace_*`` samples (``trace_t_s`` since the first launch)."""
+    import time
+
+    import cupy
+
+    recorder = telemetry.recorder(ctx.device.get("uuid"))
+    per_sample = max(1, round(SUSTAINED_SAMPLE_S / LAUNCH_S))
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    samples = []
+    began = time.monotonic()
+    repeat = 0
+    while time.monotonic() - began < SUSTAINED_S:
+        start.record()
+        for _ in range(per_sample):
+            launch()
+        stop.record()
+        stop.synchronize()
+        seconds = cupy.cuda.get_elapsed_time(start, stop) * 1e-3
+        hz = kernel_clock_hz(clocks.get())
+        samples += _rate_samples(ctx, "sustained", flop_per_launch * per_sample, seconds, hz, bound, repeat)
+        samples.append(Sample("sustained_t_s", time.monotonic() - began, "s", repeat, hz, "monotonic"))
+        repeat += 1
+    check()
+    for index, (t, power, hz, reasons, temperature) in enumerate(recorder.readings(began, time.monotonic())):
+        samples += [Sample("trace_t_s", t - began, "s", index, None, "nvml"),
+                    Sample("trace_power_w", power, "W", index, None, "nvml"),
+                    Sample("trace_sm_clock_hz", hz, "Hz", index, None, "nvml"),
+                    Sample("trace_clock_event_reasons", reasons, "1", index, None, "nvml"),
+                    Sample("trace_temperature_c", temperature, "C", index, None, "nvml")]
+    return samples

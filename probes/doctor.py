@@ -17,6 +17,16 @@ class Check:
     required: bool = True
 
 
+#: Installs every Python package the GPU checks need (CuPy, Numba CUDA, nvidia-ml-py); run in the repository.
+GPU_EXTRA = "pip install -e '.[gpu]'"
+
+
+def _missing(check: str, package: str, exc: ImportError) -> Check:
+    """A check failed because a Python package is not installed: name the package and the line that installs it."""
+    return Check(check, False, f"the Python package {package} is not installed ({_why(exc)})",
+                 f"{GPU_EXTRA}   (or just this package: pip install {package})")
+
+
 def _why(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{exc.__class__.__name__}: {lines[0] if lines else ''}".rstrip(": ")
@@ -29,7 +39,9 @@ def numba_problem() -> str | None:
         import numpy as np
         from numba import cuda, types
     except ImportError as exc:
-        return f"Numba CUDA is not installed ({_why(exc)}): install the GPU extra, `pip install -e '.[gpu]'`"
+        package = "numba" if exc.name == "numba" else "numba-cuda"
+        return (f"the Python package {package} is not installed ({_why(exc)}). Fix: {GPU_EXTRA}   "
+                f"(or just this package: pip install {package})")
 
     def probe(a):
         a[0] = 1
@@ -53,7 +65,9 @@ def numba_problem() -> str | None:
 def check_driver() -> Check:
     try:
         import pynvml
-
+    except ImportError as exc:
+        return _missing("NVIDIA driver", "nvidia-ml-py", exc)
+    try:
         pynvml.nvmlInit()
     except Exception as exc:
         return Check("NVIDIA driver", False, f"NVML does not answer ({_why(exc)})",
@@ -74,7 +88,7 @@ def check_cupy() -> Check:
     try:
         import cupy
     except ImportError as exc:
-        return Check("CuPy", False, f"not installed ({_why(exc)})", "pip install -e '.[gpu]'")
+        return _missing("CuPy", "cupy-cuda13x", exc)
     try:
         kernel = cupy.RawKernel(r'extern "C" __global__ void add_one(int* a) { a[threadIdx.x] += 1; }',
                                 "add_one")
@@ -94,8 +108,8 @@ def check_cupy() -> Check:
 def check_numba() -> Check:
     problem = numba_problem()
     if problem:
-        return Check("Numba CUDA", False, problem.split(". Fix: ")[0],
-                     problem.split(". Fix: ")[1] if ". Fix: " in problem else "pip install -e '.[gpu]'")
+        detail, _, fix = problem.partition(". Fix: ")
+        return Check("Numba CUDA", False, detail, fix or GPU_EXTRA)
     try:
         import numpy as np
         from numba import cuda
@@ -121,11 +135,13 @@ def check_triton() -> Check:
         import triton
         import triton.language as tl
     except ImportError as exc:
-        return Check("Triton", None, f"not installed ({_why(exc)})", "pip install triton", required=False)
+        return Check("Triton", None, f"the Python package triton is not installed ({_why(exc)})",
+                     "pip install triton", required=False)
     try:
         import torch
     except ImportError:
-        return Check("Triton", None, f"triton {triton.__version__} imports; launching needs torch tensors",
+        return Check("Triton", None, f"triton {triton.__version__} imports; launching needs the Python "
+                     "package torch, which is not installed",
                      "pip install torch", required=False)
     try:
         @triton.jit

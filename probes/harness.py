@@ -38,6 +38,9 @@ class Sample:
     sm_clock_hz: float | None
     timer: str
     flag: str = ""
+    #: When the sample was made (time.monotonic): the runner joins it to the NVML readings taken since the one
+    #: before (probes/telemetry.py).
+    created: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)

@@ -568,7 +568,8 @@ def copy_bandwidth(ctx, path: str, chunk_bytes: int, level: str) -> list[Sample]
                      "two instructions of a GPU without DPX; ptxas fuses a plain add + max into VIADDMNMX)"},
        quantities=("dpx.viaddmax_latency_cycles", "dpx.viaddmax_emulated_latency_cycles",
                    "dpx.vimax3_latency_cycles", "dpx.viaddmax_ops_per_clk_sm",
-                   "dpx.viaddmax_emulated_ops_per_clk_sm", "dpx.vimax3_ops_per_clk_sm", "dpx.viaddmax_speedup"),
+                   "dpx.viaddmax_emulated_ops_per_clk_sm", "dpx.vimax3_ops_per_clk_sm", "dpx.viaddmax_speedup",
+                   "dpx.viaddmax_latency_speedup"),
        kernels=("hopper.cu",), min_cc=HOPPER)
 def dpx(ctx, op: str, impl: str) -> list[Sample]:
     """Latency (cycles per dependent operation) and throughput (operations per clock per SM) of a DPX

@@ -6,11 +6,17 @@ No GPU model's numbers appear in a sweep: sizes come from ``l2_bytes``, ``smem_p
 """
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import importlib
 import inspect
 import itertools
 import math
+import re
+import sys
+import textwrap
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -43,11 +49,10 @@ class Probe:
 
     @property
     def version(self) -> str:
-        """Hash of the probe's module source and kernels: results of different versions never mix."""
-        module_file = getattr(inspect.getmodule(self.func), "__file__", None)
-        h = hashlib.sha256(Path(module_file).read_bytes() if module_file else self.func.__code__.co_code)
-        for name in self.kernels:
-            h.update((KERNEL_DIR / name).read_bytes())
+        """Hash of what the probe's samples depend on: results of different versions never mix."""
+        h = hashlib.sha256()
+        for name, text in sorted(version_sources(self.func, [KERNEL_DIR / k for k in self.kernels]).items()):
+            h.update(f"{name}\0{text}\0".encode())
         return h.hexdigest()[:12]
 
     def configs(self, device: dict, profile: str, overrides: dict | None = None) -> list[dict]:
@@ -63,6 +68,152 @@ class Probe:
         axes = {**sweep, **overrides}
         names = list(axes)
         return [dict(zip(names, combo)) for combo in itertools.product(*(axes[n] for n in names))]
+
+
+# -- the version: the code a probe runs, found by following its names --------------------------------
+
+#: File names in a probe's code that name its kernels (loaded from beside the module that names them).
+_KERNEL_FILE = re.compile(r"^[\w.-]+\.(cu|cuh|h)$")
+_INCLUDE = re.compile(r'#include\s+"([^"]+)"')
+
+
+def version_sources(func: Callable, kernels=()) -> dict[str, str]:
+    """Everything the samples of ``func`` depend on, as name -> text: its own source; the functions,
+    classes and plain constants of this project it names (by global name, module attribute or type
+    annotation), followed transitively; and the kernel files those name or ``kernels`` lists, with their
+    includes.  Sources are compared as syntax trees without docstrings, so comments and docstrings do not
+    count, and nothing else in a module does either."""
+    root = _project_root(func)
+    out: dict[str, str] = {}
+    files = [Path(k) for k in kernels]
+    todo: list = [func]
+    while todo:
+        obj = _unwrap(todo.pop())
+        key = f"{obj.__module__}.{obj.__qualname__}"
+        if key in out:
+            continue
+        out[key] = _syntax(obj)
+        module = sys.modules.get(obj.__module__)
+        scope = getattr(obj, "__globals__", None) or vars(module)
+        names: set[str] = set()
+        for code in _code_objects(obj):
+            names |= set(code.co_names)
+            for const in code.co_consts:
+                if isinstance(const, str) and _KERNEL_FILE.match(const) and module and module.__file__:
+                    files.append(Path(module.__file__).parent / const)
+        names |= _annotation_names(obj)
+        for base in getattr(obj, "__bases__", ()):
+            names.add(base.__name__)
+        for name in sorted(names):
+            if name not in scope:
+                continue
+            value = scope[name]
+            if isinstance(value, types.ModuleType):
+                if _is_own_file(getattr(value, "__file__", None), root):
+                    todo += [getattr(value, n) for n in sorted(names) if _is_own(getattr(value, n, None), root)]
+            elif _is_own(value, root):
+                todo.append(value)
+            elif (plain := _plain(value)) is not None:
+                out[f"{obj.__module__}.{name}"] = plain
+                if isinstance(value, str) and _KERNEL_FILE.match(value) and module and module.__file__:
+                    files.append(Path(module.__file__).parent / value)
+    while files:
+        path = files.pop()
+        if path.name in out or not path.is_file():
+            continue
+        text = path.read_text()
+        out[path.name] = text
+        files += [path.parent / name for name in _INCLUDE.findall(text)]
+    return out
+
+
+def _project_root(func: Callable) -> Path:
+    """The folder holding the top-level package (or module) of ``func``: code under it is this project's."""
+    top = sys.modules[func.__module__.split(".")[0]]
+    return Path(top.__path__[0]).parent if hasattr(top, "__path__") else Path(top.__file__).parent
+
+
+def _unwrap(obj):
+    """The Python function behind a kernel decorator (Numba's ``py_func``, Triton's ``fn``) or a cache."""
+    for attr in ("py_func", "fn"):
+        inner = getattr(obj, attr, None)
+        if inspect.isfunction(inner):
+            obj = inner
+    return inspect.unwrap(obj) if inspect.isfunction(obj) else obj
+
+
+def _is_own(obj, root: Path) -> bool:
+    obj = _unwrap(obj)
+    if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return False
+    return _is_own_file(getattr(sys.modules.get(obj.__module__), "__file__", None), root)
+
+
+def _is_own_file(file: str | None, root: Path) -> bool:
+    if not file:
+        return False
+    path = Path(file).resolve()
+    return path.is_relative_to(root.resolve()) and "site-packages" not in path.parts
+
+
+def _code_objects(obj) -> list:
+    """The code of a function (nested functions, lambdas and comprehensions too) or of a class's methods."""
+    if inspect.isclass(obj):
+        members = [m.__func__ if isinstance(m, (staticmethod, classmethod)) else m for m in vars(obj).values()]
+        members += [f for m in vars(obj).values() if isinstance(m, property) for f in (m.fget, m.fset)]
+        roots = [m.__code__ for m in members if inspect.isfunction(m)]
+    else:
+        roots = [obj.__code__] if hasattr(obj, "__code__") else []
+    codes = []
+    while roots:
+        code = roots.pop()
+        codes.append(code)
+        roots += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return codes
+
+
+def _annotation_names(obj) -> set[str]:
+    """Names in type annotations (``ctx: Context``), so the kit a probe reaches through its arguments counts."""
+    annotations = dict(getattr(obj, "__annotations__", {}))
+    if inspect.isclass(obj):
+        for member in vars(obj).values():
+            annotations.update(getattr(member, "__annotations__", {}))
+    names = set()
+    for value in annotations.values():
+        names |= set(re.findall(r"[A-Za-z_]\w*", value if isinstance(value, str) else getattr(value, "__name__", "")))
+    return names
+
+
+@functools.lru_cache(maxsize=None)
+def _syntax(obj) -> str:
+    """The source of ``obj`` as a syntax tree without docstrings (comments never reach the tree)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError):
+        return obj.__code__.co_code.hex() if hasattr(obj, "__code__") else obj.__qualname__
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _plain(value) -> str | None:
+    """A stable text for plain data (numbers, strings and containers of them), or None for anything else."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        items = [_plain(v) for v in value]
+        return None if None in items else f"{type(value).__name__}({', '.join(items)})"
+    if isinstance(value, (set, frozenset)):
+        items = [_plain(v) for v in value]
+        return None if None in items else f"set({', '.join(sorted(items))})"
+    if isinstance(value, dict):
+        items = [(_plain(k), _plain(v)) for k, v in value.items()]
+        return None if any(None in kv for kv in items) else f"dict({', '.join(f'{k}: {v}' for k, v in items)})"
+    return None
 
 
 _REGISTRY: dict[str, Probe] = {}

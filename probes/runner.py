@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from probes import telemetry
 from probes.harness import Budget, Context
+from probes.telemetry import EMPTY as TELEMETRY_EMPTY, POLL_S
 from probes.registry import PROFILES, Probe, all_probes, select
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,11 +63,32 @@ def git_state() -> dict:
         return {"sha": None, "dirty": None}
 
 
-def samples_frame(meta: dict, probe_id: str, params: dict, samples) -> pd.DataFrame:
+def telemetry_windows(samples, start: float, poll_s: float = POLL_S) -> list[tuple[float, float]]:
+    """Each sample's telemetry window ``(t0, t1]``: from the last sample made more than one poll interval
+    before it (samples made together, such as a rate and its per-clock form, share a window), or ``start``."""
+    times = np.sort([s.created for s in samples])
+    windows = []
+    for s in samples:
+        earlier = np.searchsorted(times, s.created - poll_s, side="left")
+        windows.append((max(float(times[earlier - 1]), start) if earlier else start, s.created))
+    return windows
+
+
+def samples_frame(meta: dict, probe_id: str, params: dict, samples, recorder=None,
+                  start: float | None = None, origin: float | None = None) -> pd.DataFrame:
+    """One row per sample; with a telemetry ``recorder``, each row carries the readings of its window (from
+    ``start``, the config's), and ``elapsed_s``, its time since ``origin`` (the probe's start)."""
+    samples = list(samples)
+    first = min((s.created for s in samples), default=0.0)
+    start = first if start is None else start
+    origin = start if origin is None else origin
+    windows = telemetry_windows(samples, start)
+    readings = recorder.windows(windows) if recorder is not None else [dict(TELEMETRY_EMPTY) for _ in windows]
     rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe_id, "config": config_key(params),
              **params, "metric": s.metric, "value": float(s.value), "unit": s.unit, "repeat": s.repeat,
-             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag} for s in samples]
-    return pd.DataFrame(rows)
+             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag, **reading,
+             "elapsed_s": s.created - origin} for s, reading in zip(samples, readings)]
+    return pd.DataFrame(rows).astype({"clock_event_reasons": "int64"}) if rows else pd.DataFrame(rows)
 
 
 def new_run(out_root: Path, device: dict, software: dict, probes: list[Probe], profile: str,
@@ -105,7 +129,7 @@ def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
     return run, meta, probes
 
 
-#: Seconds a probe may run in its child process before it is killed and recorded as hung.
+#: Seconds a probe may run in the worker process before the worker is killed and the probe recorded as hung.
 PROBE_TIMEOUT_S = 900.0
 #: Packages a probe backend needs beyond the core install: the Triton probes launch on torch tensors.  A
 #: probe whose backend lacks one is skipped with the reason, not failed.
@@ -129,75 +153,159 @@ class ProbeFailed(Exception):
 def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo: list[dict], ctx: Context,
                     report: Callable[[dict], None]) -> None:
     """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured."""
+    recorder = telemetry.recorder(ctx.device.get("uuid"))
+    origin = time.monotonic()
     for params in todo:
+        start = time.monotonic()
         try:
             samples = func(ctx, **params)
         except Exception as exc:
             raise ProbeFailed(f"{config_key(params)}: {exc.__class__.__name__}: {exc}") from None
-        rows = samples_frame(meta, probe_id, params, samples)
+        rows = samples_frame(meta, probe_id, params, samples, recorder, start, origin)
         run.write_part(probe_id, params, rows)
         report(params)
 
 
-def _child(run_path: str, probe_id: str, module: str, qualname: str, todo: list[dict], budget: Budget,
-           events) -> None:
-    """Entry point of a probe's child process: measure, report each config, exit 1 on failure."""
+def _worker(run_path: str, budget: Budget, tasks, events) -> None:
+    """Entry point of the worker process: measure probe after probe until told to stop.
+
+    Imports and the CUDA context are made once and kept.  A probe that fails ends the worker (a sticky
+    CUDA error may have poisoned its context), and so does the parent's death."""
     import importlib
-
-    func = importlib.import_module(module)
-    for part in qualname.split("."):
-        func = getattr(func, part)
-    run = RunDir(Path(run_path))
-    meta = run.read_meta()
-    ctx = Context(device=meta["device"], budget=budget, seed=meta["seed"])
-    try:
-        measure_configs(run, meta, probe_id, func, todo, ctx, lambda params: events.put(("config", params)))
-    except ProbeFailed as exc:
-        events.put(("error", str(exc)))
-        sys.exit(1)
-
-
-def _run_isolated(run: RunDir, probe: Probe, todo: list[dict], budget: Budget, timeout_s: float,
-                  report: Callable[[dict], None]) -> str | None:
-    """Run the probe in a child process with a time limit; returns the error, or None."""
-    import multiprocessing
     import queue
+    import signal
 
-    mp = multiprocessing.get_context("spawn")
-    events = mp.Queue()
-    child = mp.Process(target=_child, args=(str(run.path), probe.id, probe.func.__module__,
-                                            probe.func.__qualname__, todo, budget, events), daemon=True)
-    child.start()
-    error, deadline = None, time.monotonic() + timeout_s
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it kills this worker
+    # Numba warns at every launch of fewer than 128 blocks; a latency probe launches one block on purpose.
+    # Read when Numba is first imported, which is below: the run's log keeps only gpuatlas's own lines.
+    os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
+    parent = os.getppid()
+    run = RunDir(Path(run_path))
 
-    def drain(block: bool) -> None:
-        nonlocal error
+    def report(params):
+        if os.getppid() != parent:
+            os._exit(1)  # the parent was killed: measure no more for a run nobody records
+        events.put(("config", params))
+
+    while True:
+        try:
+            task = tasks.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:
+                return
+            continue
+        if task is None:
+            return
+        probe_id, module, qualname, todo = task
+        func = importlib.import_module(module)
+        for part in qualname.split("."):
+            func = getattr(func, part)
+        meta = run.read_meta()
+        ctx = Context(device=meta["device"], budget=budget, seed=meta["seed"])
+        try:
+            measure_configs(run, meta, probe_id, func, todo, ctx, report)
+        except ProbeFailed as exc:
+            events.put(("error", str(exc)))
+            sys.exit(1)
+        _release_memory()
+        events.put(("done", probe_id))
+
+
+def _release_memory() -> None:
+    """Hand the GPU memory the finished probe's frames freed back to the driver, so that the next probe
+    (possibly through the other library: CuPy or torch) finds device memory as a fresh process would;
+    buffers a probe module keeps on purpose stay."""
+    import gc
+
+    gc.collect()
+    if "cupy" in sys.modules:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+    if "torch" in sys.modules:
+        import torch
+
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+class Worker:
+    """The run's measuring process, spawned on first use and replaced after a fault, a hang or a failure."""
+
+    def __init__(self, run: RunDir, budget: Budget):
+        self.run, self.budget, self.process = run, budget, None
+
+    def start(self) -> None:
+        import multiprocessing
+
+        mp = multiprocessing.get_context("spawn")
+        self.tasks, self.events = mp.Queue(), mp.Queue()
+        self.process = mp.Process(target=_worker, args=(str(self.run.path), self.budget, self.tasks, self.events),
+                                  daemon=True)
+        self.process.start()
+
+    def measure(self, probe: Probe, todo: list[dict], timeout_s: float, report: Callable[[dict], None]) -> str | None:
+        """Measure ``todo`` of ``probe`` within ``timeout_s``; returns the error, or None."""
+        import queue
+
+        if self.process is None or not self.process.is_alive():
+            self.start()
+        self.tasks.put((probe.id, probe.func.__module__, probe.func.__qualname__, todo))
+        deadline = time.monotonic() + timeout_s
         try:
             while True:
-                kind, payload = events.get(timeout=0.1) if block else events.get_nowait()
+                try:
+                    kind, payload = self.events.get(timeout=0.1)
+                except queue.Empty:
+                    if not self.process.is_alive():
+                        return self._lost(report)
+                    if time.monotonic() > deadline:
+                        self.stop(kill=True)
+                        return f"timed out after {timeout_s:.0f} s (a hang); the worker process was killed"
+                    continue
                 if kind == "config":
                     report(payload)
+                elif kind == "done":
+                    return None
                 else:
-                    error = payload
+                    self.stop(kill=False)
+                    return payload
+        except KeyboardInterrupt:
+            self.stop(kill=True)
+            raise
+
+    def _lost(self, report: Callable[[dict], None]) -> str:
+        """The worker died mid-probe: take the events it sent before dying, then report the death."""
+        import queue
+
+        try:
+            while True:
+                kind, payload = self.events.get(timeout=0.2)
+                if kind == "config":
+                    report(payload)
+                elif kind == "error":
+                    self.stop(kill=False)
+                    return payload
         except queue.Empty:
             pass
+        code = self.process.exitcode
+        self.stop(kill=False)
+        return f"the worker process died (exit code {code}): a crash outside Python, such as a fault"
 
-    try:
-        while child.is_alive():
-            drain(block=True)
-            if time.monotonic() > deadline:
-                child.kill()
-                child.join()
-                drain(block=False)
-                return f"timed out after {timeout_s:.0f} s (a hang); the child process was killed"
-        child.join()
-        drain(block=False)
-    except KeyboardInterrupt:
-        child.kill()
-        raise
-    if error is None and child.exitcode != 0:
-        error = f"the child process died (exit code {child.exitcode}): a crash outside Python, such as a fault"
-    return error
+    def stop(self, kill: bool = False) -> None:
+        """End the worker: ask it to finish, or kill it; the next probe starts a fresh one."""
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        elif self.process.is_alive():
+            self.tasks.put(None)
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.process = None
 
 
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
@@ -205,8 +313,9 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
 
-    With ``isolate`` each probe runs in its own child process (a CUDA fault or a hang there is recorded and
-    the run goes on); without it, in this process."""
+    With ``isolate`` the probes run one after another in a worker process, each within ``timeout_s``; a CUDA
+    fault, a hang or a failure there is recorded, the worker is replaced and the run goes on.  Without it,
+    they run in this process."""
     from analysis.derive import derive
 
     device = meta["device"]
@@ -214,6 +323,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     ctx = Context(device=device, budget=budget, seed=meta["seed"])
     cc = tuple(int(x) for x in device["compute_capability"].split("."))
     run.remove_temporaries()
+    worker = Worker(run, budget)
     try:
         for probe in probes:
             state = meta["probes"][probe.id]
@@ -238,7 +348,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                     on_config(probe, params)
 
             if isolate:
-                error = _run_isolated(run, probe, todo, budget, timeout_s, report)
+                error = worker.measure(probe, todo, timeout_s, report) if todo else None
             else:
                 try:
                     measure_configs(run, meta, probe.id, probe.func, todo, ctx, report)
@@ -258,6 +368,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                 state["status"] = "interrupted"
         run.write_meta(meta)
         raise RunInterrupted(run.path) from None
+    finally:
+        worker.stop()
     meta["ended"] = _now()
     run.write_meta(meta)
     if any(s["configs_done"] for s in meta["probes"].values()):

@@ -166,7 +166,8 @@ AXES = {"access_bytes": "bytes per lane per load: 4 (LDS), 8 (LDS.64), 16 (LDS.1
                                    "offset_words": [0], "form": list(FORMS)},
                "full": lambda d: {"access_bytes": list(ACCESS_BYTES), "stride_words": stride_sweep(d, "full"),
                                   "offset_words": [0, 1], "form": list(FORMS)}},
-       axes=AXES, quantities=("smem.banks", "smem.bank_width_bytes", "smem.conflict_cycles_per_way"),
+       axes=AXES, quantities=("smem.banks", "smem.bank_width_bytes", "smem.conflict_cycles_per_way",
+                                 "smem.conflict_cycles_per_way_throughput"),
        kernels=("smem_banks.cu",))
 def smem_banks(ctx, access_bytes: int, stride_words: int, offset_words: int, form: str) -> list[Sample]:
     """Cycles per warp-wide shared-memory load when lane l reads element l*stride + offset."""

@@ -13,11 +13,13 @@ from probes.registry import all_probes
 
 CLOCK_HZ = 1.98e9
 LEVELS = {"smem": 29.0, "l1": 33.0, "l2": 270.0, "dram": 650.0}
-LINE_BYTES, SECTOR_BYTES = 128, 32
-#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
-PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
+#: The simulated caches: 128-byte lines of 32-byte sectors; the L1 fills one sector per miss, the L2 fetches two
+#: sectors from HBM per miss.
+LINE_BYTES, SECTOR_BYTES, DRAM_FETCH_BYTES = 128, 32, 64
 #: The L1's capacity (bytes) in LINE_BYTES lines.
 L1_BYTES = 200 << 10
+#: A TLB of TLB_REACH / PAGE_BYTES entries of PAGE_BYTES pages, and what a miss adds.
+PAGE_BYTES, TLB_REACH, TLB_MISS = 2 << 20, 512 << 20, 120.0
 DEVICE = {"name": "Simulated GPU", "uuid": "GPU-sim-0", "compute_capability": "9.0", "sm_count": 132,
           "l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10, "total_memory_bytes": 141 << 30,
           "memory_bus_bits": 6144, "regs_per_sm": 65536, "sm_clock_max_hz": CLOCK_HZ,
@@ -31,12 +33,13 @@ TC_PEAK, HBM_READ = 900e12, 4.5e12
 LIBRARY_FRACTION = {"cublas": 0.8, "triton": 0.7}
 
 
-def latency_of(footprint_bytes: float, stride_bytes: int = LINE_BYTES) -> float:
-    """A chain with one element per stride uses one line per element when the stride is a line or more, so
-    it outgrows the L1 at a footprint of its capacity x stride / line."""
-    if footprint_bytes <= L1_BYTES * max(1, stride_bytes / LINE_BYTES):
+def latency_of(footprint_bytes: float, stride_bytes: int = LINE_BYTES, flavour: str = "default") -> float:
+    """Cycles per step of a chain with one element per stride: it occupies footprint / max(stride, line) lines,
+    so it fits a cache of C bytes up to the footprint C * max(1, stride / line); L2-only loads skip the L1."""
+    lines = max(1.0, stride_bytes / LINE_BYTES)
+    if flavour == "default" and footprint_bytes <= L1_BYTES * lines:
         return LEVELS["l1"]
-    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
+    return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] * lines else LEVELS["dram"]
 
 
 def _samples(cycles: float, seed: int) -> list:
@@ -50,7 +53,7 @@ def _samples(cycles: float, seed: int) -> list:
 
 
 def _chase(ctx, footprint_bytes, stride_bytes, flavour):
-    return _samples(latency_of(footprint_bytes, stride_bytes), footprint_bytes)
+    return _samples(latency_of(footprint_bytes, stride_bytes, flavour), footprint_bytes)
 
 
 def _translation(footprint_bytes, stride_bytes) -> float:
@@ -89,8 +92,8 @@ def _access(ctx, footprint_bytes, stride_bytes, flavour):
 
 
 def _line(ctx, footprint_bytes, stride_bytes, flavour):
-    block, hit, miss = ((LINE_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
-                        else (SECTOR_BYTES, LEVELS["l2"], LEVELS["dram"]))
+    block, hit, miss = ((SECTOR_BYTES, LEVELS["l1"], LEVELS["l2"]) if flavour == "default"
+                        else (DRAM_FETCH_BYTES, LEVELS["l2"], LEVELS["dram"]))
     return _samples(hit + (miss - hit) * min(stride_bytes / block, 1), stride_bytes)
 
 
@@ -112,10 +115,25 @@ def _launch(ctx, mode):
                                            Sample("host_call", per, "s", r, CLOCK_HZ, "perf_counter"))]
 
 
-def _banks(ctx, access_bytes, stride_words, offset_words=0, form="latency", layout="plain"):
-    from analysis.banks import conflict_degree
+def bank_ways(stride_words, access_bytes, offset_words=0):
+    """The simulated shared memory: 32 banks of 4-byte words, one 128-byte bank row per phase (a warp of
+    4-byte loads at once, of 8-byte loads in halves, of 16-byte loads in quarters).  Lane l reads the
+    ``access_bytes`` at (l x stride + offset) x access_bytes; a bank asked for k distinct words in a phase
+    takes k passes (lanes reading the same word share it).  Returns the worst k."""
+    lanes_per_phase = min(32, 128 // access_bytes)
+    worst = 0
+    for first in range(0, 32, lanes_per_phase):
+        words_of_bank = {}
+        for lane in range(first, first + lanes_per_phase):
+            start = (lane * stride_words + offset_words) * access_bytes
+            for word in range(start // 4, (start + access_bytes) // 4):
+                words_of_bank.setdefault(word % 32, set()).add(word)
+        worst = max(worst, max(len(words) for words in words_of_bank.values()))
+    return worst
 
-    ways = 1 if layout != "plain" else conflict_degree(stride_words, access_bytes, 32, 4, offset_words)
+
+def _banks(ctx, access_bytes, stride_words, offset_words=0, form="latency", layout="plain"):
+    ways = 1 if layout != "plain" else bank_ways(stride_words, access_bytes, offset_words)
     base, per_way = (23.0, 2.0) if form == "latency" else (1.0, 1.0)
     return [Sample("cycles_per_access", base + per_way * (ways - 1), "cycles", r, CLOCK_HZ, "clock64")
             for r in range(5)]
@@ -126,11 +144,17 @@ def _column(ctx, matrix_side, method):
     return [Sample("useful_bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
-def _bw_stride(ctx, element_bytes, stride_elements, aligned, level):
-    from analysis.coalescing import predicted_efficiency
+def sector_efficiency(stride_elements, element_bytes):
+    """Useful over moved bytes of one warp-wide load in the simulated memory: lane l reads ``element_bytes``
+    at l x stride x element_bytes, and every 32-byte sector holding any byte asked for moves whole."""
+    starts = {lane * stride_elements * element_bytes for lane in range(32)}
+    sectors = {byte // SECTOR_BYTES for start in starts for byte in range(start, start + element_bytes)}
+    return element_bytes * len(starts) / (len(sectors) * SECTOR_BYTES)
 
+
+def _bw_stride(ctx, element_bytes, stride_elements, aligned, level):
     peak = 4.5e12 if level == "dram" else 9e12
-    useful = peak * predicted_efficiency(stride_elements, element_bytes, SECTOR_BYTES)
+    useful = peak * sector_efficiency(stride_elements, element_bytes)
     return [Sample("bandwidth", useful, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
 
@@ -174,10 +198,11 @@ def _bw_onchip(ctx, level):
 
 
 def _occupancy(ctx, resident_warps_per_sm, ilp, load_bytes, level):
-    from analysis.littles_law import model
-
-    loads = ctx.device["sm_count"] * resident_warps_per_sm * ilp
-    bandwidth = float(model(loads, 32 * load_bytes, OCCUPANCY_LATENCY_S[level], OCCUPANCY_PEAK[level]))
+    """Little's law: every resident warp keeps ``ilp`` warp-wide loads in flight, each of 32 lanes x
+    ``load_bytes``, and each load returns one latency after it was issued; so the memory is asked for the
+    bytes in flight once per latency, and serves at most its peak (beyond it, requests queue)."""
+    bytes_in_flight = ctx.device["sm_count"] * resident_warps_per_sm * ilp * 32 * load_bytes
+    bandwidth = min(bytes_in_flight / OCCUPANCY_LATENCY_S[level], OCCUPANCY_PEAK[level])
     rng = np.random.default_rng([resident_warps_per_sm, ilp, load_bytes])
     return [s for r in range(5) for s in (
         Sample("bandwidth", bandwidth * (1 + 0.002 * rng.standard_normal()), "B/s", r, CLOCK_HZ, "cuda_event"),
@@ -215,8 +240,40 @@ def _compute_mma_sync(ctx, dtype):
     return _rates(MMA_SYNC_PER_CLK[dtype])
 
 
+#: Power model of dense tensor work: the board draws IDLE_W plus an energy per FLOP times the FLOP rate.  Past
+#: POWER_LIMIT_W the driver lowers the clock until the draw is the limit, POWER_LAG_S after the load starts: a
+#: burst shorter than the lag runs at the full clock.  Energy per FLOP falls with narrower operands.
+IDLE_W, POWER_LIMIT_W, POWER_LAG_S = 80.0, 700.0, 0.12
+JOULE_PER_FLOP = {"bf16": 0.7e-12, "fp16": 0.7e-12, "tf32": 1.4e-12, "e4m3": 0.4e-12}
+#: wgmma's burst launches and back-to-back run, as the probe makes them (probes/compute.py).
+WGMMA_BURSTS, SUSTAINED_S, SUSTAINED_SAMPLE_S = 5, 1.5, 0.05
+
+
+def power_limited_clock_hz(dtype, n):
+    """The clock at which the tensor work draws exactly the power limit (the full clock if it draws less)."""
+    flop_per_s_per_hz = wgmma_per_clk(dtype, n) * DEVICE["sm_count"]
+    return min(CLOCK_HZ, (POWER_LIMIT_W - IDLE_W) / (JOULE_PER_FLOP[dtype] * flop_per_s_per_hz))
+
+
+def _wgmma_samples(prefix, dtype, n, repeat, hz):
+    per_clk = wgmma_per_clk(dtype, n)
+    rate = per_clk * DEVICE["sm_count"] * hz
+    return [Sample(f"{prefix}throughput", rate, "FLOP/s", repeat, hz, "cuda_event"),
+            Sample(f"{prefix}per_clk_sm", per_clk, "FLOP/cycle", repeat, hz, "cuda_event")]
+
+
 def _compute_wgmma(ctx, dtype, n):
-    return _rates(wgmma_per_clk(dtype, n))
+    """Repeat-timed launches run at the power-limited clock; at N=256 also bursts (full clock, shorter than the
+    limiter's lag) and a back-to-back run whose clock drops to the limited one after the lag."""
+    capped = power_limited_clock_hz(dtype, n)
+    samples = [s for r in range(5) for s in _wgmma_samples("", dtype, n, r, capped)]
+    if int(n) == 256:
+        samples += [s for r in range(WGMMA_BURSTS) for s in _wgmma_samples("burst_", dtype, n, r, CLOCK_HZ)]
+        for r in range(round(SUSTAINED_S / SUSTAINED_SAMPLE_S)):
+            t = (r + 1) * SUSTAINED_SAMPLE_S
+            samples += _wgmma_samples("sustained_", dtype, n, r, CLOCK_HZ if t <= POWER_LAG_S else capped)
+            samples.append(Sample("sustained_t_s", t, "s", r, None, "monotonic"))
+    return samples
 def _flops(rate):
     return [s for r in range(5) for s in (Sample("flop_rate", rate, "FLOP/s", r, CLOCK_HZ, "cuda_event"),
                                            Sample("seconds", 1.0 / rate, "s", r, CLOCK_HZ, "cuda_event"))]
@@ -232,10 +289,13 @@ def _matmul_roofline(ctx, block, matrix_side):
 
 
 def _softmax(ctx, launch, variant, matrix_side):
-    """Bandwidth-bound: the counted bytes at the HBM read bandwidth."""
-    from analysis.fusion import total_bytes
-
-    seconds = total_bytes(matrix_side, matrix_side, variant) / HBM_READ
+    """Bandwidth-bound: the bytes the kernels move at the HBM read bandwidth.  On a bf16 matrix with fp32
+    per-row statistics, unfused: the row max reads x and writes the max; exp reads x and the max, writes e
+    and the row sum; normalize reads e and the sum, writes y.  Fused: read x, write y."""
+    matrix, stats = matrix_side * matrix_side * 2, matrix_side * 4
+    moved = {"unfused": (matrix + stats) + (matrix + stats + matrix + stats) + (matrix + stats + matrix),
+             "fused": matrix + matrix}[variant]
+    seconds = moved / HBM_READ
     return [Sample("seconds", seconds, "s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 #: Hopper units: remote shared memory between shared memory and L2; cluster size 16 refused by the driver.
 DSMEM = {"local": LEVELS["smem"], "self": 35.0, "remote": 190.0}

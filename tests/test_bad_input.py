@@ -3,13 +3,15 @@ most one line of error, never a traceback, and never changes a file."""
 import json
 import shutil
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fakes
 from analysis.errors import UsageError
-from conftest import COMMITTED_RUN
+from analysis.results import load_run
+from gpuatlas import cli
 from gpuatlas.cli import main
 from probes import runner
 from tests_support import tree_digest
@@ -19,43 +21,71 @@ TOKENS = ["list", "run", "report", "compare", "-p", "--probe", "--profile", "qui
           "--csv", "ref:h100-sxm", "ref:nope", "chase", "bw.dram", "--probe-timeout", "0", "--bogus", ""]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """A small simulated run (two probes, so parameter columns are partly empty as in a real merge): the
+    damage below is to files, whatever their size, and a small run keeps each example cheap."""
+    probes = [p for p in fakes.simulated_probes() if p.id in ("clock.sm", "chase.latency")]
+    run, meta = runner.new_run(tmp_path_factory.mktemp("pristine"), fakes.DEVICE, {}, probes, "quick", {}, 0,
+                               ["test"])
+    runner.execute(run, meta, probes, isolate=False)
+    shutil.rmtree(run.parts)
+    return run.path
+
+
+@pytest.fixture
+def rendered(monkeypatch):
+    """Stands in for drawing the report: records what ``report`` would render (rendering itself is tested on
+    the committed run, once, in the ``committed_report`` fixture)."""
+    import analysis.render
+
+    calls = []
+
+    def record(meta, measurements, derived, out):
+        calls.append((meta, measurements))
+        return out / "index.html"
+
+    monkeypatch.setattr(analysis.render, "render", record)
+    return calls
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=st.lists(st.sampled_from(TOKENS), max_size=6))
-def test_any_argument_list_ends_cleanly(tmp_path, monkeypatch, capsys, argv):
+def test_any_argument_list_ends_cleanly(tmp_path, monkeypatch, capsys, pristine, rendered, argv):
     monkeypatch.chdir(tmp_path)
-    before = tree_digest(COMMITTED_RUN)
+    monkeypatch.setattr(cli, "DEFAULT_RUN", pristine)  # `report` with no run renders the default run
+    before = tree_digest(pristine)
     code = main(argv)
     err = capsys.readouterr().err
     assert code in (0, 1, 2), (argv, code)
     assert "Traceback" not in err
     if code == 2:
         assert err.strip().startswith("gpuatlas: error: ") and err.strip().count("\n") == 0, err
-    assert tree_digest(COMMITTED_RUN) == before
+    assert tree_digest(pristine) == before
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    dest = tmp_path_factory.mktemp("pristine") / "run"
-    shutil.copytree(COMMITTED_RUN, dest, ignore=shutil.ignore_patterns("report"))
-    return dest
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(target=st.sampled_from(["run.json", "measurements.parquet", "derived.csv"]),
        cut=st.floats(0, 1), junk=st.binary(max_size=64))
-def test_any_damaged_run_is_refused_in_one_line_and_left_alone(pristine, tmp_path, capsys, target, cut, junk):
+def test_any_damaged_run_is_refused_in_one_line_and_left_alone(pristine, rendered, tmp_path, capsys, target, cut,
+                                                               junk):
+    meta, measurements = load_run(pristine)
     run = tmp_path / "damaged"
     shutil.rmtree(run, ignore_errors=True)
     shutil.copytree(pristine, run)
     data = (run / target).read_bytes()
     (run / target).write_bytes(data[: int(len(data) * cut)] + junk)
     before = tree_digest(run)
-    for argv in (["report", str(run), "--out", str(tmp_path / "out")], ["compare", str(run)]):
+    rendered.clear()
+    for argv in (["report", str(run), "--out", str(tmp_path / "out")], ["compare", str(run), "ref:h100-sxm"]):
         code = main(argv)
         err = capsys.readouterr().err
         assert code in (0, 2) and "Traceback" not in err, (argv, err)
         if code == 2:
             assert err.strip().startswith("gpuatlas: error: ") and "\n" not in err.strip()
+    for seen_meta, seen_measurements in rendered:  # what gets past the loaders is the undamaged run
+        assert seen_meta == meta
+        pd.testing.assert_frame_equal(seen_measurements, measurements)
     assert tree_digest(run) == before
 
 

@@ -3,7 +3,10 @@ import shutil
 
 import pytest
 
+import fakes
+from analysis.results import RunDir
 from gpuatlas.cli import main
+from probes import runner
 from tests_support import tree_digest
 
 from conftest import COMMITTED_RUN
@@ -82,12 +85,10 @@ def test_resume_of_something_that_is_not_a_run(tmp_path, capsys):
     assert "no run.json" in err or "no CUDA GPU" in err
 
 
-def test_report_defaults_to_the_committed_h200_run(tmp_path, capsys):
-    before = tree_digest(COMMITTED_RUN)
-    assert main(["report", "--out", str(tmp_path)]) == 0
-    (page,) = tmp_path.glob("*/index.html")
+def test_report_defaults_to_the_committed_h200_run(committed_report):
+    page, _ = committed_report  # `gpuatlas report` with no arguments; the fixture checks the run is untouched
     assert "NVIDIA H200" in page.read_text()
-    assert tree_digest(COMMITTED_RUN) == before, "rendering never writes into the run"
+    assert page.parent.name == RunDir(COMMITTED_RUN).read_meta()["run_id"]
 
 
 def test_compare_prints_ratios_and_csv(capsys, run_copy):
@@ -100,11 +101,16 @@ def test_compare_prints_ratios_and_csv(capsys, run_copy):
     assert "dram.latency_cycles" in out and ",ratio," in out.splitlines()[0]
 
 
-def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys, run_copy):
-    meta = run_copy / "run.json"
-    meta.write_text(meta.read_text().replace('"run_id": "', '"run_id": "copy-'))
-    assert main(["report", str(COMMITTED_RUN), str(run_copy), "ref:h100-sxm", "--out", str(tmp_path)]) == 0
-    page = (tmp_path / "comparison" / "index.html").read_text()
-    assert "Run-to-run spread: NVIDIA H200 (2 runs)" in page and "0.00%" in page
+def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys):
+    """Two copies of one small simulated run (the committed run's report is rendered once, elsewhere)."""
+    probes = [p for p in fakes.simulated_probes() if p.id in ("clock.sm", "chase.latency")]
+    run, meta = runner.new_run(tmp_path / "runs", fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
+    runner.execute(run, meta, probes, isolate=False)
+    copy = tmp_path / "copy"
+    shutil.copytree(run.path, copy)
+    (copy / "run.json").write_text((copy / "run.json").read_text().replace('"run_id": "', '"run_id": "copy-'))
+    assert main(["report", str(run.path), str(copy), "ref:h100-sxm", "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "comparison" / "index.html").read_text()
+    assert f"Run-to-run spread: {fakes.DEVICE['name']} (2 runs)" in page and "0.00%" in page
     assert "ref:h100-sxm, published" in page
     assert "Notes: caveats, sources" in page and "] caveat: [R]" in page and "n/c[" in page

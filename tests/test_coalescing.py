@@ -148,7 +148,9 @@ def _noisy(value, n=5, seed=0):
     return list(value * (1 + 0.002 * np.random.default_rng(seed).standard_normal(n)))
 
 
-def synthetic_measurements(block: int = 32, strides=(1, 2, 4, 8, 16, 32, 64)) -> pd.DataFrame:
+def synthetic_measurements(block: int = 32, strides=(1, 2, 4, 8, 16, 32, 64), l2_flat: bool = False) -> pd.DataFrame:
+    """Every bandwidth probe's samples; the stride sweep moves ``block``-byte blocks at each level's rate (with
+    ``l2_flat``, L2-resident loads run at one rate whatever their stride: no block accounting explains them)."""
     rows = []
     sms = DEVICE["sm_count"]
     for level, per_clk in (("smem", 127.5), ("l1", 125.0)):
@@ -177,6 +179,8 @@ def synthetic_measurements(block: int = 32, strides=(1, 2, 4, 8, 16, 32, 64)) ->
                     # moved bytes go at the level's rate, useful = moved x efficiency; fp16 at stride 1
                     # already wastes half a 128-byte segment, so scale by the stride-1 efficiency too
                     eff = predicted_efficiency(s, e, block, offset) / predicted_efficiency(1, 4, block)
+                    if l2_flat and level == "l2":
+                        eff = predicted_efficiency(1, e, block) / predicted_efficiency(1, 4, block)
                     rows += _samples("bw.stride", "bandwidth", "B/s", _noisy(rate * eff, seed=s * e),
                                      element_bytes=e, stride_elements=s, aligned=aligned, level=level)
     for e in (2, 4, 16):  # throttled samples at the coalesced rate: the table and fit must ignore them
@@ -188,7 +192,7 @@ def synthetic_measurements(block: int = 32, strides=(1, 2, 4, 8, 16, 32, 64)) ->
 EXPECTED = {"smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm", "l2.bandwidth_bytes_per_s",
             "dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
             "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm",
-            "coalescing.efficiency_stride32_fp32", "coalescing.block_bytes"}
+            "coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes"}
 
 
 def test_bandwidth_rows_give_every_quantity_with_its_unit():
@@ -224,6 +228,19 @@ def test_coalescing_rows_reconstruct_the_synthetic_memory_system(block, efficien
     assert by["coalescing.block_bytes"]["value"] == block
     note = by["coalescing.block_bytes"]["note"]
     assert "32 B:" in note and "128 B:" in note  # both models' errors
+
+
+@pytest.mark.parametrize("block", [32, 64])
+def test_the_l2_sector_is_the_block_that_explains_the_l2_resident_sweep(block):
+    by = {r["quantity"]: r for r in bandwidth_rows(synthetic_measurements(block), DEVICE)}
+    assert by["l2.sector_bytes"]["value"] == block and by["l2.sector_bytes"]["probe"] == "bw.stride"
+
+
+def test_an_l2_sweep_no_block_model_explains_names_no_sector_and_says_why():
+    by = {r["quantity"]: r for r in bandwidth_rows(synthetic_measurements(32, l2_flat=True), DEVICE)}
+    assert "l2.sector_bytes" not in by
+    assert "no l2.sector_bytes" in by["coalescing.block_bytes"]["note"]
+    assert by["coalescing.block_bytes"]["value"] == 32  # the HBM sweep's fit is unaffected
 
 
 def test_stride_table_efficiency_and_bytes_moved_per_useful_byte():

@@ -263,6 +263,7 @@ def test_wgmma_needs_hopper_and_sweeps_n():
 # -- derivation -------------------------------------------------------------------------------------------
 
 def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
+    from analysis.results import config_key
     from fakes import FAKES
 
     rows = []
@@ -272,8 +273,9 @@ def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
                              + [("compute.wgmma", {"dtype": d, "n": n}) for d in compute.TC_DTYPES
                                 for n in compute.WGMMA_NS]):
         for s in FAKES[probe_id](None, **params):
-            rows.append({"probe": probe_id, "metric": s.metric, "value": s.value, "unit": s.unit,
-                         "sm_clock_hz": s.sm_clock_hz, "flag": s.flag, **params})
+            rows.append({"probe": probe_id, "config": config_key(params), "metric": s.metric, "value": s.value,
+                         "unit": s.unit, "repeat": s.repeat, "sm_clock_hz": s.sm_clock_hz, "flag": s.flag,
+                         **params})
     frame = pd.DataFrame(rows)
     if flag_fp32_invalid:  # a wild sample above the bound: flagged, so it must not move the peak
         wild = frame[(frame["probe"] == "compute.vector") & (frame["op"] == "fp32")].iloc[:2].copy()
@@ -284,7 +286,8 @@ def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
 
 
 def test_derivation_recovers_the_simulated_peaks():
-    from fakes import CLOCK_HZ, DEVICE, FMA_LATENCY, MMA_SYNC_PER_CLK, VECTOR_PER_CLK, WGMMA_PER_CLK
+    from fakes import (CLOCK_HZ, DEVICE, FMA_LATENCY, MMA_SYNC_PER_CLK, VECTOR_PER_CLK, WGMMA_PER_CLK,
+                       power_limited_clock_hz)
 
     from analysis.compute import compute_rows
 
@@ -302,6 +305,12 @@ def test_derivation_recovers_the_simulated_peaks():
         assert rows.loc[f"tc.{name}.peak_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * scale)
         assert "N=64" in rows.loc[f"tc.{name}.peak_flops", "note"]
         assert rows.loc[f"tc.{name}.flop_per_clk_sm", "value"] == pytest.approx(WGMMA_PER_CLK[dtype])
+        # sustained: the power-limited clock; the ramp at the full clock (before the limiter's lag) is left out
+        capped = power_limited_clock_hz(dtype, 256)
+        assert capped < 0.95 * CLOCK_HZ, "the simulated power limit must bite for this test to mean anything"
+        assert rows.loc[f"tc.{name}.sustained_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * 132 * capped)
+        assert rows.loc[f"tc.{name}.sustained_flops", "ci_high"] < rows.loc[f"tc.{name}.peak_flops", "value"]
+        assert "no NVML telemetry" in rows.loc[f"tc.{name}.sustained_flops", "note"]
     assert rows.loc["tc.bf16_over_fp32", "value"] == pytest.approx(WGMMA_PER_CLK["bf16"] / VECTOR_PER_CLK["fp32"])
     assert (rows["ci_low"] <= rows["value"]).all() and (rows["value"] <= rows["ci_high"]).all()
 
@@ -327,8 +336,34 @@ def test_peak_figure_draws_every_measured_peak_and_the_library_bars():
     derived = pd.DataFrame(compute_rows(simulated_measurements()))
     ax = compute_peaks(derived)
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert "wgmma BF16" in labels and "FP32 FFMA" in labels and "cuBLAS BF16 8192^3" not in labels
+    assert "wgmma BF16" in labels and "FP32 FFMA" in labels and "cuBLAS BF16 8192³" not in labels
     library = pd.DataFrame([{"quantity": "matmul.cublas_bf16_flops", "value": 7e14, "ci_low": 6.9e14,
                              "ci_high": 7.1e14}])
     ax = compute_peaks(pd.concat([derived, library], ignore_index=True))
-    assert "cuBLAS BF16 8192^3" in [t.get_text() for t in ax.get_yticklabels()]
+    assert "cuBLAS BF16 8192³" in [t.get_text() for t in ax.get_yticklabels()]
+
+
+def test_the_sustained_rate_leaves_out_the_ramp_and_names_the_reason_nvml_set():
+    from analysis.compute import compute_rows, steady_part, telemetry_note
+
+    config = "dtype=bf16,n=256"
+    t = np.arange(1, 10) / 10  # 0.1 ... 0.9 s: samples ending before 0.3 s are the ramp
+    rate = np.where(t < 0.3, 2e15, 1e15)
+    base = {"probe": "compute.wgmma", "config": config, "dtype": "bf16", "n": 256, "flag": "", "sm_clock_hz": 1.7e9}
+    rows = ([{**base, "metric": "sustained_throughput", "value": v, "repeat": i, "power_w": 690.0 + i,
+              "power_max_w": 700.0, "clock_event_reasons": 0x4 | (0x20 if i == 8 else 0)}
+             for i, v in enumerate(rate)]
+            + [{**base, "metric": "sustained_t_s", "value": v, "repeat": i} for i, v in enumerate(t)])
+    frame = pd.DataFrame(rows)
+    steady = steady_part(frame[frame["metric"] == "sustained_throughput"], frame[frame["metric"] == "sustained_t_s"])
+    assert sorted(steady["repeat"]) == list(range(2, 9)) and set(steady["value"]) == {1e15}
+    note = telemetry_note(steady)
+    assert note.startswith("SW power cap set in 100% of samples, SW thermal slowdown set in 14% of samples")
+    assert note.endswith(f"mean {np.mean(690.0 + np.arange(2, 9)):.0f} W")
+    assert telemetry_note(steady.assign(clock_event_reasons=0)).startswith("no clock-event reason set")
+    # No repeat-timed samples, no wgmma rows; with them, the sustained row carries the note.
+    assert not [r for r in compute_rows(frame) if r["quantity"].startswith("tc.")]
+    timed = pd.DataFrame([{**base, "metric": "throughput", "value": 1e15, "repeat": 0}])
+    derived = {r["quantity"]: r for r in compute_rows(pd.concat([frame, timed], ignore_index=True))}
+    assert derived["tc.bf16.sustained_flops"]["value"] == 1e15
+    assert "SW power cap set in 100%" in derived["tc.bf16.sustained_flops"]["note"]

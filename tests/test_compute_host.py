@@ -228,10 +228,35 @@ def test_mma_sync_probe(ctx, dtype):
 
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
 @pytest.mark.parametrize("n", (64, 256))
-def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n):
-    samples = compute.compute_wgmma(ctx, dtype, n)
-    flops = [s.value for s in samples if s.metric == "throughput"]
-    assert len(flops) == 3 and samples[-1].metric == "warpgroups_per_sm"
+def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n, monkeypatch):
+    from probes import telemetry
+
+    monkeypatch.setattr(compute, "SUSTAINED_S", 0.05)
+    monkeypatch.setattr(compute, "REST_MAX_S", 0.01)
+    monkeypatch.setattr(compute, "REST_MIN_S", 0.0)
+    monkeypatch.setattr(telemetry, "_RECORDER", None)
+    monkeypatch.setattr(telemetry, "_nvml_reader", lambda uuid: lambda: (650.0, 1.7e9, 0x4, 60.0))
+    try:
+        samples = compute.compute_wgmma(ctx, dtype, n)
+    finally:
+        telemetry.reset()
+    by = {}
+    for s in samples:
+        by.setdefault(s.metric, []).append(s)
+    assert len(by["throughput"]) == 3 and samples[-1].metric == "warpgroups_per_sm"
+    if n != max(compute.WGMMA_NS):
+        assert not [m for m in by if m.startswith(("burst", "sustained", "trace"))]
+        return
+    # A burst launch is BURST_S / LAUNCH_S times a timed launch's groups; the emulated clock advances with
+    # the groups, so every rate (burst, sustained, repeat-timed) is the same and per clock matches it.
+    assert len(by["burst_throughput"]) == compute.BURSTS
+    assert by["burst_throughput"][0].value == pytest.approx(by["throughput"][0].value, rel=1e-6)
+    assert by["burst_per_clk_sm"][0].value == pytest.approx(by["per_clk_sm"][0].value, rel=1e-6)
+    assert by["sustained_throughput"][0].value == pytest.approx(by["throughput"][0].value, rel=1e-6)
+    t = [s.value for s in by["sustained_t_s"]]
+    assert t == sorted(t) and t[-1] >= compute.SUSTAINED_S
+    assert {s.value for s in by["trace_power_w"]} == {650.0} and {s.value for s in by["trace_clock_event_reasons"]} == {4}
+    assert len(by["trace_t_s"]) == len(by["trace_power_w"]) >= 1
 
 
 def test_wgmma_probe_refuses_a_misread_layout(ctx, monkeypatch):

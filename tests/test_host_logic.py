@@ -198,6 +198,7 @@ def test_unit_formatting():
     assert fmt_bytes(60 << 20) == "60 MiB"
     assert fmt_bytes(14592) == "14.2 KiB"
     assert fmt_value(7.2224e-6, "s") == "7.222 us"
+    assert fmt_value(59.24, "1/cycle") == "59.24 operations per cycle per SM"
     assert fmt_value(1.98e9, "Hz") == "1.98 GHz"
     assert fmt_value(float("nan"), "s") == "-"
 

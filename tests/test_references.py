@@ -200,3 +200,31 @@ def test_a_far_plateau_averages_far_hits_with_slower_misses(name):
         assert "per-access" in methods["l2.far_latency_cycles"]
     if hits is not None and plateau is not None:
         assert value(frame, "l2.latency_cycles") < hits < plateau < value(frame, "dram.latency_cycles")
+
+
+#: Line (tag) ids and fill-block ids: a line is counted by capacity, a fill block by an address-order or cold
+#: stride chase; the two must never share an id.
+LINE_IDS, FILL_IDS = ("l1.line_bytes", "l2.line_bytes"), ("l1.fill_bytes", "l2.dram_fetch_bytes")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_reference_line_is_a_line_and_a_fill_block_a_fill_block(name):
+    frame = read_reference_csv(REFERENCE_DIR / f"{name}.csv").set_index("quantity")
+    for q in set(LINE_IDS) & set(frame.index):
+        method = frame.loc[q, "method"].lower()
+        assert "capacity counted in lines" in method and "granularity" not in method, (name, q, method)
+    for q in set(FILL_IDS) & set(frame.index):
+        assert "granularity" in frame.loc[q, "method"].lower(), (name, q)
+
+
+def test_a_schema_1_run_never_compares_its_fill_block_against_a_published_line(committed_run):
+    """The committed run is schema 1: its 32-byte L1 fill block was written as l1.line_bytes.  Compared with
+    mt4g's H100 figures it must sit beside their fill block, and the published 128-byte line beside nothing."""
+    from analysis.compare import compare
+    from conftest import COMMITTED_RUN
+
+    table = compare([COMMITTED_RUN, "ref:h100-sxm"])
+    run, ref = [c for c in table.columns if c != "unit" and not c.startswith("ratio")]
+    assert pd.isna(table.loc["l1.line_bytes", run]) and table.loc["l1.line_bytes", ref] > 0
+    assert table.loc["l1.fill_bytes", run] > 0 and table.loc["l1.fill_bytes", ref] > 0
+    assert "mem.sector_bytes" not in table.index

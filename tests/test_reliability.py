@@ -1,4 +1,4 @@
-"""Fault isolation and nothing-lost: probes in child processes, and runs killed with SIGKILL at random."""
+"""Fault isolation and nothing-lost: probes in a replaceable worker process, and runs killed with SIGKILL at random."""
 import dataclasses
 import os
 import random
@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 import fakes
+import sim_worker
 from analysis.results import RunDir
 from probes import runner
 
@@ -37,6 +38,54 @@ def test_a_crashing_a_failing_and_a_hanging_probe_are_each_recorded_and_the_run_
     assert states["chase.latency"]["status"] == "ok" and states["chase.tlb"]["status"] == "ok"
     derived = run.read_derived().set_index("quantity")
     assert "l1.latency_cycles" in derived.index and "clock.sm_hz" not in derived.index
+
+
+def three_probes(monkeypatch, tmp_path, **funcs):
+    """clock.sm, launch.overhead and chase.smem with ``funcs``, each process logged, and the workers counted."""
+    monkeypatch.setenv("GPUATLAS_TEST_PID_LOG", str(tmp_path / "pids"))
+    starts = []
+    real_start = runner.Worker.start
+    monkeypatch.setattr(runner.Worker, "start", lambda self: (starts.append(1), real_start(self)))
+    chosen = ("clock.sm", "launch.overhead", "chase.smem")
+    probes = [p for p in with_funcs(**funcs) if p.id in chosen]
+    assert [p.id for p in probes] == list(chosen)
+    return probes, starts
+
+
+def logged_pids(tmp_path) -> dict:
+    pids = {}
+    for line in (tmp_path / "pids").read_text().splitlines():
+        probe_id, pid = line.split()
+        pids.setdefault(probe_id, set()).add(int(pid))
+    return pids
+
+
+def test_one_worker_measures_probe_after_probe(tmp_path, monkeypatch):
+    probes, starts = three_probes(monkeypatch, tmp_path, clock_sm=sim_worker.clock,
+                                  launch_overhead=sim_worker.launch, chase_smem=sim_worker.smem)
+    run, meta = new_run(tmp_path, probes)
+    meta = runner.execute(run, meta, probes, isolate=True, timeout_s=60)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    assert len(starts) == 1, "one worker process for the whole run"
+    pids = logged_pids(tmp_path)
+    assert set(pids) == {"clock.sm", "launch.overhead", "chase.smem"}
+    (pid,) = set.union(*pids.values())
+    assert pid != os.getpid(), "measured in the worker, not in the runner"
+
+
+def test_a_fault_in_the_middle_probe_costs_one_replacement_worker(tmp_path, monkeypatch):
+    probes, starts = three_probes(monkeypatch, tmp_path, clock_sm=sim_worker.clock, launch_overhead=fakes.crash,
+                                  chase_smem=sim_worker.smem)
+    run, meta = new_run(tmp_path, probes)
+    meta = runner.execute(run, meta, probes, isolate=True, timeout_s=60)
+    states = meta["probes"]
+    assert states["clock.sm"]["status"] == "ok" and states["chase.smem"]["status"] == "ok"
+    assert states["launch.overhead"]["status"] == "failed" and "died" in states["launch.overhead"]["error"]
+    assert run.read_meta()["probes"]["launch.overhead"]["status"] == "failed"
+    assert len(starts) == 2, "the first worker, and one replacement after the fault"
+    pids = logged_pids(tmp_path)
+    assert pids["clock.sm"] != pids["chase.smem"], "the probe after the fault runs in the replacement"
+    assert set(run.read_measurements()["probe"]) == {"clock.sm", "chase.smem"}
 
 
 def expected_configs(probes) -> dict:

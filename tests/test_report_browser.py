@@ -7,8 +7,7 @@ import subprocess
 
 import pytest
 
-from analysis.derive import derive
-from analysis.render import drawn_figures, render
+from analysis.render import drawn_figures
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -19,11 +18,10 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (the RE
 
 
 @pytest.fixture(scope="module")
-def page(committed_run, tmp_path_factory):
-    meta, measurements = committed_run
-    out = tmp_path_factory.mktemp("report")
-    derived = derive(meta, measurements)
-    return render(meta, measurements, derived, out), derived, measurements
+def page(committed_run, committed_report):
+    _, measurements = committed_run
+    html, derived = committed_report
+    return html, derived, measurements
 
 
 def browse(tmp_path, *args):

@@ -8,7 +8,8 @@ from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
-from fakes import DEVICE, LEVELS, LINE_BYTES, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
+from conftest import COMMITTED_RUN
+from fakes import DEVICE, DRAM_FETCH_BYTES, LEVELS, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
 from probes import runner
 
 
@@ -34,7 +35,8 @@ def test_a_run_writes_the_contract(tmp_path):
     assert values["dram.latency_cycles"] == pytest.approx(LEVELS["dram"], rel=0.01)
     assert values["dram.latency_ns"] == pytest.approx(LEVELS["dram"] / 1.98e9, rel=0.01)
     assert values["smem.latency_cycles"] == pytest.approx(LEVELS["smem"], rel=0.01)
-    assert values["l1.line_bytes"] == LINE_BYTES and values["mem.sector_bytes"] == SECTOR_BYTES
+    assert values["l1.fill_bytes"] == SECTOR_BYTES and values["l2.dram_fetch_bytes"] == DRAM_FETCH_BYTES
+    assert values["l1.sector_bytes"] == SECTOR_BYTES and "mem.sector_bytes" not in values
     assert values["tlb.l1.reach_bytes"] == pytest.approx(TLB_REACH, rel=0.2)
     assert values["tlb.l1.miss_cycles"] == pytest.approx(TLB_MISS, rel=0.05)
 
@@ -120,7 +122,7 @@ def test_reading_bad_run_directories_fails_in_one_line(tmp_path):
 
 def test_truncated_or_foreign_parquet_is_refused(tmp_path):
     run, meta, probes = make_run(tmp_path)
-    runner.execute(run, meta, probes)
+    runner.execute(run, meta, probes, isolate=False)  # the files, not the processes, are tested
     data = run.measurements_path.read_bytes()
     run.measurements_path.write_bytes(data[: len(data) // 2])
     with pytest.raises(UsageError, match="not a readable parquet"):
@@ -132,13 +134,21 @@ def test_truncated_or_foreign_parquet_is_refused(tmp_path):
 
 def test_report_renders_a_simulated_run(tmp_path):
     run, meta, probes = make_run(tmp_path)
-    meta = runner.execute(run, meta, probes)
+    meta = runner.execute(run, meta, probes, isolate=False)  # rendering is tested, not isolation
     measurements = run.read_measurements()
-    page = render(meta, measurements, derive(meta, measurements), tmp_path / "report")
+    derived = derive(meta, measurements)
+    pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
+    lines = []
+    page = render(meta, measurements, derived, tmp_path / "report", progress=lines.append)
     html = page.read_text()
     assert "data:image/png;base64," in html and "Memory hierarchy, reconstructed" in html
-    assert "33.0" in (tmp_path / "report" / "index.md").read_text()
+    markdown = (tmp_path / "report" / "index.md").read_text()
+    assert "33.0" in markdown
     assert (tmp_path / "report" / "latency-staircase.png").stat().st_size > 10_000
+    assert (tmp_path / "report" / "latency-staircase.svg").read_text().lstrip().startswith("<?xml")
+    drawn = html.count("<figcaption>")
+    assert drawn == html.count("data:image/png;base64,") == markdown.count("*Figure ") == len(lines) >= 5
+    assert '<nav class="toc">' in html and 'href="#latency-staircase"' in html and "TLB staircase" in html
 
 
 @pytest.mark.parametrize("probe_id", sorted(fakes_ids := [p.id for p in simulated_probes()]))
@@ -177,3 +187,30 @@ def test_a_probe_whose_backend_packages_are_missing_is_skipped_with_the_install_
             assert "no_such_package_gpuatlas" in state["error"] and "pip install" in state["error"]
         else:
             assert state["status"] == "ok"
+
+
+def _schema1_rows():
+    """The committed schema-1 run's derived.csv as written, and its run.json."""
+    return pd.read_csv(COMMITTED_RUN / "derived.csv"), json.loads((COMMITTED_RUN / "run.json").read_text())
+
+
+def test_a_schema_1_run_shows_its_fill_blocks_under_their_names_never_as_a_line():
+    raw, meta = _schema1_rows()
+    assert meta["schema_version"] == 1 and {"l1.line_bytes", "mem.sector_bytes"} <= set(raw["quantity"])
+    read = RunDir(COMMITTED_RUN).read_derived().set_index("quantity")
+    assert "l1.line_bytes" not in read.index and "mem.sector_bytes" not in read.index
+    old = raw.set_index("quantity")
+    for was, now in (("l1.line_bytes", "l1.fill_bytes"), ("mem.sector_bytes", "l2.dram_fetch_bytes")):
+        assert read.loc[now, ["value", "ci_low", "ci_high", "method", "note"]].equals(
+            old.loc[was, ["value", "ci_low", "ci_high", "method", "note"]])
+    assert len(read) == len(raw)
+
+
+def test_a_run_of_the_current_schema_keeps_its_ids(tmp_path):
+    """Negative control: the renames are keyed on the schema version, so a schema-2 run's l1.line_bytes (the line
+    by capacity) stays l1.line_bytes."""
+    raw, meta = _schema1_rows()
+    (tmp_path / "derived.csv").write_text(raw.to_csv(index=False))
+    (tmp_path / "run.json").write_text(json.dumps({**meta, "schema_version": SCHEMA_VERSION}))
+    read = RunDir(tmp_path).read_derived()
+    assert list(read["quantity"]) == list(raw["quantity"])

@@ -1,0 +1,24 @@
+"""Simulated probes that log the process measuring them (tests/test_reliability.py counts the workers)."""
+import os
+
+import fakes
+
+
+def _log(probe_id: str) -> None:
+    with open(os.environ["GPUATLAS_TEST_PID_LOG"], "a") as log:
+        log.write(f"{probe_id} {os.getpid()}\n")
+
+
+def clock(ctx, **params):
+    _log("clock.sm")
+    return fakes.FAKES["clock.sm"](ctx, **params)
+
+
+def launch(ctx, **params):
+    _log("launch.overhead")
+    return fakes.FAKES["launch.overhead"](ctx, **params)
+
+
+def smem(ctx, **params):
+    _log("chase.smem")
+    return fakes.FAKES["chase.smem"](ctx, **params)

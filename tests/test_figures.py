@@ -1,0 +1,81 @@
+"""Report figures are legible: no two text labels overprint, reference levels are labelled apart."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
+
+from analysis.figures import _level_labels  # noqa: E402
+from analysis.render import FIGURES, HOPPER_FIGURES  # noqa: E402
+
+
+def drawn_texts(fig) -> list[tuple[str, object]]:
+    """(text, window extent) of every Text the renderer actually draws (visible, non-empty, inside the view:
+    tick labels beyond the axis limits are never drawn and are not counted)."""
+    seen, original = [], Text.draw
+
+    def record(self, renderer):
+        original(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            seen.append((self.get_text(), self.get_window_extent(renderer)))
+
+    Text.draw = record
+    try:
+        fig.canvas.draw()
+    finally:
+        Text.draw = original
+    return seen
+
+
+def overlaps(fig, tolerance_px: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of drawn texts whose boxes intersect by more than ``tolerance_px`` in both directions."""
+    texts = drawn_texts(fig)
+    hits = []
+    for i, (a, box_a) in enumerate(texts):
+        for b, box_b in texts[i + 1:]:
+            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if dx > tolerance_px and dy > tolerance_px:
+                hits.append((a, b))
+    return hits
+
+
+def test_the_overlap_check_sees_two_labels_on_one_spot():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.text(0.5, 0.5, "L1 32")
+    ax.text(0.5, 0.51, "smem 23")
+    assert overlaps(fig) == [("L1 32", "smem 23")]
+    plt.close(fig)
+
+
+def test_close_levels_are_labelled_apart_where_plain_labels_collide():
+    levels = [(23.0, "smem 23"), (32.0, "L1 32"), (629.0, "HBM 629")]
+
+    def draw(label):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for value, _ in levels:
+            ax.axhline(value)
+        ax.set_ylim(0, 700)
+        label(ax)
+        fig.tight_layout()
+        return fig
+
+    naive = draw(lambda ax: [ax.annotate(text, (1.01, value), xycoords=("axes fraction", "data"))
+                             for value, text in levels])
+    assert overlaps(naive), "negative control: labels at the levels' own heights overprint"
+    nudged = draw(lambda ax: _level_labels(ax, levels))
+    assert overlaps(nudged) == []
+    plt.close("all")
+
+
+def test_every_report_figure_is_drawn_from_the_committed_run(committed_figures):
+    assert set(committed_figures) == {spec.stem for spec in (*FIGURES, *HOPPER_FIGURES)}
+
+
+@pytest.mark.parametrize("stem", [spec.stem for spec in (*FIGURES, *HOPPER_FIGURES)])
+def test_no_two_labels_of_a_report_figure_overlap(committed_figures, stem):
+    fig = committed_figures.get(stem)
+    if fig is None:
+        pytest.skip(f"the committed run has no data for {stem}")
+    assert overlaps(fig) == [], stem

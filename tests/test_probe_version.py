@@ -1,0 +1,78 @@
+"""A probe's version hashes the code its samples depend on: its function, the helpers and kit it calls, its
+kernels; nothing else in the module."""
+import importlib
+import sys
+
+from probes.registry import Probe, all_probes, version_sources
+
+KIT = '''
+def kit(x):
+    return 2 * x
+
+
+def kit_unused(x):
+    return 3 * x
+'''
+PROBE = '''
+import vkit
+
+KERNEL = "vk.cu"
+
+
+def helper(x):
+    return x + 1
+
+
+def unrelated():
+    return 2
+
+
+def measure(ctx, n):
+    """Measures n."""
+    return vkit.kit(helper(n)) + len(KERNEL)
+'''
+
+
+def test_the_version_follows_called_helpers_and_kernels_and_ignores_the_rest(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    (tmp_path / "vkit.py").write_text(KIT)
+    (tmp_path / "vprobe.py").write_text(PROBE)
+    (tmp_path / "vk.cu").write_text('#include "vcommon.cuh"\n__global__ void k() {}\n')
+    (tmp_path / "vcommon.cuh").write_text("__device__ int one() { return 1; }\n")
+    try:
+        modules = [importlib.import_module("vkit"), importlib.import_module("vprobe")]
+
+        def version_after(path, old, new):
+            file = tmp_path / path
+            text = file.read_text()
+            assert old in text
+            file.write_text(text.replace(old, new))
+            for module in modules:
+                importlib.reload(module)
+            return Probe("v.probe", sys.modules["vprobe"].measure, {}, {}).version
+
+        v0 = version_after("vprobe.py", "", "")
+        assert version_after("vprobe.py", "return 2\n", "return 22  # edited\n") == v0, "an unrelated function"
+        assert version_after("vprobe.py", '"""Measures n."""', '"""Measures n, now documented."""') == v0
+        assert version_after("vprobe.py", "import vkit\n", "import vkit  # the kit\n\n# more comment\n") == v0
+        assert version_after("vkit.py", "3 * x", "33 * x") == v0, "a kit function the probe does not call"
+        v1 = version_after("vprobe.py", "x + 1", "x + 11")
+        assert v1 != v0, "a helper in the probe's module"
+        v2 = version_after("vkit.py", "2 * x", "22 * x")
+        assert v2 != v1, "a kit function it calls through its module"
+        v3 = version_after("vk.cu", "void k()", "void k2()")
+        assert v3 != v2, "its kernel file"
+        v4 = version_after("vcommon.cuh", "return 1", "return 11")
+        assert v4 != v3, "a header its kernel includes"
+        assert {"vk.cu", "vcommon.cuh"} <= set(version_sources(sys.modules["vprobe"].measure))
+    finally:
+        for name in ("vkit", "vprobe"):
+            sys.modules.pop(name, None)
+
+
+def test_a_borrowed_helper_and_the_shared_kit_are_part_of_a_probes_version():
+    sources = version_sources(all_probes()["occupancy.throughput"].func)
+    assert "probes.bandwidth._measure" in sources, "bandwidth's helper that occupancy calls"
+    assert {"probes.harness.calibrate", "occupancy.cu"} <= set(sources)
+    assert "probes.bandwidth.bw_dram" not in sources, "a probe it does not call"
