@@ -298,15 +298,16 @@ def latency_throughput_figure(derived: pd.DataFrame):
             y = d.loc[thr]
             x = d.loc[lat] if lat in d.index else None
             xv = x["value"] if x is not None else 0.0
+            marker = "osD^v<>ph*X"[sum(OPS[o].unit == unit for o in list(OPS)[:list(OPS).index(op)]) % 11]
             ax.errorbar(xv, y["value"], yerr=[[y["value"] - y["ci_low"]], [y["ci_high"] - y["value"]]],
-                        xerr=None if x is None else [[xv - x["ci_low"]], [x["ci_high"] - xv]], fmt="o", ms=4)
-            ax.annotate(op, (xv, y["value"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                        xerr=None if x is None else [[xv - x["ci_low"]], [x["ci_high"] - xv]], fmt=marker, ms=5,
+                        label=op)
+        ax.legend(fontsize=6, ncol=2, loc="best")  # ops of one unit often share a point: named in the legend
         ax.set_title(unit, fontsize=9)
         ax.set_xlabel("latency (cycles)", fontsize=8)
         ax.set_ylabel("instructions / clock / SM", fontsize=8)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-    fig.suptitle("Instruction latency against full-SM throughput, by unit (no latency: plotted at 0)")
     return axes.flat[0]
 
 

@@ -457,6 +457,15 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     for name in ("instruction-latency-throughput.png", "warp-scheduling.png", "divergence.png"):
         assert (tmp_path / "report" / name).exists(), name
     assert page.exists()
+    from test_figures import overlaps
+
+    from analysis.render import FIGURES, draw_figures
+
+    mine = [spec for spec in FIGURES if spec.probe.startswith("exec.")]
+    drawn = list(draw_figures(meta, measurements, derived, mine))
+    assert len(drawn) == 3
+    for spec, fig in drawn:
+        assert overlaps(fig) == [], spec.stem
 
 
 @pytest.mark.gpu
