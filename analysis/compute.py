@@ -147,6 +147,10 @@ def _wgmma_rows(measurements) -> list[dict]:
         else:
             burst_n = int(burst["n"].max())
             burst = burst[burst["n"] == burst_n]
+            short = _wgmma(measurements, "burst_short_throughput", dtype)
+            if not short.empty:
+                by_n += (f"; launches of about half a millisecond from rest: {fmt_value(short['value'].median(), 'FLOP/s')} "
+                         f"at {short['sm_clock_hz'].median() / 1e9:.3f} GHz")
             rows.append(derived_row(
                 f"tc.{name}.peak_flops", *median_ci(burst["value"]),
                 f"{shape}, N={burst_n}: single launches of a few milliseconds, each from a rested GPU (power back "

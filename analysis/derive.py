@@ -10,6 +10,7 @@ from analysis.execution import execution_rows
 from analysis.fusion import fusion_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
+from analysis.links import link_rows
 from analysis.littles_law import littles_rows
 from analysis.quantities import derived_row
 from analysis.errors import UsageError
@@ -29,7 +30,7 @@ FAMILIES = (
     lambda m, device: bank_rows(m),
     lambda m, device: bandwidth_rows(m, device),
     lambda m, device: littles_rows(m, device),
-    lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m),
+    lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
     lambda m, device: execution_rows(m),
 )
 

@@ -11,7 +11,7 @@ import seaborn as sns  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, MIN_L2_LINE_STRIDE, NUMBA_PROBE, access_bands,  # noqa: E402
+from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands,  # noqa: E402
                               capacity_knees)
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes  # noqa: E402
@@ -237,7 +237,7 @@ def line_by_capacity(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None)
     d = derived.set_index("quantity")["value"]
     drawn = False
     for level, flavour, min_stride, color in (("l1", "default", 0, "tab:blue"),
-                                              ("l2", "cg", MIN_L2_LINE_STRIDE, "tab:orange")):
+                                              ("l2", "cg", 0, "tab:orange")):
         knees = capacity_knees(measurements, flavour, min_stride)
         if not knees:
             continue

@@ -110,10 +110,10 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
     rows += _access_rows(measurements, device)
     rows += _cold_miss_rows(measurements, device)
-    rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device)
+    rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device, rows)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _line_rows(measurements)
-    rows += _line_capacity_rows(measurements)
+    rows += _line_capacity_rows(measurements, rows)
     rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
 
@@ -215,10 +215,6 @@ def _line_rows(measurements) -> list[dict]:
 
 #: Fewest footprints a chase at one stride needs for its capacity knee to be fitted.
 KNEE_FOOTPRINTS = 16
-#: Smallest stride of the L2-only chases that count the L2's lines: below a line's span the L2-only chase's
-#: first knee sits far below the partition's (more elements per footprint meet some other limit first), so
-#: only strides of 128 B and up, where every element is a line of its own once s >= L, test the count.
-MIN_L2_LINE_STRIDE = 128
 #: Largest RMS (octaves) of the knees about C*max(1, s/L) for a line size to be reported: knees that do not
 #: follow the line-count model measure something else.
 MAX_MODEL_OCTAVES = 0.2
@@ -241,12 +237,14 @@ def capacity_knees(measurements: pd.DataFrame, flavour: str, min_stride: int = 0
     return knees
 
 
-def _line_capacity_rows(measurements) -> list[dict]:
-    """l1.line_bytes and l2.line_bytes by capacity counted in distinct lines, or a lower bound on each."""
-    rows = []
-    for level, flavour, what, min_stride in (("l1", "default", "through-L1 chase's L1 knee", 0),
-                                             ("l2", "cg", "L2-only chase's near-partition knee", MIN_L2_LINE_STRIDE)):
-        knees = capacity_knees(measurements, flavour, min_stride)
+def _line_capacity_rows(measurements, rows: list[dict]) -> list[dict]:
+    """l1.line_bytes and l2.line_bytes by capacity counted in distinct lines, or a lower bound on each.  When
+    the knee already moves between the two smallest strides, no line is named (the capacity counts blocks no
+    larger than the smallest stride) and the knees go into the note of that level's capacity row in ``rows``."""
+    out = []
+    for level, flavour, what, capacity in (("l1", "default", "through-L1 chase's L1 knee", "l1.capacity_bytes"),
+                                           ("l2", "cg", "L2-only chase's near-partition knee", "l2.partition_bytes")):
+        knees = capacity_knees(measurements, flavour)
         if len(knees) < 2:
             continue
         fit = fit_line_by_capacity(knees)
@@ -261,14 +259,19 @@ def _line_capacity_rows(measurements) -> list[dict]:
                   "octave of the smallest stride's (bootstrap 95% CI over the knees' CIs)")
         if fit["lower_bound"]:
             top = float(fit["line_bytes"])
-            rows.append(derived_row(f"{level}.line_lower_bound_bytes", top, top, top,
-                                    "no measured stride moved the capacity knee: the line is at least the "
-                                    "largest stride", CUPY_PROBE, note))
+            out.append(derived_row(f"{level}.line_lower_bound_bytes", top, top, top,
+                                   "no measured stride moved the capacity knee: the line is at least the "
+                                   "largest stride", CUPY_PROBE, note))
             continue
         if fit["upper_bound"]:
-            note += "; the second stride already moved the knee: the line is at most the smallest stride"
-        rows.append(derived_row(f"{level}.line_bytes", fit["line_bytes"], *fit["ci"], method, CUPY_PROBE, note))
-    return rows
+            for row in rows:
+                if row["quantity"] == capacity:
+                    row["note"] = "; ".join(filter(None, [row["note"], (
+                        f"capacity counted at several strides moves with every stride, so it counts blocks no "
+                        f"larger than the smallest stride, not lines: {note}")]))
+            continue
+        out.append(derived_row(f"{level}.line_bytes", fit["line_bytes"], *fit["ci"], method, CUPY_PROBE, note))
+    return out
 
 
 TLB_PROBE, PAGE_STRIDE = "chase.tlb", 2 << 20
@@ -552,17 +555,29 @@ def _miss_cross_checks(measurements, device) -> list[str]:
     return out
 
 
-def _every_sm_rows(frame, device) -> list[dict]:
+def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
     """The L2's capacity as every SM uses it: the knee before the miss plateau of the chase run from every SM
-    at once (both partitions), beside the driver's size."""
+    at once (both partitions), beside the driver's size.  Where one SM's near and far hit latencies are in
+    ``rows``, the note places the every-SM hits between them: hits at the near latency for a chain larger
+    than one partition mean far-homed lines are served from copies in the reader's near partition, and a
+    line held twice takes its capacity twice."""
     if frame["footprint_bytes"].nunique() < DENSE_FOOTPRINTS:
         return []
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     if len(fit.plateaus) < 2:
         return []
     knee, (lo, hi) = fit.knees_bytes[-1], fit.knee_ci[-1]
+    known = {r["quantity"]: r["value"] for r in rows}
+    hits = ""
+    if "l2.latency_cycles" in known and "l2.far_latency_cycles" in known and len(fit.plateaus) >= 2:
+        near, far, hit = known["l2.latency_cycles"], known["l2.far_latency_cycles"], fit.plateaus[-2].latency
+        spans = fit.plateaus[-2]
+        hits = (f"; its hits over {fmt_bytes(spans.lo_bytes)}..{fmt_bytes(spans.hi_bytes)} take {hit:.1f} cycles, "
+                f"{(hit - near) / (far - near):.0%} of the way from one SM's near-partition hit ({near:.1f}) to its "
+                f"far-partition hit ({far:.1f}): lines homed in the far partition are read from copies in the "
+                "reader's near one, and a line held in both partitions takes capacity in both")
     return [derived_row("l2.capacity_chase_bytes", knee, lo, hi,
                         "knee before the miss plateau of an L2-only chase run from every SM at once, each SM walking "
                         "its own stretch of one random cycle (bootstrap 95% CI)", "chase.every_sm",
                         f"plateaus: {_plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
-                        f"{fmt_bytes(device['l2_bytes'])}")]
+                        f"{fmt_bytes(device['l2_bytes'])}{hits}")]

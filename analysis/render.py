@@ -64,9 +64,13 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
          + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", "bw.l2"),
          "whole GPU"),
+        ("L2, every SM chasing", measured("l2.capacity_chase_bytes", "chase.every_sm"), "-", "-", "-", "whole GPU"),
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
          measured("dram.latency_ns", "chase.miss"),
          measured("dram.read_bandwidth_bytes_per_s", "bw.dram").replace("]", "] read", 1), "whole GPU"),
+        ("HBM, past the TLBs' reach", ("TLB reach " + measured("tlb.l1.reach_bytes", "chase.tlb"))
+         if "tlb.l1.reach_bytes" in d.index else "-", measured("dram.latency_tlb_miss_cycles", "chase.miss"),
+         measured("dram.latency_tlb_miss_ns", "chase.miss"), "-", "whole GPU"),
     ]
     for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
                             ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):

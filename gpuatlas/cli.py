@@ -1,4 +1,4 @@
-"""The ``gpuatlas`` command: list, run, report, compare, doctor.
+"""The ``gpuatlas`` command: list, run, report, compare, fleet, doctor.
 
 Bad input ends in one line on stderr and exit code 2; nothing already measured is touched.  ``list``,
 ``report`` and ``compare`` never import CuPy and work on a machine without a GPU.
@@ -58,6 +58,12 @@ def cmd_run(args) -> int:
         overrides = dict(parse_override(text, probes) for text in args.axis)
     if args.resume and args.probe:
         raise UsageError("--probe cannot change a run being resumed: it measures the probes it started with")
+    if args.gpus:
+        from gpuatlas.node import parse_gpus, run_node, visible_devices
+
+        if args.resume:
+            raise UsageError("--gpus starts a new node run: resume each board's run with --resume RUN_DIR")
+        return run_node(args, parse_gpus(args.gpus, visible_devices()), Path(args.out), say=console.print)[1]
     progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=True)
     tasks = {}
@@ -107,6 +113,16 @@ def cmd_report(args) -> int:
     from analysis.results import RunDir
 
     sources = args.runs or [str(DEFAULT_RUN)]
+    boards = [s for s in sources if (Path(s) / "node.json").is_file() or (Path(s) / "fleet.json").is_file()]
+    if boards:  # a node or fleet folder: its page, from its summary files
+        from analysis.boards import render_boards
+
+        for folder in boards:
+            kind = "node" if (Path(folder) / "node.json").is_file() else "fleet"
+            _console().print(f"{kind} page: {render_boards(Path(folder), kind, Path(args.out) / Path(folder).name)}")
+        sources = [s for s in sources if s not in boards]
+        if not sources:
+            return 0
     if all(is_reference(source) for source in sources):
         raise UsageError("report renders runs: give at least one run directory (a ref:NAME stands beside "
                          "runs on the comparison page; `gpuatlas compare` sets references side by side)")
@@ -148,6 +164,21 @@ def cmd_compare(args) -> int:
     if args.plot:
         print(f"figure: {args.plot}", file=sys.stderr)
     return 0
+
+
+def cmd_fleet(args) -> int:
+    from gpuatlas.fleet import gather, run_fleet, spool_default
+
+    fleet = Path(args.out)
+    if args.gather:
+        gather(fleet, say=_console().print)
+        return 0
+    if args.address is None:
+        raise UsageError("gpuatlas fleet needs --address (a Ray cluster: host:port, or 'local' to start one "
+                         "here), or --gather to gather runs already in the folder")
+    summary = run_fleet(fleet, args.probe, args.profile, args.seed, spool_default(),
+                        None if args.address == "local" else args.address, say=_console().print)
+    return 1 if summary["lost_tasks"] else 0
 
 
 def cmd_doctor(args) -> int:
@@ -213,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of the chase permutations and sweep jitter")
     s.add_argument("--probe-timeout", type=float, default=900.0, metavar="S",
                    help="seconds a probe may run before it is killed and recorded as hung (default 900)")
+    s.add_argument("--gpus", metavar="all|0,1,...",
+                   help="measure these GPUs at once, one worker each (its own run directory), then the links "
+                        "between them and a node summary")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("report", help="render HTML + Markdown reports (default: the committed H200 run); "
@@ -236,6 +270,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--plot", metavar="PATH", help="also save a figure of the ratios to the baseline (.png, .svg, "
                                                   ".pdf)")
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("fleet", help="every GPU of a Ray cluster, one Ray task each, gathered into one Parquet "
+                                     "dataset and a fleet report with the outlier boards (pip install '.[fleet]')")
+    s.add_argument("--address", help="the Ray cluster (host:port, or 'local' to start one on this machine)")
+    s.add_argument("--profile", default="quick", help="quick (default) or full")
+    s.add_argument("-p", "--probe", action="append", help="only this probe (or prefix); repeatable")
+    s.add_argument("--seed", type=int, default=0, help="seed of the chase permutations and sweep jitter")
+    s.add_argument("--out", default="fleet", help="the fleet folder (default fleet/); run again to resume")
+    s.add_argument("--gather", action="store_true",
+                   help="measure nothing: gather the runs under OUT/runs (e.g. from a Slurm job array)")
+    s.set_defaults(func=cmd_fleet)
 
     s = sub.add_parser("doctor", help="can this machine run gpuatlas? each backend checked, with fixes")
     s.set_defaults(func=cmd_doctor)

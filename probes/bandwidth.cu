@@ -209,6 +209,25 @@ dram_read_chunk_u8(const uint4* buf, long long vecs, long long passes, unsigned 
     read_body<8, true>(buf, vecs, passes, sink);
 }
 
+// One trip and no loop (as public stream suites read): block b reads the 256 x ONCE_U vectors from
+// b x 256 x ONCE_U on, load u of a thread at u x 256 + its index (each a coalesced 512-byte warp access), so
+// the grid is vecs / (256 x ONCE_U) blocks and every vector is read once a launch.  Warp sums go to one of
+// SINK_SLOTS words, spread over the L2's slices, so the atomics never queue on one address.
+constexpr int ONCE_U = 4, SINK_SLOTS = 1024;
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_read_once(const uint4* buf, unsigned int* sinks) {
+    const long long first = (long long)blockIdx.x * 256 * ONCE_U + threadIdx.x;
+    uint4 v[ONCE_U];
+#pragma unroll
+    for (int u = 0; u < ONCE_U; ++u) v[u] = buf[first + u * 256];
+    unsigned int acc = 0;
+#pragma unroll
+    for (int u = 0; u < ONCE_U; ++u) acc += word_sum(v[u]);
+    acc = __reduce_add_sync(0xffffffffu, acc);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sinks + (blockIdx.x * 8 + (threadIdx.x >> 5)) % SINK_SLOTS, acc);
+}
+
 constexpr int WRITE_U = 4;
 
 // Every word of the buffer becomes `seed`: the host checks the buffer's sum after each sample, so every

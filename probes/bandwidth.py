@@ -95,8 +95,10 @@ WRITE_VARIANTS = {
     "once_16": ("dram_write_once_16", 16, False, False),
     "once_16_cs": ("dram_write_once_16_cs", 16, False, True),
 }
-#: The variant of the other ops: the fastest of their kernels (read, copy) or the driver's copy (memcpy).
-OP_VARIANT = {"read": "fastest", "copy": "fastest", "memcpy": "driver"}
+#: The variant of the other ops: the fastest of their kernels (read, copy) or the driver's copy (memcpy); the
+#: read also as one trip of ONCE_READ_VECTORS 16-byte loads per thread and no loop (dram_read_once).
+OP_VARIANT = {"read": ("fastest", "once_64"), "copy": ("fastest",), "memcpy": ("driver",)}
+ONCE_READ_VECTORS, SINK_SLOTS = 4, 1024
 
 #: Validity.  No SM moves more than 128 B/clk between its L1/shared array and registers on any NVIDIA GPU
 #: so far; twice that is a generous but physical bound for shared memory and L1 per SM, and (times SMs and
@@ -400,7 +402,7 @@ def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
 def dram_configs(device: dict) -> list[dict]:
     """Every op once, and the write op in each of its variants."""
     return [{"op": op, "variant": v} for op in DRAM_OPS
-            for v in (WRITE_VARIANTS if op == "write" else (OP_VARIANT[op],))]
+            for v in (WRITE_VARIANTS if op == "write" else OP_VARIANT[op])]
 
 
 @probe("bw.dram", sweeps={"quick": dram_configs, "full": dram_configs},
@@ -408,14 +410,15 @@ def dram_configs(device: dict) -> list[dict]:
                    "driver's cudaMemcpyAsync device to device, bytes read + written)",
              "variant": "write: grid_stride_16 / grid_stride_16_cs (16-byte stores, grid-stride, plain or "
                         "st.global.cs), once_8 / once_16 / once_16_cs (one 8- or 16-byte store per thread, no "
-                        "loop); read and copy: fastest (of their kernels and occupancies); memcpy: driver"},
+                        "loop); read: fastest (of its grid-stride kernels and occupancies) or once_64 (one trip of "
+                        "four 16-byte loads per thread, no loop); copy: fastest; memcpy: driver"},
        quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
                    "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm"),
        kernels=("bandwidth.cu",))
 def bw_dram(ctx, op: str, variant: str | None = None) -> list[Sample]:
     """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""
     if op == "read":
-        return _dram_read(ctx)
+        return _dram_read_once(ctx) if variant == "once_64" else _dram_read(ctx)
     if op == "write":
         variant = variant or "grid_stride_16"
         if variant not in WRITE_VARIANTS:
@@ -508,6 +511,44 @@ def _dram_read(ctx, buffer_l2: float = HBM_FOOTPRINT_L2) -> list[Sample]:
     return _dram_stream(ctx, DRAM_KERNELS["read"], buffer_l2, args,
                         lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0,
                         counted)
+
+
+def _dram_read_once(ctx) -> list[Sample]:
+    """The read as public stream suites write it: a grid of one trip per thread (ONCE_READ_VECTORS 16-byte
+    loads, no loop) over the same buffer of HBM_FOOTPRINT_L2 x L2; every launch's sum is checked."""
+    import cupy
+
+    func = _kernel("dram_read_once")
+    per_block = BLOCK_THREADS * ONCE_READ_VECTORS
+    vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2, per_block, 1)
+    words = cupy.empty(vecs * 4, dtype=cupy.uint32)
+    _fill(words)
+    total, blocks = _sum32(words), vecs // per_block
+    sinks = cupy.zeros(SINK_SLOTS, dtype=cupy.uint32)
+    launches = {"n": 0}
+
+    def run(passes: int):
+        def launch():
+            for _ in range(passes):
+                func((blocks,), (BLOCK_THREADS,), (words, sinks))
+            launches["n"] += passes
+        return launch
+
+    def reset():
+        sinks.fill(0)
+        launches["n"] = 0
+
+    def verify():
+        got, want = int(sinks.sum(dtype=cupy.uint64)) % 2**32, launches["n"] * total % 2**32
+        if got != want:
+            raise RuntimeError(f"dram_read_once: checksum mismatch after {launches['n']} launches: the kernels "
+                               f"summed {got:#010x}, the buffer says {want:#010x}")
+
+    passes, _ = calibrate(run, 1, LAUNCH_S)
+    extra = (("loads_in_flight_per_thread", float(ONCE_READ_VECTORS), "1"), ("grid_blocks", float(blocks), "1"),
+             ("buffer_bytes", float(vecs * 16), "B"))
+    return _measure(ctx, run(passes), reset, verify, passes * vecs * 16.0, bound=bandwidth_bound(ctx.device, "dram"),
+                    extra=extra)
 
 
 def footprint_sweep(device: dict, per_octave: int) -> list[int]:

@@ -65,6 +65,9 @@ LAUNCH_S, SAMPLE_S = 2e-3, 4e-3
 #: Burst and sustained: BURSTS launches of about BURST_S, each after a rest of at most REST_MAX_S; then
 #: SUSTAINED_S of back-to-back launches, sampled every SUSTAINED_SAMPLE_S.
 BURST_S, BURSTS, REST_MIN_S, REST_MAX_S = 6e-3, 5, 0.05, 0.5
+#: Bursts of about SHORT_BURST_S too: where the clock a launch runs at depends on its length, the power limiter
+#: acts within the launch, faster than NVML's readings.
+SHORT_BURST_S = 5e-4
 SUSTAINED_S, SUSTAINED_SAMPLE_S = 1.5, 0.05
 LATENCY_TRIPS = 4096
 MAX_TRIPS = 2**31 - 1
@@ -438,9 +441,10 @@ def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
                        tensor_bound_per_clk_sm(dtype), power_limited=True)
     if n == max(WGMMA_NS):
         bound = tensor_bound_per_clk_sm(dtype)
-        burst_groups = max(1, min(MAX_TRIPS, round(groups * BURST_S / LAUNCH_S)))
-        samples += _bursts(ctx, run(burst_groups), run(max(1, groups // 8)), clocks,
-                           lambda: out[:cta_floats].get(), flop_per_group * burst_groups, bound)
+        for prefix, length in (("burst", BURST_S), ("burst_short", SHORT_BURST_S)):
+            burst_groups = max(1, min(MAX_TRIPS, round(groups * length / LAUNCH_S)))
+            samples += _bursts(ctx, run(burst_groups), run(max(1, groups // 8)), clocks,
+                               lambda: out[:cta_floats].get(), flop_per_group * burst_groups, bound, prefix)
         samples += _sustained(ctx, run(groups), clocks, check, flop_per_group * groups, bound)
     _check_identical(out.get().reshape(blocks, -1), f"wgmma_{dtype}_n{n}", "CTAs")
     return samples + [_occupancy_sample(blocks, ctx, "warpgroups_per_sm", 1)]
@@ -454,7 +458,7 @@ def _rate_samples(ctx, prefix: str, flop: float, seconds: float, hz: float, boun
             Sample(f"{prefix}_per_clk_sm", per_clk, "FLOP/cycle", repeat, hz, "cuda_event", flag)]
 
 
-def _bursts(ctx, launch, warm, clocks, result, flop: float, bound: float) -> list[Sample]:
+def _bursts(ctx, launch, warm, clocks, result, flop: float, bound: float, prefix: str = "burst") -> list[Sample]:
     """BURSTS single launches, each from a rested GPU, CUDA-event timed, at the clock the launch ran at.
     A short ``warm`` launch queued right before each lifts the clock out of its idle state; ``result()``
     (CTA 0's accumulators) must be the same after every burst."""
@@ -475,7 +479,7 @@ def _bursts(ctx, launch, warm, clocks, result, flop: float, bound: float) -> lis
         first = got if repeat == 0 else first
         if not np.array_equal(got, first):
             raise RuntimeError("wgmma: CTA 0's accumulators changed between identical burst launches")
-        samples += _rate_samples(ctx, "burst", flop, seconds, kernel_clock_hz(clocks.get()), bound, repeat)
+        samples += _rate_samples(ctx, prefix, flop, seconds, kernel_clock_hz(clocks.get()), bound, repeat)
     return samples
 
 

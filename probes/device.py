@@ -80,7 +80,8 @@ def device_properties(index: int = 0) -> dict:
         "pci_bus_id": f"{props.get('pciDomainID', 0):04x}:{props.get('pciBusID', 0):02x}:"
                       f"{props.get('pciDeviceID', 0):02x}",
     }
-    device.update(_nvml_facts(index))
+    device["gpu_count"] = int(rt.getDeviceCount())  # GPUs this run sees (CUDA_VISIBLE_DEVICES applied)
+    device.update(_nvml_facts(device["uuid"]))
     return device
 
 
@@ -94,8 +95,9 @@ def _uuid(raw) -> str | None:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def _nvml_facts(index: int) -> dict:
-    """Clocks and power limits from NVML; empty where NVML does not answer (not an error)."""
+def _nvml_facts(uuid: str | None) -> dict:
+    """Clocks and power limits from NVML, found by UUID (NVML ignores CUDA_VISIBLE_DEVICES, so an index
+    could name another board); empty where NVML does not answer (not an error)."""
     try:
         import pynvml
 
@@ -104,7 +106,10 @@ def _nvml_facts(index: int) -> dict:
         return {}
     facts = {}
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:
+            return {}
         reads = {
             "sm_clock_max_hz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM) * 1e6,
             "memory_clock_hz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM) * 1e6,

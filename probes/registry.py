@@ -28,7 +28,8 @@ PROFILES = ("quick", "full")
 #: Modules that register probes, in the order a run measures them.
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba", "probes.smem_banks",
                  "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.occupancy",
-                 "probes.compute", "probes.execution", "probes.matmul", "probes.fusion", "probes.hopper")
+                 "probes.compute", "probes.execution", "probes.matmul", "probes.fusion", "probes.hopper",
+                 "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
 
@@ -42,6 +43,7 @@ class Probe:
     backend: str = "cupy"
     kernels: tuple = ()  # .cu files beside the module, hashed into the probe version
     min_cc: tuple = (7, 0)
+    min_gpus: int = 1  # GPUs the run must see (link and collective probes need a peer)
 
     @property
     def summary(self) -> str:

@@ -109,13 +109,14 @@ def new_run(out_root: Path, device: dict, software: dict, probes: list[Probe], p
     return run, meta
 
 
-def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
+def resume_run(path: Path, device: dict, registry: dict | None = None) -> tuple[RunDir, dict, list[Probe]]:
+    """Open ``path`` to finish it on ``device`` with the probes of ``registry`` (default: the registered ones)."""
     run = RunDir(path)
     meta = run.read_meta()
     if meta["device"].get("uuid") != device.get("uuid") or meta["gpu"] != device["name"]:
         raise UsageError(f"{path} was measured on {meta['gpu']} ({meta['device'].get('uuid')}), not this "
                          f"{device['name']} ({device.get('uuid')}): start a new run here instead")
-    registry = all_probes()
+    registry = registry or all_probes()
     unknown = [pid for pid in meta["probes"] if pid not in registry]
     if unknown:
         raise UsageError(f"{path} has probes this gpuatlas does not know ({', '.join(unknown)}): resume it "
@@ -133,13 +134,16 @@ def resume_run(path: Path, device: dict) -> tuple[RunDir, dict, list[Probe]]:
 PROBE_TIMEOUT_S = 900.0
 #: Packages a probe backend needs beyond the core install: the Triton probes launch on torch tensors.  A
 #: probe whose backend lacks one is skipped with the reason, not failed.
-BACKEND_PACKAGES = {"triton": ("torch", "triton")}
+BACKEND_PACKAGES = {"triton": ("torch", "triton"), "torch": ("torch",)}
 
 
-def skip_reason(probe: Probe, cc: tuple) -> str | None:
-    """Why ``probe`` cannot run here (compute capability, missing packages), or None."""
+def skip_reason(probe: Probe, cc: tuple, gpus: int = 1) -> str | None:
+    """Why ``probe`` cannot run here (compute capability, GPUs visible, missing packages), or None."""
     if cc < probe.min_cc:
         return f"needs compute capability {probe.min_cc}, GPU has {cc}"
+    if gpus < probe.min_gpus:
+        return (f"{'one GPU' if gpus == 1 else f'{gpus} GPUs'}: needs {probe.min_gpus} GPUs visible to the run "
+                "(a peer to measure against)")
     missing = [name for name in BACKEND_PACKAGES.get(probe.backend, ()) if importlib.util.find_spec(name) is None]
     if missing:
         return f"needs {' and '.join(missing)}, not installed here (pip install {' '.join(missing)})"
@@ -329,7 +333,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             state = meta["probes"][probe.id]
             configs = probe.configs(device, meta["profile"], meta.get("overrides"))
             state["configs_total"] = len(configs)
-            reason = skip_reason(probe, cc)
+            reason = skip_reason(probe, cc, device.get("gpu_count", 1))
             if reason:
                 state.update(status="skipped", error=reason)
                 run.write_meta(meta)

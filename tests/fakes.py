@@ -173,8 +173,13 @@ WRITE_LOSS = {"grid_stride_16": 0.95, "grid_stride_16_cs": 0.97, "once_8": 0.98,
 L2_READ, TRANSLATION_LOSS = 9e12, 0.95
 
 
+#: The read's grid-stride kernels lose this fraction against one trip per thread (the once_64 variant).
+GRID_STRIDE_READ_LOSS = 0.02
+
+
 def _bw_dram(ctx, op, variant=None):
     rate = (HBM_WRITE * WRITE_LOSS[variant or "grid_stride_16"] if op == "write"
+            else HBM_READ * (1 - GRID_STRIDE_READ_LOSS) if (op, variant) == ("read", "fastest")
             else {"read": HBM_READ, "copy": 4.0e12, "memcpy": 4.2e12}[op])
     return [Sample("bandwidth", rate, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
 
@@ -406,6 +411,49 @@ BARRIER_BASE = 20.0
 
 def _exec_sync(ctx, threads):
     return [Sample("latency", BARRIER_BASE + threads / 32, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+#: A node of simulated GPUs: NVLinks per GPU at a one-way rate each; copies and kernels reach a fraction of
+#: their sum, a copy of LINK_HALF_BYTES half of its plateau; remote loads cross the link both ways.
+NVLINKS, NVLINK_BYTES_PER_S, NVLINK_VERSION = 18, 25e9, 4
+LINK_PEAK = NVLINKS * NVLINK_BYTES_PER_S
+COPY_FRACTION, KERNEL_FRACTION = {"one_way": 0.8, "both_ways": 1.5}, {"read": 0.85, "write": 0.9}
+LINK_HALF_BYTES = 1 << 20
+REMOTE = {"hbm": 1500.0, "l2": 1100.0}  # cycles
+
+
+def _topology(ctx, src, dst):
+    return [Sample(m, v, u, 0, None, "nvml") for m, v, u in (
+        ("nvlink_active_links", NVLINKS, "1"), ("nvlink_links_to_peer", 0, "1"),
+        ("nvlink_links_to_switch", NVLINKS, "1"), ("nvlink_version", NVLINK_VERSION, "1"),
+        ("nvlink_link_bytes_per_s", NVLINK_BYTES_PER_S, "B/s"), ("pcie_common_ancestor_level", 60, "1"),
+        ("p2p_read_supported", 1, "1"))]
+
+
+def _memcpy(ctx, src, dst, direction, message_bytes):
+    """A copy costs a fixed overhead plus its bytes at the plateau: half the plateau at LINK_HALF_BYTES."""
+    plateau = COPY_FRACTION[direction] * LINK_PEAK
+    value = plateau * message_bytes / (message_bytes + LINK_HALF_BYTES)
+    return [Sample("bandwidth", value, "B/s", r, None, "cuda_event") for r in range(5)]
+
+
+def _p2p_bandwidth(ctx, src, dst, op):
+    return [Sample("bandwidth", KERNEL_FRACTION[op] * LINK_PEAK, "B/s", r, None, "cuda_event") for r in range(5)]
+
+
+def _p2p_latency(ctx, src, dst, footprint_bytes):
+    cycles = REMOTE["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else REMOTE["hbm"]
+    return _samples(cycles, footprint_bytes)
+
+
+def _collectives(ctx, collective, message_bytes):
+    """A ring: all-reduce sends 2(n-1) chunks of S/n per rank, all-gather and reduce-scatter n-1, broadcast
+    pipelines S once; each rank's link carries them at LINK_PEAK one way."""
+    n = ctx.device["gpu_count"]
+    sent = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
+            "broadcast": 1.0}[collective] * message_bytes
+    seconds = sent / LINK_PEAK
+    return [s for r in range(5) for s in (Sample("busbw", sent / seconds, "B/s", r, None, "cuda_event"),
+                                           Sample("algbw", message_bytes / seconds, "B/s", r, None, "cuda_event"),
+                                           Sample("seconds", seconds, "s", r, None, "cuda_event"))]
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
@@ -422,7 +470,54 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
-         "exec.atomics": _exec_atomics, "exec.sync": _exec_sync}
+         "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
+         "link.topology": _topology, "link.memcpy": _memcpy,
+         "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives}
+
+
+#: A fleet of simulated boards: the board of SLOW_UUID moves SLOW_FACTOR of every other board's bytes per
+#: second; Ray's GPU id names a board.
+SLOW_UUID, SLOW_FACTOR = "GPU-sim-1", 0.8
+FLEET_PROBES = ("clock.sm", "bw.dram", "chase.latency")
+
+
+def fleet_device():
+    """The simulated board this Ray task holds (Ray's GPU id, which it also put in CUDA_VISIBLE_DEVICES)."""
+    import ray
+
+    return dict(DEVICE, uuid=f"GPU-sim-{int(ray.get_gpu_ids()[0])}")
+
+
+def _board(func):
+    """``func`` on the board of ctx.device: bandwidths scaled on the slow board; every call logged to
+    $GPUATLAS_TEST_FLEET_DIR/<uuid>.calls, and the process killed (SIGKILL, as a lost node would) after
+    KILL_AFTER calls on the slow board while the file ``kill`` is there (it is removed first: once)."""
+    import os
+    import signal
+    from pathlib import Path
+
+    def call(ctx, **params):
+        folder = Path(os.environ["GPUATLAS_TEST_FLEET_DIR"])
+        log = folder / f"{ctx.device['uuid']}.calls"
+        calls = log.read_text().count("\n") if log.exists() else 0
+        if ctx.device["uuid"] == SLOW_UUID and calls >= KILL_AFTER and (folder / "kill").exists():
+            (folder / "kill").unlink()
+            os.kill(os.getpid(), signal.SIGKILL)
+        samples = func(ctx, **params)
+        with open(log, "a") as f:
+            f.write(f"{sorted(params.items())}\n")
+        if ctx.device["uuid"] != SLOW_UUID:
+            return samples
+        return [dataclasses.replace(s, value=s.value * SLOW_FACTOR) if s.unit == "B/s" else s for s in samples]
+
+    return call
+
+
+KILL_AFTER = 3
+
+
+def fleet_probes():
+    return [dataclasses.replace(p, func=_board(p.func)) for p in simulated_probes() if p.id in FLEET_PROBES]
 
 
 def simulated_probes():

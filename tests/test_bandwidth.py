@@ -39,11 +39,12 @@ def cubin():
 
 
 KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_read_chunk_u4",
-           "dram_read_chunk_u8", "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
+           "dram_read_chunk_u8", "dram_read_once", "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
            "dram_write_once_16_cs", "dram_copy", "dram_copy_chunk_u4", "dram_copy_chunk_u8",
            "smem_read", "l1_read", "fill_hash", "sum_elements", "count_mismatches")
 #: Kernels that must run at full occupancy on sm_90: 256-thread blocks, 2048 threads/SM -> <= 32 registers.
-FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_chunk_u4", "dram_write",
+FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_chunk_u4", "dram_read_once",
+                  "dram_write",
                   "dram_write_cs", "dram_write_once_8", "dram_write_once_16", "dram_write_once_16_cs",
                   "dram_copy_chunk_u4", "smem_read", "l1_read")
 
@@ -236,6 +237,18 @@ def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin
     assert memory_ops(code) != [store_op(24 - store_bytes, streaming)] * len(want)
     # a loop with a body (every kernel ends in a one-instruction BRA-to-itself after EXIT)
     assert any(hi > lo for lo, hi in innermost_loops(code)) == grid_stride
+
+
+def test_the_one_trip_read_issues_its_loads_before_any_sum_and_has_no_loop(cubin, bw):
+    """dram_read_once: ONCE_READ_VECTORS 16-byte loads, all issued before the first add uses them, then one
+    reduction atomic; no loop.  Negative control: the grid-stride read has a loop."""
+    code = sass(cubin[0])["dram_read_once"]
+    ops = memory_ops(code)
+    assert ops[:bw.ONCE_READ_VECTORS] == ["LDG.E.128"] * bw.ONCE_READ_VECTORS
+    assert [o for o in ops if o.startswith("LDG")] == ["LDG.E.128"] * bw.ONCE_READ_VECTORS
+    assert [o for o in ops if not o.startswith("LDG")] == ["REDUX.SUM", "REDG.E.ADD.STRONG.GPU"]  # warp sum, one atomic
+    assert not any(hi > lo for lo, hi in innermost_loops(code))
+    assert any(hi > lo for lo, hi in innermost_loops(sass(cubin[0])["dram_read_u4"]))
 
 
 def test_once_grids_write_every_element_once(bw):
@@ -553,3 +566,21 @@ def test_a_simulated_run_recovers_the_fakes_write_and_footprint_physics(tmp_path
     large = derived.loc["dram.read_bandwidth_large_footprint_bytes_per_s"]
     assert large["value"] == pytest.approx(fakes.read_bandwidth(top), rel=1e-6)
     assert large["value"] < fakes.HBM_READ  # past the fakes' TLB reach, translation-limited
+
+
+def test_the_read_headline_is_the_faster_read_variant_and_names_it():
+    """bw.dram's read runs as grid-stride kernels and as one trip per thread; the row takes the faster (the
+    fake's one-trip read) and lists both, with a negative control where the grid-stride kernel is faster."""
+    import pandas as pd
+
+    from analysis.coalescing import bandwidth_rows
+
+    def rows(fastest, once):
+        frame = pd.DataFrame([dict(probe="bw.dram", op="read", variant=v, metric="bandwidth", value=x, repeat=r,
+                                   sm_clock_hz=1.98e9, flag="", config=f"op=read,variant={v}")
+                              for v, x in (("fastest", fastest), ("once_64", once)) for r in range(5)])
+        return {r["quantity"]: r for r in bandwidth_rows(frame, {"l2_bytes": 60 << 20, "sm_count": 132})}
+
+    row = rows(4.5e12, 4.7e12)["dram.read_bandwidth_bytes_per_s"]
+    assert row["value"] == 4.7e12 and "one trip of four 16-byte loads" in row["note"] and "fastest 4.5" in row["note"]
+    assert rows(4.8e12, 4.7e12)["dram.read_bandwidth_bytes_per_s"]["value"] == 4.8e12

@@ -35,8 +35,10 @@ def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_ru
     stale = {pid: (state["version"], registry[pid].version) for pid, state in measured.items()
              if pid in registry and state["version"] != registry[pid].version}
     assert not stale, f"probes changed since the committed run: re-measure reports/h200 ({stale})"
-    assert set(measured) == set(registry), "the committed run covers every probe"
-    assert {s["status"] for s in measured.values()} == {"ok"}
+    single = {pid for pid, p in registry.items() if p.min_gpus == 1}
+    assert single <= set(measured), "the committed one-GPU run covers every probe one GPU can measure"
+    assert {measured[pid]["status"] for pid in single} == {"ok"}
+    assert {measured[pid]["status"] for pid in set(measured) - single} <= {"skipped"}
 
 
 @pytest.mark.parametrize("path", ALL_RUNS, ids=lambda p: p.name)

@@ -14,7 +14,12 @@ def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_p
     (path,) = tmp_path.iterdir()
     run = RunDir(path)
     meta = run.read_meta()
-    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    from probes.registry import all_probes
+
+    alone = {pid for pid, p in all_probes().items() if p.min_gpus > meta["device"]["gpu_count"]}
+    assert {s["status"] for pid, s in meta["probes"].items() if pid not in alone} == {"ok"}
+    for pid in alone:  # the link and collective probes on a machine of fewer GPUs than they need
+        assert meta["probes"][pid]["status"] == "skipped" and meta["probes"][pid]["error"].startswith("one GPU")
     d = run.read_derived().set_index("quantity")["value"]
     assert d["l1.latency_cycles"] < d["l2.latency_cycles"] < d["dram.latency_cycles"]
     assert 0.5 * meta["device"]["sm_clock_max_hz"] < d["clock.sm_hz"] <= 1.02 * meta["device"]["sm_clock_max_hz"]
@@ -119,3 +124,42 @@ def test_compute_probes_pass_their_own_result_checks(probe_id, params):
         pytest.skip(f"{probe_id} needs compute capability {probe.min_cc}")
     samples = probe.func(Context(device=device, budget=Budget(min_repeats=3, max_repeats=3, time_s=0.05)), **params)
     assert samples and not [s for s in samples if s.flag == "invalid"]
+
+
+def test_every_gpu_of_the_node_is_measured_and_the_links_recorded(tmp_path):
+    """`run --gpus all`: one run per GPU, the node summary and page; the link and collective probes measured
+    over every GPU, or on one GPU skipped with the reason."""
+    import json
+
+    from analysis.results import RunDir
+    from probes.device import require_gpu
+
+    gpus = require_gpu().cuda.runtime.getDeviceCount()
+    assert main(["run", "--gpus", "all", "-p", "clock.sm", "-p", "link", "-p", "nccl", "--out", str(tmp_path)]) == 0
+    (node,) = tmp_path.glob("node-*")
+    summary = json.loads((node / "node.json").read_text())
+    assert len(summary["boards"]) == gpus and len({b["uuid"] for b in summary["boards"]}) == gpus
+    links = RunDir(node / "links" / summary["links_run"]).read_meta()
+    for pid, state in links["probes"].items():
+        if gpus == 1:
+            assert state["status"] == "skipped" and state["error"].startswith("one GPU"), (pid, state)
+        else:
+            assert state["status"] == "ok", (pid, state)
+    assert (node / "report" / "index.html").is_file()
+
+
+def test_a_fleet_on_a_local_ray_cluster_measures_every_gpu(tmp_path):
+    """`gpuatlas fleet --address local`: a one-node Ray cluster of this machine's GPUs, the fleet report."""
+    import json
+
+    pytest.importorskip("ray", reason="Ray is not installed here (pip install -e '.[fleet]', or carry its wheels)")
+    from probes.device import require_gpu
+
+    gpus = require_gpu().cuda.runtime.getDeviceCount()
+    out = tmp_path / "fleet"
+    assert main(["fleet", "--address", "local", "--profile", "quick", "-p", "clock.sm", "-p", "bw.dram",
+                 "--out", str(out)]) == 0
+    assert len(json.loads((out / "fleet.json").read_text())["boards"]) == gpus
+    assert (out / "report" / "index.html").is_file() and list((out / "dataset").glob("run_id=*/part-0.parquet"))
+    assert main(["fleet", "--address", "local", "--profile", "quick", "-p", "clock.sm", "-p", "bw.dram",
+                 "--out", str(out)]) == 0, "a second call measures nothing and gathers again"

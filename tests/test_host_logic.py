@@ -67,8 +67,11 @@ def test_every_probe_declares_quick_and_full_and_counts_configs():
               "max_threads_per_block": 1024, "max_blocks_per_sm": 32, "regs_per_sm": 65536,
               "smem_per_block_optin_bytes": 227 << 10}
     for probe in all_probes().values():
-        quick, full = probe.configs(device, "quick"), probe.configs(device, "full")
+        node = dict(device, gpu_count=probe.min_gpus)  # the link probes size their pairs from the GPUs seen
+        quick, full = probe.configs(node, "quick"), probe.configs(node, "full")
         assert 0 < len(quick) <= len(full)
+        if probe.min_gpus > 1:
+            assert probe.configs(dict(device, gpu_count=1), "quick") == [], "no pair on one GPU"
         assert probe.summary and probe.version
 
 

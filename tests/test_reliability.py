@@ -126,4 +126,6 @@ def test_runs_killed_at_random_lose_nothing_and_resume_completes(tmp_path):
         rows = frame[frame["probe"] == probe_id]
         assert set(rows["config"]) == configs, f"{probe_id}: missing or foreign configs"
         assert not rows.duplicated(["config", "metric", "repeat"]).any(), f"{probe_id}: duplicated samples"
-    assert {s["status"] for s in run.read_meta()["probes"].values()} == {"ok"}
+    states = run.read_meta()["probes"]
+    assert {states[p.id]["status"] for p in probes if p.min_gpus == 1} == {"ok"}
+    assert {states[p.id]["status"] for p in probes if p.min_gpus > 1} == {"skipped"}, "one simulated GPU"

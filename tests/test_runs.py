@@ -22,7 +22,9 @@ def make_run(tmp_path, probes=None):
 def test_a_run_writes_the_contract(tmp_path):
     run, meta, probes = make_run(tmp_path)
     meta = runner.execute(run, meta, probes)
-    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    single = {p.id for p in probes if p.min_gpus == 1}
+    assert {s["status"] for pid, s in meta["probes"].items() if pid in single} == {"ok"}
+    assert {s["status"] for pid, s in meta["probes"].items() if pid not in single} == {"skipped"}, "one GPU"
     meta2, measurements = load_run(run.path)
     assert meta2["schema_version"] == SCHEMA_VERSION and meta2["ended"]
     assert set(MEASUREMENT_COLUMNS) <= set(measurements.columns)
@@ -154,7 +156,8 @@ def test_report_renders_a_simulated_run(tmp_path):
 @pytest.mark.parametrize("probe_id", sorted(fakes_ids := [p.id for p in simulated_probes()]))
 def test_derive_and_render_work_on_a_run_of_any_single_probe(tmp_path, probe_id):
     probes = [p for p in simulated_probes() if p.id == probe_id]
-    run, meta, _ = make_run(tmp_path, probes)
+    device = dict(DEVICE, gpu_count=probes[0].min_gpus)  # a link probe measures on a node of the GPUs it needs
+    run, meta = runner.new_run(tmp_path, device, {"python": "3"}, probes, "quick", {}, 0, ["gpuatlas", "run"])
     meta = runner.execute(run, meta, probes, isolate=False)
     measurements = run.read_measurements()
     render(meta, measurements, derive(meta, measurements), tmp_path / "report")
