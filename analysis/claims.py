@@ -360,14 +360,18 @@ LECTURE = (
     Claim("§7.2", "a block is up to 1,024 threads", 1024, "1", 0.0, device_property("max_threads_per_block"),
           "driver-reported threads per block", id="7.2.block_threads", kind="property", precision="exact",
           quote=("up to 1,024 threads",)),
-    Claim("§7.2", "four warp schedulers per SM", 4, "1", 0.0, none, "-", id="7.2.schedulers", kind="property",
-          precision="exact", quote=("Each SM has four warp schedulers",),
-          untestable="the driver's properties do not report schedulers; an issue-rate probe (independent "
-                     "instructions from 1-8 warps per SM) would show it, and none ran"),
-    Claim("§7.2", "a 32-way divergent branch runs at 1/32 throughput", 1 / 32, "1", 0.0, none, "-",
-          id="7.2.divergence", precision="exact",
-          quote=("a 32-way divergent branch runs at 1/32 throughput",),
-          untestable="no divergence probe in gpuatlas: a kernel whose lanes take 1-32 paths would measure it"),
+    Claim("§7.2", "four warp schedulers per SM", 4, "1", 0.05, quantity("sm.schedulers"),
+          "FFMA issue's plateau over one warp's rate, warps 1..64 per SM at ILP 8 (exec.schedule)",
+          "the plateau over one warp's issue rate is the number of warps issuing at once; a count off four "
+          "means a warp alone does not issue every clock (its ILP too short for the FFMA latency) or the "
+          "plateau is held below issue by another limit", id="7.2.schedulers", precision="exact",
+          quote=("Each SM has four warp schedulers",), figure="warp-scheduling"),
+    Claim("§7.2", "a 32-way divergent branch runs at 1/32 throughput", 1 / 32, "1", 0.1,
+          quantity("divergence.throughput_fraction_32way"),
+          "useful FFMA rate of warps split 32 ways over the unsplit warps' (exec.diverge)",
+          "each of the 32 branches also issues its own loop and branch instructions, which the unsplit warp "
+          "issues once", id="7.2.divergence", precision="exact",
+          quote=("a 32-way divergent branch runs at 1/32 throughput",), figure="divergence"),
     # §7.3
     Claim("§7.3", "30.1 MB of shared memory on the chip", 30.1e6, "B", 0.05 / 30.1,
           lecture_bytes("smem_per_sm_bytes", 1024, per_sm=True), "driver: SMs x shared memory per SM, KiB read "

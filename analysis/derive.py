@@ -6,6 +6,7 @@ import pandas as pd
 from analysis.banks import bank_rows
 from analysis.coalescing import bandwidth_rows
 from analysis.compute import compute_rows
+from analysis.execution import execution_rows
 from analysis.fusion import fusion_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
@@ -31,6 +32,7 @@ FAMILIES = (
     lambda m, device: bandwidth_rows(m, device),
     lambda m, device: littles_rows(m, device),
     lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
+    lambda m, device: execution_rows(m),
 )
 
 #: What forked family workers read: set before they fork, so the measurements are shared, not pickled.

@@ -199,7 +199,41 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                                      "largest message, NVLS off"),
     "nccl.broadcast_busbw_bytes_per_s": ("B/s", "NCCL broadcast bus bandwidth (algbw x 1), largest message, "
                                                 "NVLS off"),
+    "sm.schedulers": ("1", "warp schedulers per SM: FFMA issue's plateau over one warp's rate, with enough ILP "
+                           "that a warp issues whenever its scheduler can"),
+    "sm.issue_per_clk_per_scheduler": ("1/cycle", "warp instructions each scheduler issues per clock (the plateau over "
+                                                  "the schedulers)"),
+    "divergence.throughput_fraction_32way": ("1", "useful FFMA throughput of warps split 32 ways over branches over "
+                                                  "unsplit warps'"),
 }
+#: The instruction table (probes.execution, analysis.execution.OPS): each op's dependent-chain latency and its
+#: full-SM throughput in thread instructions per clock per SM.
+_INST_OPS = ("fadd", "fmul", "ffma", "hadd2", "hmul2", "hfma2", "hfma2_bf16", "dadd", "dmul", "dfma", "iadd3", "imad",
+             "imad_wide", "lop3", "shf", "imnmx", "popc", "flo", "brev", "add64", "mul64", "mufu_ex2", "mufu_lg2",
+             "mufu_rcp", "mufu_rsq", "mufu_sin", "mufu_cos", "mufu_sqrt", "f2f_f32_f16", "f2f_f32_bf16",
+             "f2f_f16_f32", "f2i", "i2f", "shfl_idx", "shfl_up", "shfl_down", "shfl_bfly", "vote", "redux", "match",
+             "lds", "ldg", "sts")
+for _dtype, _shape in (("bf16", "m16n8k16"), ("fp16", "m16n8k16"), ("tf32", "m16n8k8"), ("int8", "m16n8k32"),
+                       ("fp64", "m8n8k4")):
+    QUANTITIES[f"tc.{_dtype}.mma_sync_latency_cycles"] = ("cycles", f"mma.sync {_shape} {_dtype} latency: one "
+                                                                    "warp's dependent accumulator chain")
+for _type in ("i32", "f32", "f64"):
+    QUANTITIES[f"atomic.global.add_{_type}_latency_cycles"] = ("cycles", f"global atom.add.{_type} latency: one "
+                                                                         "thread's chain, each add's operand the "
+                                                                         "previous one's return, one address")
+    for _mode, _what in (("same", "every thread of a full grid on one address"),
+                         ("warp", "one address per warp (32 threads adding to it)"),
+                         ("distinct", "every thread on its own address")):
+        QUANTITIES[f"atomic.global.add_{_type}_ops_per_s_{_mode}"] = ("1/s", f"global red.add.{_type} per second, "
+                                                                             f"{_what}")
+QUANTITIES["sync.syncthreads_cycles_one_warp"] = ("cycles", "one __syncthreads (BAR.SYNC) of a one-warp block")
+QUANTITIES["sync.syncthreads_cycles"] = ("cycles", "one __syncthreads (BAR.SYNC) of the largest block")
+for _op in _INST_OPS:
+    if _op != "sts":
+        QUANTITIES[f"inst.{_op}.latency_cycles"] = ("cycles", f"dependent-chain latency of {_op} (one thread's "
+                                                              "chain, per instruction)")
+    QUANTITIES[f"inst.{_op}.ops_per_clk_sm"] = ("1/cycle", f"{_op} thread instructions per clock per SM, every SM "
+                                                           "full of independent chains")
 
 
 def derived_row(quantity: str, value, low, high, method: str, probe: str, note: str = "") -> dict:

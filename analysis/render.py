@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 
 import pandas as pd
 
-from analysis import claims, figures
+from analysis import claims, execution, figures
 from analysis.compare import display
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
@@ -229,6 +229,17 @@ FIGURES = (
                "Bytes a decode-shaped bf16 GEMM (M x 4096 by 4096 x N, weights past the L2) moves per second "
                "against the batch M, beside the measured HBM read bandwidth.",
                lambda meta, m, d: figures.decode_gemm(m, d)),
+    FigureSpec("instruction-latency-throughput", "exec.inst", "Instruction latency against throughput",
+               "Per unit, each instruction's dependent-chain latency (cycles, one thread's chain) against its "
+               "full-SM throughput (thread instructions per clock per SM), 95% CI bars; STS, with no result to "
+               "chain, is drawn at latency 0.", lambda meta, m, d: execution.latency_throughput_figure(d)),
+    FigureSpec("warp-scheduling", "exec.schedule", "Warp scheduling",
+               "FFMA warp instructions per clock per SM against resident warps per SM, one line per ILP; dotted, "
+               "the plateau as the fitted schedulers times each one's issue rate; dashed, the scheduler count.",
+               lambda meta, m, d: execution.schedule_figure(m, d)),
+    FigureSpec("divergence", "exec.diverge", "Branch divergence",
+               "Useful FFMA throughput of warps split over 2 to 32 branches of one body each, over the unsplit "
+               "warps', beside 1 / ways.", lambda meta, m, d: execution.divergence_figure(m)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
@@ -375,6 +386,9 @@ def _sections(meta, measurements, derived, progress=None):
     sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
                 ("Derived quantities", derived_table(derived)),
                 *claim_sections(derived, device)]
+    inst = execution.inst_table(derived)
+    if not inst.empty:
+        sections.append(("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst))
     sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
                  if spec in FIGURES]
     sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])

@@ -28,7 +28,8 @@ PROFILES = ("quick", "full")
 #: Modules that register probes, in the order a run measures them.
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba", "probes.smem_banks",
                  "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.occupancy",
-                 "probes.compute", "probes.matmul", "probes.fusion", "probes.hopper", "probes.lecture",
+                 "probes.compute", "probes.execution", "probes.matmul", "probes.fusion", "probes.hopper",
+                 "probes.lecture",
                  "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 

@@ -397,6 +397,67 @@ def _dpx(ctx, op, impl):
         Sample("ops_per_clk_sm", DPX_OPS_PER_CLK_SM[(op, impl)], "1/cycle", r, CLOCK_HZ, "cuda_event"))]
 
 
+#: The execution chapter's simulated SM: SCHEDULERS sub-partitions, each issuing one warp instruction a clock
+#: to 32 lanes; an op's latency is its pipeline's depth, and a unit with fewer lanes than 32 per sub-partition
+#: takes 32 / lanes clocks per warp instruction.  (depth, lanes per sub-partition) by the op's name prefix.
+SCHEDULERS, FFMA_DEPTH = 4, 4.0
+PIPES = (("mufu", 23.0, 4), ("d", 8.0, 16), ("shfl", 24.0, 16), ("vote", 12.0, 16), ("redux", 30.0, 16),
+         ("match", 40.0, 8), ("ld", 33.0, 8), ("sts", 0.0, 8), ("f2", 6.0, 16), ("i2f", 6.0, 16),
+         ("", FFMA_DEPTH, 32))
+
+
+def _pipe(op):
+    return next((depth, lanes) for prefix, depth, lanes in PIPES if op.startswith(prefix))
+
+
+def _exec_inst(ctx, op):
+    depth, lanes = _pipe(op)
+    out = [Sample("ops_per_clk_sm", float(SCHEDULERS * lanes), "1/cycle", r, CLOCK_HZ, "cuda_event")
+           for r in range(5)]
+    return out + ([Sample("latency", depth, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)] if depth else [])
+
+
+def _exec_schedule(ctx, resident_warps_per_sm, ilp):
+    """Warp w sits on scheduler w mod SCHEDULERS; a warp issues one FFMA per FFMA_DEPTH clocks per chain."""
+    per_scheduler = np.bincount(np.arange(resident_warps_per_sm) % SCHEDULERS, minlength=SCHEDULERS)
+    ipc = float(sum(min(1.0, n * ilp / FFMA_DEPTH) for n in per_scheduler))
+    return [Sample("warp_ipc_sm", ipc, "1/cycle", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
+def _exec_diverge(ctx, ways):
+    """The branches of a split warp run one after another: each lane's work takes ``ways`` times the issue."""
+    return [Sample("lane_ffma_per_clk_sm", SCHEDULERS * 32.0 / ways, "1/cycle", r, CLOCK_HZ, "clock64")
+            for r in range(5)]
+
+
+#: mma.sync latency of the simulated tensor core: a pipeline of this many clocks per K step of a 16-bit shape.
+MMA_CYCLES_PER_K = 2.0
+MMA_K = {"bf16": 16, "fp16": 16, "tf32": 8, "int8": 32, "fp64": 4}
+
+
+def _exec_mma_latency(ctx, dtype):
+    return [Sample("latency", MMA_CYCLES_PER_K * MMA_K[dtype], "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
+#: Global atomics of the simulated GPU: a round trip to the L2 per dependent atomic; the L2 applies one add
+#: per address per clock and ATOMIC_UNITS adds per clock over distinct addresses.
+ATOMIC_LATENCY, ATOMIC_UNITS = 600.0, 64
+
+
+def _exec_atomics(ctx, dtype, mode):
+    if mode == "latency":
+        return [Sample("latency", ATOMIC_LATENCY, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+    per_clk = {"same": 1.0, "warp": float(ATOMIC_UNITS), "distinct": float(ATOMIC_UNITS)}[mode]
+    return [s for r in range(5) for s in (Sample("ops_per_s", per_clk * CLOCK_HZ, "1/s", r, CLOCK_HZ, "cuda_event"),
+                                           Sample("ops_per_clk", per_clk, "1/cycle", r, CLOCK_HZ, "cuda_event"))]
+
+
+#: A barrier of the simulated SM: a fixed cost plus one clock per warp to collect.
+BARRIER_BASE = 20.0
+
+
+def _exec_sync(ctx, threads):
+    return [Sample("latency", BARRIER_BASE + threads / 32, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
 #: A node of simulated GPUs: NVLinks per GPU at a one-way rate each; copies and kernels reach a fraction of
 #: their sum, a copy of LINK_HALF_BYTES half of its plateau; remote loads cross the link both ways.
 NVLINKS, NVLINK_BYTES_PER_S, NVLINK_VERSION = 18, 25e9, 4
@@ -454,7 +515,10 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
-         "hopper.dpx": _dpx, "link.topology": _topology, "link.memcpy": _memcpy,
+         "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
+         "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
+         "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
+         "link.topology": _topology, "link.memcpy": _memcpy,
          "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives}
 
 
