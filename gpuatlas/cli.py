@@ -130,8 +130,8 @@ def cmd_report(args) -> int:
     for source in sources:  # validate and derive every run before writing anything
         if is_reference(source):
             continue
-        _progress(f"deriving {source}")
         meta, measurements, derived = derived_for(RunDir(Path(source)), parallel=True)
+        _progress(f"derived {len(derived)} quantities of {source}")
         loaded.append((meta, measurements, derived))
         derived_runs[source] = run_label(meta, source, derived)
     table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
