@@ -138,6 +138,18 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "dpx.vimax3_ops_per_clk_sm": ("1/cycle", "__vimax3_s32 operations per clock per SM"),
     "dpx.viaddmax_speedup": ("1", "throughput of DPX max(a + b, c) over its two-instruction emulation"),
     "dpx.viaddmax_latency_speedup": ("1", "latency of the two-instruction emulation over DPX's"),
+    "l1.ways": ("1", "L1 associativity: lines a chain confined to one set (a power-of-two stride of the set span or "
+                     "more) holds before its first miss"),
+    "l1.sets": ("1", "L1 sets: the capacity in lines over the ways (the stride where the lines held stop falling, "
+                     "over the line)"),
+    "l1.set_pattern_departures": ("1", "strides whose lines held before the first L1 miss depart from max(ways, "
+                                       "capacity/stride): nonzero where the set index is hashed"),
+    "l1.replacement_miss_fraction": ("1", "miss fraction of a cyclic walk of ways+1 lines in one L1 set (1 under "
+                                          "LRU or FIFO, far below under random replacement); the verdict in the note"),
+    "l1.capacity_bytes_at_carveout": ("B", "L1 capacity beside the most dynamic shared memory measured; the note "
+                                           "lists the capacity at each shared allocation (the carve-out table)"),
+    "l1.unified_bytes": ("B", "L1 capacity plus the shared memory allocated beside it, the largest over the "
+                              "allocations: a lower bound on the unified L1/shared array"),
 }
 
 

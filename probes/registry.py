@@ -22,7 +22,7 @@ PROFILES = ("quick", "full")
 #: Modules that register probes, in the order a run measures them.
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba", "probes.smem_banks",
                  "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.occupancy",
-                 "probes.compute", "probes.matmul", "probes.fusion", "probes.hopper")
+                 "probes.compute", "probes.matmul", "probes.fusion", "probes.hopper", "probes.geometry")
 KERNEL_DIR = Path(__file__).parent
 
 

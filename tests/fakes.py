@@ -317,6 +317,122 @@ def _dpx(ctx, op, impl):
         Sample("ops_per_clk_sm", DPX_OPS_PER_CLK_SM[(op, impl)], "1/cycle", r, CLOCK_HZ, "cuda_event"))]
 
 
+#: The simulated L1: a unified array of UNIFIED_BYTES holds the shared carve (the allocation plus a reserved
+#: KiB per block, in CARVE_STEP steps) and the L1 the rest, in L1_SETS sets of 128-byte lines indexed by the
+#: address's low bits, replaced LRU.
+UNIFIED_BYTES, CARVE_STEP, L1_SETS = 256 << 10, 8 << 10, 4
+
+
+def l1_bytes_beside(smem_bytes: int) -> int:
+    carve = -(-(smem_bytes + 1024) // CARVE_STEP) * CARVE_STEP
+    return UNIFIED_BYTES - carve
+
+
+class SetCache:
+    """A set-associative cache of known geometry, access by access: ``sets`` sets of ``ways`` lines of
+    ``line`` bytes, replaced ``lru``, ``fifo``, ``plru`` (a binary tree, ways a power of two) or ``random``;
+    with ``hashed`` the set index is XORed with the next bits up of the address (a hashed index)."""
+
+    def __init__(self, sets: int, ways: int, line: int = LINE_BYTES, policy: str = "lru", hashed: bool = False,
+                 seed: int = 0):
+        self.sets_n, self.ways, self.line, self.policy, self.hashed = sets, ways, line, policy, hashed
+        self.tags = [dict() for _ in range(sets)]  # tag -> way
+        self.order = [[] for _ in range(sets)]  # ways by age (lru, fifo)
+        self.tree = [[0] * max(ways - 1, 1) for _ in range(sets)]
+        self.rng = np.random.default_rng(seed)
+
+    def set_of(self, address: int) -> int:
+        block = address // self.line
+        index = block % self.sets_n
+        if self.hashed and self.sets_n > 1:
+            upper = block // self.sets_n
+            while upper:
+                index ^= upper % self.sets_n
+                upper //= self.sets_n
+        return index
+
+    def _touch(self, s: int, way: int) -> None:
+        if self.policy == "plru":
+            node, span = 0, self.ways
+            while span > 1:
+                span //= 2
+                right = (way // span) % 2
+                self.tree[s][node] = 1 - right  # point away from the way just used
+                node = 2 * node + 1 + right
+        elif self.policy == "lru":
+            self.order[s].remove(way)
+            self.order[s].append(way)
+
+    def _victim(self, s: int) -> int:
+        if self.policy == "plru":
+            node, way, span = 0, 0, self.ways
+            while span > 1:
+                span //= 2
+                right = self.tree[s][node]
+                way += right * span
+                node = 2 * node + 1 + right
+            return way
+        if self.policy == "random":
+            return int(self.rng.integers(self.ways))
+        return self.order[s][0]
+
+    def access(self, address: int) -> bool:
+        """True on a hit; a miss fills the line, evicting the policy's victim."""
+        s, tag = self.set_of(address), address // self.line
+        table = self.tags[s]
+        if tag in table:
+            self._touch(s, table[tag])
+            return True
+        if len(table) < self.ways:
+            way = len(table)
+            self.order[s].append(way)
+        else:
+            way = self._victim(s)
+            del table[next(t for t, w in table.items() if w == way)]
+            if self.policy in ("lru", "fifo"):
+                self.order[s].remove(way)
+                self.order[s].append(way)
+        table[tag] = way
+        if self.policy == "plru":
+            self._touch(s, way)
+        return False
+
+
+def cache_walk(make_cache, stride_bytes: int, recorded: int, hit: float = LEVELS["l1"],
+               miss: float = LEVELS["l2"]):
+    """``walk(lines) -> intervals``: a fresh cache, a cyclic walk of that many lines at the stride, two passes
+    warm, then ``recorded`` accesses timed: ``hit`` or ``miss`` cycles plus the recording's cost."""
+    def walk(lines: int) -> np.ndarray:
+        cache = make_cache()
+        for i in range(2 * lines):
+            cache.access((i % lines) * stride_bytes)
+        start = 2 * lines
+        return np.array([(hit if cache.access(((start + k) % lines) * stride_bytes) else miss) + RECORD_COST
+                         for k in range(recorded)])
+
+    return walk
+
+
+def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int):
+    """The same walk on a low-bit-indexed LRU cache, in closed form: a cyclic walk keeps every line of a set
+    holding at most ``ways`` of them and misses every access to a set holding more."""
+    def walk(lines: int) -> np.ndarray:
+        index = (np.arange(lines) * stride_bytes // LINE_BYTES) % sets
+        overfull = np.bincount(index, minlength=sets)[index] > ways
+        visits = (2 * lines + np.arange(recorded)) % lines
+        return np.where(overfull[visits], LEVELS["l2"], LEVELS["l1"]) + RECORD_COST
+
+    return walk
+
+
+def _geometry_l1(ctx, stride_bytes, smem_bytes):
+    from probes.geometry import RECORDED, max_lines, sweep_lines
+
+    ways = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_SETS
+    walk = lru_cyclic_walk(L1_SETS, ways, stride_bytes, RECORDED)
+    return sweep_lines(walk, max_lines(ctx.device, stride_bytes), CLOCK_HZ)
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -329,7 +445,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
-         "hopper.dpx": _dpx}
+         "hopper.dpx": _dpx, "geometry.l1": _geometry_l1}
 
 
 def simulated_probes():

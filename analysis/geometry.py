@@ -1,0 +1,186 @@
+"""L1 geometry from geometry.l1's set-filling chains: lines held at each stride, ways and sets, the
+replacement policy, and the capacity at each shared-memory allocation.
+
+At a stride S (a power of two) a cyclic chain of N lines spreads evenly over sets x line / S sets while S is
+inside one set's span (sets x line) and falls into one set from the span on; so the lines held before the
+first miss are capacity / S for strides inside the span and the ways beyond it.  A cache whose set index
+hashes the upper address bits breaks that: no power-of-two stride puts the chain in one set, and the lines
+held do not follow the pattern.  The analysis tests the pattern before it reports ways and sets.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.quantities import derived_row
+from analysis.stats import usable
+from analysis.units import fmt_bytes
+
+PROBE = "geometry.l1"
+#: A stride's lines held may differ from the pattern by this fraction (and at least one line).
+PATTERN_TOLERANCE = 0.03
+#: A policy model farther than this (RMS of the miss fraction) from the measured curve does not fit.
+POLICY_FIT = 0.15
+
+
+def walks(measurements: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured chain: stride_bytes, smem_bytes, lines, misses, accesses, fraction, missing."""
+    frame = usable(measurements[measurements["probe"] == PROBE])
+    frame = frame[frame["metric"].isin(("lines", "misses", "accesses"))]
+    if frame.empty:
+        return pd.DataFrame(columns=["stride_bytes", "smem_bytes", "lines", "misses", "accesses", "fraction",
+                                     "missing"])
+    table = frame.pivot_table(index=["stride_bytes", "smem_bytes", "repeat"], columns="metric",
+                              values="value", aggfunc="first").reset_index().dropna()
+    table["fraction"] = table["misses"] / table["accesses"]
+    # a chain longer than its sets hold misses at least once per pass; half that (and 2) is not a stray access
+    table["missing"] = table["misses"] >= np.maximum(2.0, table["accesses"] / (2.0 * table["lines"]))
+    return table.sort_values(["stride_bytes", "smem_bytes", "lines"]).reset_index(drop=True)
+
+
+def lines_held(table: pd.DataFrame) -> dict[tuple[int, int], int]:
+    """(stride, smem) -> the most lines a chain held with no miss: one less than the shortest missing chain,
+    when the chain one line shorter was measured and held (else the pair is left out)."""
+    held = {}
+    for (stride, smem), group in table.groupby(["stride_bytes", "smem_bytes"]):
+        missing = group[group["missing"]]
+        if missing.empty:
+            continue
+        first = int(missing["lines"].min())
+        below = group[group["lines"] == first - 1]
+        if first == 2 or (len(below) and not below["missing"].any()):
+            held[(int(stride), int(smem))] = first - 1
+    return held
+
+
+def set_geometry(held: dict[int, int]) -> dict:
+    """Ways, sets and the verdict from lines held per stride (the smallest stride is the line counted in).
+
+    The pattern: held(S) = max(ways, capacity / S), ways = held at the largest stride, capacity = held at the
+    smallest x that stride.  ``periodic`` is False when a stride departs from it, or when the sets would not
+    be a whole number, or when fewer than two strides lie past the span (the flat tail unseen)."""
+    strides = sorted(held)
+    line = strides[0]
+    capacity_lines, ways = held[line], held[strides[-1]]
+    sets = capacity_lines / ways
+    predicted = {s: max(ways, capacity_lines * line / s) for s in strides}
+    off = {s: held[s] - predicted[s] for s in strides
+           if abs(held[s] - predicted[s]) > max(1.0, PATTERN_TOLERANCE * predicted[s])}
+    span = sets * line
+    tail = [s for s in strides if s >= span]
+    periodic = not off and abs(sets - round(sets)) < 1e-9 and len(tail) >= 2
+    evidence = ", ".join(f"{fmt_bytes(s)}: {held[s]}" for s in strides)
+    return {"ways": ways, "sets": round(sets), "line": line, "capacity_bytes": capacity_lines * line,
+            "span": span, "periodic": periodic, "departures": off, "evidence": evidence}
+
+
+# -- replacement policy ------------------------------------------------------------------------------------
+
+def cyclic_miss_fraction(lines: int, ways: int, policy: str, accesses: int, seed: int = 0) -> float:
+    """Miss fraction of a cyclic walk of ``lines`` lines in one ``ways``-way set, after two warm passes, over
+    ``accesses`` recorded accesses: ``lru`` (the line needed next is always the least recently used, so every
+    access misses) or ``random`` (simulated with a seeded victim choice)."""
+    if lines <= ways:
+        return 0.0
+    if policy == "lru":
+        return 1.0
+    rng = np.random.default_rng(seed)
+    owner = np.full(ways, -1)
+    resident: dict[int, int] = {}  # line -> way
+    misses = 0
+    for k in range(2 * lines + accesses):
+        line = k % lines
+        if line in resident:
+            continue
+        way = int(rng.integers(ways)) if len(resident) == ways else len(resident)
+        if owner[way] >= 0:
+            del resident[int(owner[way])]
+        owner[way], resident[line] = line, way
+        misses += k >= 2 * lines
+    return misses / accesses
+
+
+#: A cyclic walk one line too long misses (almost) every access under LRU, FIFO and tree pseudo-LRU alike:
+#: the walk tells that family from random replacement, not its members from each other.
+POLICY_NAMES = {"lru": "LRU-like (LRU, FIFO or tree pseudo-LRU, which a cyclic walk cannot tell apart)",
+                "random": "random"}
+
+
+def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
+    """The policy whose model miss fraction is nearest (RMS) the measured one over chains of ways+1 to
+    2 x ways lines in one set; ``verdict`` is None when no model is within POLICY_FIT."""
+    points = curve[(curve["lines"] > ways) & (curve["lines"] <= 2 * ways + 1)]
+    points = points.groupby("lines", as_index=False)[["fraction", "accesses"]].mean()  # strides pooled
+    distances = {}
+    for policy in POLICY_NAMES:
+        model = [np.mean([cyclic_miss_fraction(int(n), ways, policy, int(a), seed) for seed in range(2)])
+                 for n, a in zip(points["lines"], points["accesses"])]
+        distances[policy] = float(np.sqrt(np.mean((np.array(model) - points["fraction"].to_numpy()) ** 2)))
+    best = min(distances, key=distances.get)
+    return {"verdict": best if distances[best] <= POLICY_FIT else None, "distances": distances,
+            "points": points}
+
+
+# -- derived rows ----------------------------------------------------------------------------------------
+
+def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l1.ways, l1.sets and the replacement verdict from the record-only configs; the capacity beside each
+    shared allocation and the unified array it implies."""
+    if "smem_bytes" not in measurements or not (measurements["probe"] == PROBE).any():
+        return []
+    table = walks(measurements)
+    held = lines_held(table)
+    if not held:
+        return []
+    rows = []
+    smallest = min(smem for _, smem in held)
+    by_stride = {s: n for (s, smem), n in held.items() if smem == smallest}
+    if len(by_stride) >= 3:
+        rows += _set_rows(table[table["smem_bytes"] == smallest], by_stride, smallest)
+    line = min(s for s, _ in held)
+    carve = {smem: n * line for (s, smem), n in sorted(held.items()) if s == line}
+    if carve:
+        listing = "; ".join(f"{fmt_bytes(smem)} shared: {fmt_bytes(c)}" for smem, c in carve.items())
+        most = max(carve)
+        rows.append(derived_row("l1.capacity_bytes_at_carveout", carve[most], carve[most], carve[most],
+                                "lines a cyclic chain at 128 B holds before its first L1 miss (bisection, "
+                                "each access timed), beside the most dynamic shared memory measured",
+                                PROBE, f"L1 capacity at each dynamic shared allocation: {listing}"))
+        unified = {smem: smem + c for smem, c in carve.items()}
+        top = max(unified, key=unified.get)
+        rows.append(derived_row("l1.unified_bytes", unified[top], unified[top], unified[top],
+                                "largest L1 capacity + shared allocation over the allocations measured (the "
+                                "driver rounds each allocation up to a carve-out, so this is a lower bound)",
+                                PROBE, f"at {fmt_bytes(top)} of shared memory allocated"))
+    return rows
+
+
+def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int) -> list[dict]:
+    geo = set_geometry(held)
+    method = (f"lines held before the first L1 miss against the stride (powers of two), with {fmt_bytes(smem)} "
+              f"of shared memory allocated")
+    if not geo["periodic"]:
+        return [derived_row("l1.set_pattern_departures", len(geo["departures"]), len(geo["departures"]),
+                            len(geo["departures"]), method, PROBE,
+                            "no power-of-two stride confines the chain to one set (a hashed set index?): lines "
+                            f"held per stride {geo['evidence']}; held(S) = max(ways, capacity/S) fails at "
+                            + ", ".join(fmt_bytes(s) for s in geo["departures"]))]
+    rows = [derived_row("l1.ways", geo["ways"], geo["ways"], geo["ways"], method, PROBE,
+                        f"lines held per stride {geo['evidence']}; flat from the set span {fmt_bytes(geo['span'])}"),
+            derived_row("l1.sets", geo["sets"], geo["sets"], geo["sets"], method, PROBE,
+                        f"capacity {fmt_bytes(geo['capacity_bytes'])} / ({geo['ways']} ways x "
+                        f"{geo['line']} B)")]
+    tail = table[table["stride_bytes"] >= geo["span"]]
+    policy = classify_policy(tail, geo["ways"])
+    points = policy["points"]
+    if len(points):
+        first = points.iloc[points["lines"].argmin()]
+        verdict = POLICY_NAMES[policy["verdict"]] if policy["verdict"] else "none of the models fits"
+        distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}" for p, d in policy["distances"].items())
+        rows.append(derived_row("l1.replacement_miss_fraction", first["fraction"], first["fraction"],
+                                first["fraction"], f"miss fraction of a cyclic walk of ways+1 lines in one set, "
+                                                   f"at strides of the set span and beyond", PROBE,
+                                f"replacement: {verdict}; measured miss fraction from {int(points['lines'].min())} "
+                                f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."
+                                f"{points['fraction'].max():.2f}; RMS distance to each model: {distances}"))
+    return rows

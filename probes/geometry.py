@@ -1,0 +1,178 @@
+"""L1 geometry by a fine-grained pointer chase (CuPy RawModule, geometry.cu): ways, sets, replacement policy
+and the capacity at each shared-memory allocation (the L1/shared carve-out).
+
+A chain of N lines at a stride of S bytes, walked as a cycle through the L1-caching load, touches
+min(N, sets x line / S) sets evenly when S is a power of two and the set index is the address's low bits.
+N lines spread over k sets all stay resident while N <= k x ways, whatever the replacement policy, and once
+N passes that, every pass must miss at least N - k x ways times.  So the smallest missing N (the onset) is
+capacity / S + 1 for strides inside one set's span and ways + 1 for strides of the span and beyond: the
+ways from where the onset stops falling, the sets from the stride where it does.  How the miss fraction
+grows past the onset at those strides is the replacement policy's signature (LRU and FIFO miss every
+access of a cyclic walk one line too long; random replacement misses a few).
+
+Each access is timed alone (geometry.cu records one clock interval per load), so the probe counts misses
+directly: an interval more than twice the all-hit interval (a one-line chain) is a miss.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from probes.chase import ChainWalker, fill_chain
+from probes.harness import Sample
+from probes.registry import probe
+
+#: Accesses timed per walk (16 bits each in shared memory) and the shared memory that record needs.
+RECORDED = 3072
+RECORD_BYTES = 2 * RECORDED + 8
+#: The smallest stride: one chain element per 128-byte block, the block chase.latency counts capacity in.
+LINE_STRIDE = 128
+#: Points of the miss-fraction curve past the onset, spread up to twice the lines held.
+CURVE_POINTS = 12
+#: An access slower than this multiple of the all-hit interval missed the L1 (an L2 hit costs several times
+#: an L1 hit; the recording's own cost is in both).
+MISS_FACTOR = 2.0
+
+
+def set_strides(device: dict) -> list[int]:
+    """Powers of two from LINE_STRIDE to the first one of at least 4x shared memory per SM: past any L1's
+    capacity, so past any set span, by two octaves."""
+    top = 4 * device["smem_per_sm_bytes"]
+    strides = [LINE_STRIDE]
+    while strides[-1] < top:
+        strides.append(2 * strides[-1])
+    return strides
+
+
+def max_lines(device: dict, stride_bytes: int) -> int:
+    """The longest chain: twice the lines of an L1 as large as all of shared memory, its footprint capped at
+    1/64 of device memory."""
+    return int(max(2, min(2 * device["smem_per_sm_bytes"] // LINE_STRIDE,
+                          device["total_memory_bytes"] // 64 // stride_bytes)))
+
+
+def carveout_allocations(device: dict) -> list[int]:
+    """Dynamic shared memory per block: the record alone, then 1/8..all of the opt-in limit."""
+    top = device.get("smem_per_block_optin_bytes", device["smem_per_block_bytes"])
+    return [RECORD_BYTES] + [max(RECORD_BYTES, top * k // 8 // 1024 * 1024) for k in (1, 2, 4, 6, 8)]
+
+
+def geometry_configs(device: dict, quick: bool = False) -> list[dict]:
+    """Every set stride with the record's shared memory alone; the line stride at each shared allocation."""
+    configs = [{"stride_bytes": s, "smem_bytes": RECORD_BYTES} for s in set_strides(device)]
+    allocations = carveout_allocations(device)[1:]
+    for smem in allocations[::3] if quick else allocations:
+        configs.append({"stride_bytes": LINE_STRIDE, "smem_bytes": smem})
+    return configs
+
+
+def onset(misses, lo: int, hi: int) -> int | None:
+    """The smallest N in (lo, hi] with ``misses(N)``, by bisection (a chain that misses at N misses at every
+    longer N of the same stride: lines only add to their sets); None if even ``hi`` does not miss."""
+    if not misses(hi):
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if misses(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def missed(intervals: np.ndarray, hit_cycles: float) -> np.ndarray:
+    return intervals > MISS_FACTOR * hit_cycles
+
+
+def is_missing(count: int, lines: int, accesses: int) -> bool:
+    """A walk over more lines than its sets hold misses at least once per pass of ``lines`` accesses; half of
+    that (and at least 2) tells it from a stray slow access."""
+    return count >= max(2.0, accesses / (2.0 * lines))
+
+
+def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
+    """Find one stride's onset by bisection over the chain length, then the miss-fraction curve past it.
+
+    ``walk(lines) -> intervals`` walks a cyclic chain of that many lines to its steady state and returns the
+    recorded per-access cycles.  Samples, paired by ``repeat`` (one per chain length measured): ``lines``,
+    ``misses`` and ``accesses``; ``hit_cycles`` (the one-line chain's median interval); and the record of the
+    onset's walk, one ``access`` row per access (repeat = its index)."""
+    hit = float(np.median(walk(1)))
+    counts: dict[int, tuple[int, int]] = {}
+    records: dict[int, np.ndarray] = {}
+
+    def misses(lines: int) -> bool:
+        if lines not in counts:
+            intervals = walk(lines)
+            records[lines] = intervals
+            counts[lines] = (int(missed(intervals, hit).sum()), intervals.size)
+        count, accesses = counts[lines]
+        return is_missing(count, lines, accesses)
+
+    first = onset(misses, 1, n_max)
+    if first is not None:
+        held = first - 1
+        for lines in np.unique(np.linspace(first, max(first + 1, 2 * held), CURVE_POINTS).astype(int)):
+            misses(int(lines))
+    samples = [Sample("hit_cycles", hit, "cycles", 0, hz, "clock")]
+    for k, lines in enumerate(sorted(counts)):
+        count, accesses = counts[lines]
+        samples += [Sample("lines", float(lines), "1", k, hz, "config"),
+                    Sample("misses", float(count), "1", k, hz, "clock"),
+                    Sample("accesses", float(accesses), "1", k, hz, "config")]
+    if first is not None:
+        samples += [Sample("access", float(v), "cycles", i, hz, "clock") for i, v in enumerate(records[first])]
+    return samples
+
+
+@probe("geometry.l1",
+       sweeps={"quick": lambda d: geometry_configs(d, quick=True), "full": geometry_configs},
+       axes={"stride_bytes": "bytes between the chain's lines: powers of two from 128 B to 4x shared memory per "
+                             "SM (the set construction), and 128 B at each shared allocation (the capacity)",
+             "smem_bytes": "dynamic shared memory the walking block allocates: the record alone, then 1/8..all of "
+                           "the opt-in limit (quick: two of them), which moves the L1/shared carve-out"},
+       quantities=("l1.ways", "l1.sets", "l1.replacement_miss_fraction", "l1.capacity_bytes_at_carveout",
+                   "l1.unified_bytes"),
+       kernels=("geometry.cu",))
+def geometry_l1(ctx, stride_bytes: int, smem_bytes: int) -> list[Sample]:
+    """Misses of a cyclic chain of N lines at a fixed stride through the L1, timed access by access, N found
+    by bisection where misses begin and swept past it: ways and sets from how that onset moves with the
+    stride, the policy from the curve, the capacity at each shared-memory allocation."""
+    import cupy
+
+    from probes.cuda import kernel
+
+    if smem_bytes < RECORD_BYTES or stride_bytes % 8:
+        raise ValueError(f"smem_bytes={smem_bytes} must hold the record ({RECORD_BYTES} B) and stride_bytes="
+                         f"{stride_bytes} be a multiple of 8")
+    n_max = max_lines(ctx.device, stride_bytes)
+    words = cupy.zeros(n_max * stride_bytes // 8, dtype=cupy.uint64)
+    base = words.data.ptr
+    record = kernel("geometry.cu", "l1_record")
+    record.preferred_shared_memory_carveout = 0  # as much L1 as the shared allocation leaves
+    if smem_bytes > ctx.device["smem_per_block_bytes"]:
+        record.max_dynamic_shared_size_bytes = smem_bytes
+    intervals = cupy.zeros(RECORDED, dtype=cupy.uint16)
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    clocks: list[float] = []
+
+    def walk(lines: int) -> np.ndarray:
+        order = np.arange(lines, dtype=np.int64)
+        fill_chain(words, cupy.asarray(order), stride_bytes, base)
+        walker = ChainWalker(order, stride_bytes, base, lines * stride_bytes)
+        warm = 2 * lines
+        record((1,), (1,), (np.uint64(walker.start()), np.int64(warm), np.int32(RECORDED), intervals, out),
+               shared_mem=smem_bytes)
+        result = out.get()
+        walker.advance(warm + RECORDED, int(result[2]))
+        clocks.append(float(result[0]) / float(result[1]) * 1e9)
+        return intervals.get().astype(np.float64)
+
+    samples = sweep_lines(walk, n_max)
+    if stride_bytes == LINE_STRIDE and not any(s.metric == "access" for s in samples):
+        raise RuntimeError(f"L1 record: no miss in a chain of {n_max} lines at {stride_bytes} B, "
+                           f"{n_max * stride_bytes} B: more than any L1 beside this shared memory can hold")
+    hz = float(np.median(clocks))
+    flag = ctx.throttle_flag(hz)
+    for s in samples:
+        s.sm_clock_hz, s.flag = hz, flag
+    return samples
