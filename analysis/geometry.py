@@ -24,41 +24,46 @@ POLICY_FIT = 0.15
 
 
 def walks(measurements: pd.DataFrame) -> pd.DataFrame:
-    """One row per measured chain: stride_bytes, smem_bytes, lines, misses, accesses, fraction, missing."""
+    """One row per measured chain: stride_bytes, smem_bytes, placement, lines, misses, accesses, fraction,
+    missing."""
     frame = usable(measurements[measurements["probe"] == PROBE])
     frame = frame[frame["metric"].isin(("lines", "misses", "accesses"))]
     if frame.empty:
-        return pd.DataFrame(columns=["stride_bytes", "smem_bytes", "lines", "misses", "accesses", "fraction",
-                                     "missing"])
-    table = frame.pivot_table(index=["stride_bytes", "smem_bytes", "repeat"], columns="metric",
+        return pd.DataFrame(columns=[*KEYS, "lines", "misses", "accesses", "fraction", "missing"])
+    table = frame.pivot_table(index=[*KEYS, "repeat"], columns="metric",
                               values="value", aggfunc="first").reset_index().dropna()
     table["fraction"] = table["misses"] / table["accesses"]
     # a chain longer than its sets hold misses at least once per pass; half that (and 2) is not a stray access
     table["missing"] = table["misses"] >= np.maximum(2.0, table["accesses"] / (2.0 * table["lines"]))
-    return table.sort_values(["stride_bytes", "smem_bytes", "lines"]).reset_index(drop=True)
+    return table.sort_values([*KEYS, "lines"]).reset_index(drop=True)
 
 
-def lines_held(table: pd.DataFrame) -> dict[tuple[int, int], int]:
-    """(stride, smem) -> the most lines a chain held with no miss: one less than the shortest missing chain,
-    when the chain one line shorter was measured and held (else the pair is left out)."""
+KEYS = ("stride_bytes", "smem_bytes", "placement")
+
+
+def lines_held(table: pd.DataFrame) -> dict[tuple[int, int, str], int]:
+    """(stride, smem, placement) -> the most lines a chain held with no miss: one less than the shortest
+    missing chain, when the chain one line shorter was measured and held (else the config is left out)."""
     held = {}
-    for (stride, smem), group in table.groupby(["stride_bytes", "smem_bytes"]):
+    for (stride, smem, placement), group in table.groupby(list(KEYS)):
         missing = group[group["missing"]]
         if missing.empty:
             continue
         first = int(missing["lines"].min())
         below = group[group["lines"] == first - 1]
         if first == 2 or (len(below) and not below["missing"].any()):
-            held[(int(stride), int(smem))] = first - 1
+            held[(int(stride), int(smem), placement)] = first - 1
     return held
 
 
-def set_geometry(held: dict[int, int]) -> dict:
+def set_geometry(held: dict[int, int], random_held: int | None = None) -> dict:
     """Ways, sets and the verdict from lines held per stride (the smallest stride is the line counted in).
 
     The pattern: held(S) = max(ways, capacity / S), ways = held at the largest stride, capacity = held at the
     smallest x that stride.  ``periodic`` is False when a stride departs from it, or when the sets would not
-    be a whole number, or when fewer than two strides lie past the span (the flat tail unseen)."""
+    be a whole number, or when fewer than two strides lie past the span (the flat tail unseen).  One set
+    (fully associative) is also what a hashed index that spreads every power-of-two stride looks like; it
+    stands only if a chain of lines at random places (``random_held``) holds the whole capacity too."""
     strides = sorted(held)
     line = strides[0]
     capacity_lines, ways = held[line], held[strides[-1]]
@@ -68,8 +73,13 @@ def set_geometry(held: dict[int, int]) -> dict:
            if abs(held[s] - predicted[s]) > max(1.0, PATTERN_TOLERANCE * predicted[s])}
     span = sets * line
     tail = [s for s in strides if s >= span]
+    if round(sets) == 1 and random_held is not None and \
+            capacity_lines - random_held > max(1.0, PATTERN_TOLERANCE * capacity_lines):
+        off["random"] = random_held - capacity_lines
     periodic = not off and abs(sets - round(sets)) < 1e-9 and len(tail) >= 2
     evidence = ", ".join(f"{fmt_bytes(s)}: {held[s]}" for s in strides)
+    if random_held is not None:
+        evidence += f"; at random places: {random_held}"
     return {"ways": ways, "sets": round(sets), "line": line, "capacity_bytes": capacity_lines * line,
             "span": span, "periodic": periodic, "departures": off, "evidence": evidence}
 
@@ -126,19 +136,21 @@ def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
     """l1.ways, l1.sets and the replacement verdict from the record-only configs; the capacity beside each
     shared allocation and the unified array it implies."""
-    if "smem_bytes" not in measurements or not (measurements["probe"] == PROBE).any():
+    if "placement" not in measurements or not (measurements["probe"] == PROBE).any():
         return []
     table = walks(measurements)
     held = lines_held(table)
     if not held:
         return []
     rows = []
-    smallest = min(smem for _, smem in held)
-    by_stride = {s: n for (s, smem), n in held.items() if smem == smallest}
+    smallest = min(smem for _, smem, _ in held)
+    by_stride = {s: n for (s, smem, place), n in held.items() if smem == smallest and place == "stride"}
+    random_held = held.get((min(by_stride, default=0), smallest, "random"))
     if len(by_stride) >= 3:
-        rows += _set_rows(table[table["smem_bytes"] == smallest], by_stride, smallest)
-    line = min(s for s, _ in held)
-    carve = {smem: n * line for (s, smem), n in sorted(held.items()) if s == line}
+        strided = table[(table["smem_bytes"] == smallest) & (table["placement"] == "stride")]
+        rows += _set_rows(strided, by_stride, smallest, random_held)
+    line = min(s for s, _, _ in held)
+    carve = {smem: n * line for (s, smem, place), n in sorted(held.items()) if s == line and place == "stride"}
     if carve:
         listing = "; ".join(f"{fmt_bytes(smem)} shared: {fmt_bytes(c)}" for smem, c in carve.items())
         most = max(carve)
@@ -155,8 +167,8 @@ def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int) -> list[dict]:
-    geo = set_geometry(held)
+def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held: int | None) -> list[dict]:
+    geo = set_geometry(held, random_held)
     method = (f"lines held before the first L1 miss against the stride (powers of two), with {fmt_bytes(smem)} "
               f"of shared memory allocated")
     if not geo["periodic"]:
@@ -164,7 +176,7 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int) -> list[dict
                             len(geo["departures"]), method, PROBE,
                             "no power-of-two stride confines the chain to one set (a hashed set index?): lines "
                             f"held per stride {geo['evidence']}; held(S) = max(ways, capacity/S) fails at "
-                            + ", ".join(fmt_bytes(s) for s in geo["departures"]))]
+                            + ", ".join(s if isinstance(s, str) else fmt_bytes(s) for s in geo["departures"]))]
     rows = [derived_row("l1.ways", geo["ways"], geo["ways"], geo["ways"], method, PROBE,
                         f"lines held per stride {geo['evidence']}; flat from the set span {fmt_bytes(geo['span'])}"),
             derived_row("l1.sets", geo["sets"], geo["sets"], geo["sets"], method, PROBE,

@@ -57,12 +57,30 @@ def carveout_allocations(device: dict) -> list[int]:
 
 
 def geometry_configs(device: dict, quick: bool = False) -> list[dict]:
-    """Every set stride with the record's shared memory alone; the line stride at each shared allocation."""
-    configs = [{"stride_bytes": s, "smem_bytes": RECORD_BYTES} for s in set_strides(device)]
+    """Every set stride with the record's shared memory alone, and lines at random places; the line stride at
+    each shared allocation."""
+    configs = [{"stride_bytes": s, "smem_bytes": RECORD_BYTES, "placement": "stride"} for s in set_strides(device)]
+    configs.append({"stride_bytes": LINE_STRIDE, "smem_bytes": RECORD_BYTES, "placement": "random"})
     allocations = carveout_allocations(device)[1:]
     for smem in allocations[::3] if quick else allocations:
-        configs.append({"stride_bytes": LINE_STRIDE, "smem_bytes": smem})
+        configs.append({"stride_bytes": LINE_STRIDE, "smem_bytes": smem, "placement": "stride"})
     return configs
+
+
+#: Random placement draws a chain's lines from this many times as many blocks as the longest chain has.
+RANDOM_SPREAD = 64
+
+
+def chain_blocks(placement: str, n_max: int, rng: np.random.Generator) -> np.ndarray:
+    """The blocks (multiples of the stride) of the longest chain in the order walked; a chain of N lines is
+    the first N.  ``stride``: blocks 0, 1, 2, ...; ``random``: distinct blocks drawn at random from
+    RANDOM_SPREAD x n_max.  A fully associative cache holds as many random lines as strided ones; a
+    set-associative one, its index hashed or not, overfills some set first."""
+    if placement == "stride":
+        return np.arange(n_max, dtype=np.int64)
+    if placement == "random":
+        return rng.choice(RANDOM_SPREAD * n_max, n_max, replace=False).astype(np.int64)
+    raise ValueError(f"unknown placement {placement!r}: stride or random")
 
 
 def onset(misses, lo: int, hi: int) -> int | None:
@@ -128,12 +146,14 @@ def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
        sweeps={"quick": lambda d: geometry_configs(d, quick=True), "full": geometry_configs},
        axes={"stride_bytes": "bytes between the chain's lines: powers of two from 128 B to 4x shared memory per "
                              "SM (the set construction), and 128 B at each shared allocation (the capacity)",
+             "placement": "stride (block i at i x stride) or random (distinct 128-B blocks drawn at random "
+                          "from 64x the span of the longest chain)",
              "smem_bytes": "dynamic shared memory the walking block allocates: the record alone, then 1/8..all of "
                            "the opt-in limit (quick: two of them), which moves the L1/shared carve-out"},
        quantities=("l1.ways", "l1.sets", "l1.replacement_miss_fraction", "l1.capacity_bytes_at_carveout",
                    "l1.unified_bytes"),
        kernels=("geometry.cu",))
-def geometry_l1(ctx, stride_bytes: int, smem_bytes: int) -> list[Sample]:
+def geometry_l1(ctx, stride_bytes: int, smem_bytes: int, placement: str) -> list[Sample]:
     """Misses of a cyclic chain of N lines at a fixed stride through the L1, timed access by access, N found
     by bisection where misses begin and swept past it: ways and sets from how that onset moves with the
     stride, the policy from the curve, the capacity at each shared-memory allocation."""
@@ -145,7 +165,8 @@ def geometry_l1(ctx, stride_bytes: int, smem_bytes: int) -> list[Sample]:
         raise ValueError(f"smem_bytes={smem_bytes} must hold the record ({RECORD_BYTES} B) and stride_bytes="
                          f"{stride_bytes} be a multiple of 8")
     n_max = max_lines(ctx.device, stride_bytes)
-    words = cupy.zeros(n_max * stride_bytes // 8, dtype=cupy.uint64)
+    blocks = chain_blocks(placement, n_max, ctx.rng(stride_bytes, smem_bytes))
+    words = cupy.zeros((int(blocks.max()) + 1) * stride_bytes // 8, dtype=cupy.uint64)
     base = words.data.ptr
     record = kernel("geometry.cu", "l1_record")
     record.preferred_shared_memory_carveout = 0  # as much L1 as the shared allocation leaves
@@ -156,7 +177,7 @@ def geometry_l1(ctx, stride_bytes: int, smem_bytes: int) -> list[Sample]:
     clocks: list[float] = []
 
     def walk(lines: int) -> np.ndarray:
-        order = np.arange(lines, dtype=np.int64)
+        order = blocks[:lines]
         fill_chain(words, cupy.asarray(order), stride_bytes, base)
         walker = ChainWalker(order, stride_bytes, base, lines * stride_bytes)
         warm = 2 * lines

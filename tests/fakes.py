@@ -398,26 +398,28 @@ class SetCache:
         return False
 
 
-def cache_walk(make_cache, stride_bytes: int, recorded: int, hit: float = LEVELS["l1"],
+def cache_walk(make_cache, stride_bytes: int, recorded: int, blocks=None, hit: float = LEVELS["l1"],
                miss: float = LEVELS["l2"]):
-    """``walk(lines) -> intervals``: a fresh cache, a cyclic walk of that many lines at the stride, two passes
-    warm, then ``recorded`` accesses timed: ``hit`` or ``miss`` cycles plus the recording's cost."""
+    """``walk(lines) -> intervals``: a fresh cache, a cyclic walk of that many lines (``blocks[:lines]`` x the
+    stride; no ``blocks``: 0, 1, 2, ...), two passes warm, then ``recorded`` accesses timed: ``hit`` or
+    ``miss`` cycles plus the recording's cost."""
     def walk(lines: int) -> np.ndarray:
+        at = (np.arange(lines) if blocks is None else blocks[:lines]) * stride_bytes
         cache = make_cache()
         for i in range(2 * lines):
-            cache.access((i % lines) * stride_bytes)
+            cache.access(int(at[i % lines]))
         start = 2 * lines
-        return np.array([(hit if cache.access(((start + k) % lines) * stride_bytes) else miss) + RECORD_COST
+        return np.array([(hit if cache.access(int(at[(start + k) % lines])) else miss) + RECORD_COST
                          for k in range(recorded)])
 
     return walk
 
 
-def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int):
+def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, blocks: np.ndarray):
     """The same walk on a low-bit-indexed LRU cache, in closed form: a cyclic walk keeps every line of a set
     holding at most ``ways`` of them and misses every access to a set holding more."""
     def walk(lines: int) -> np.ndarray:
-        index = (np.arange(lines) * stride_bytes // LINE_BYTES) % sets
+        index = (blocks[:lines] * stride_bytes // LINE_BYTES) % sets
         overfull = np.bincount(index, minlength=sets)[index] > ways
         visits = (2 * lines + np.arange(recorded)) % lines
         return np.where(overfull[visits], LEVELS["l2"], LEVELS["l1"]) + RECORD_COST
@@ -425,12 +427,13 @@ def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int):
     return walk
 
 
-def _geometry_l1(ctx, stride_bytes, smem_bytes):
-    from probes.geometry import RECORDED, max_lines, sweep_lines
+def _geometry_l1(ctx, stride_bytes, smem_bytes, placement):
+    from probes.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
 
     ways = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_SETS
-    walk = lru_cyclic_walk(L1_SETS, ways, stride_bytes, RECORDED)
-    return sweep_lines(walk, max_lines(ctx.device, stride_bytes), CLOCK_HZ)
+    n_max = max_lines(ctx.device, stride_bytes)
+    blocks = chain_blocks(placement, n_max, np.random.default_rng([stride_bytes, smem_bytes]))
+    return sweep_lines(lru_cyclic_walk(L1_SETS, ways, stride_bytes, RECORDED, blocks), n_max, CLOCK_HZ)
 
 
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,

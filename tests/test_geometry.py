@@ -1,0 +1,175 @@
+"""The L1 geometry chapter on caches of known geometry: the kernel's instructions, the probe's search, set
+construction (plain and hashed set index), the replacement verdict and the derived rows."""
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.geometry import classify_policy, geometry_rows, lines_held, set_geometry, walks
+from probes.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset, set_strides,
+                             sweep_lines)
+from tests import fakes
+from tests.fakes import SetCache, cache_walk
+
+LINE = fakes.LINE_BYTES
+
+
+def frame(results: dict) -> pd.DataFrame:
+    """Measurements rows from {(stride, smem, placement): samples}."""
+    return pd.DataFrame([{"probe": "geometry.l1", "metric": s.metric, "value": s.value, "repeat": s.repeat,
+                          "flag": s.flag, "stride_bytes": stride, "smem_bytes": smem, "placement": placement}
+                         for (stride, smem, placement), samples in results.items() for s in samples])
+
+
+def measure(make_cache, strides, n_max=160, recorded=256, smem=RECORD_BYTES) -> pd.DataFrame:
+    """The probe's search on a simulated cache at each stride, and once with lines at random places."""
+    results = {(s, smem, "stride"): sweep_lines(cache_walk(make_cache, s, recorded), n_max) for s in strides}
+    blocks = chain_blocks("random", n_max, np.random.default_rng(1))
+    results[(LINE, smem, "random")] = sweep_lines(cache_walk(make_cache, LINE, recorded, blocks), n_max)
+    return frame(results)
+
+
+STRIDES = [LINE * 2**k for k in range(9)]
+
+
+def held_by_stride(measurements):
+    """({stride: lines held}, lines held at random places)."""
+    held = lines_held(walks(measurements))
+    return ({s: n for (s, _, place), n in held.items() if place == "stride"},
+            next(n for (_, _, place), n in held.items() if place == "random"))
+
+
+# -- the kernel -------------------------------------------------------------------------------------------
+
+def record_loop(kernel_name: str, filename: str) -> list[str]:
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin(filename)[0])[kernel_name]
+    lines = [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in code.splitlines()
+             if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    clocks = [i for i, l in enumerate(lines) if "SR_CLOCKLO" in l]
+    return lines[clocks[0]:clocks[-1] + 1]
+
+
+def assert_timed_l1_loads(region: list[str]) -> None:
+    """Each load is the L1-caching LDG.E.64 (no .STRONG: not L2-only), its address the previous load's value,
+    and between two loads an STS of the loaded register and then a clock read (one interval per access)."""
+    loads = [(i, m.groups()) for i, l in enumerate(region)
+             if (m := re.search(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]", l))]
+    assert len(loads) >= 32
+    assert {op for _, (op, _, _) in loads} == {"LDG.E.64"}
+    for (i, (_, dest, _)), (j, (_, _, addr)) in zip(loads, loads[1:]):
+        assert addr == dest
+        between = region[i + 1:j]
+        sts = [k for k, l in enumerate(between) if re.search(rf"STS \[R\d+\], {dest}$", l)]
+        clock = [k for k, l in enumerate(between) if "SR_CLOCKLO" in l]
+        assert sts and clock and sts[0] < clock[0], between
+
+
+def test_the_record_kernel_times_each_l1_caching_load():
+    assert_timed_l1_loads(record_loop("l1_record", "geometry.cu"))
+
+
+def test_the_l2_only_record_kernel_is_not_an_l1_probe():
+    """Negative control: chase.cu's L2-only recorder has the same shape but STRONG (L1-bypassing) loads."""
+    with pytest.raises(AssertionError):
+        assert_timed_l1_loads(record_loop("chase_cg_record", "chase.cu"))
+
+
+# -- the probe's search -----------------------------------------------------------------------------------
+
+def test_onset_bisection_finds_the_first_missing_length():
+    calls = []
+
+    def misses(n):
+        calls.append(n)
+        return n > 37
+
+    assert onset(misses, 1, 4000) == 38
+    assert len(calls) <= 14
+    assert onset(lambda n: False, 1, 4000) is None
+
+
+def test_sweeps_come_from_the_device():
+    small = dict(fakes.DEVICE)
+    big = {**small, "smem_per_sm_bytes": 2 * small["smem_per_sm_bytes"],
+           "smem_per_block_optin_bytes": 2 * small["smem_per_block_optin_bytes"]}
+    assert len(set_strides(big)) == len(set_strides(small)) + 1
+    assert set_strides(small)[-1] >= 4 * small["smem_per_sm_bytes"] > set_strides(small)[-2]
+    assert max(carveout_allocations(big)) == 2 * max(carveout_allocations(small))
+    assert len(geometry_configs(small, quick=True)) < len(geometry_configs(small))
+
+
+# -- set construction -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sets, ways", [(8, 4), (2, 12), (1, 16)])
+def test_ways_and_sets_of_a_plain_cache(sets, ways):
+    geo = set_geometry(*held_by_stride(measure(lambda: SetCache(sets, ways), STRIDES)))
+    assert geo["periodic"], geo
+    assert (geo["ways"], geo["sets"], geo["capacity_bytes"]) == (ways, sets, sets * ways * LINE)
+
+
+def test_a_hashed_set_index_is_reported_not_measured():
+    """Negative control: the same cache with its set index XOR-hashed holds capacity-many lines at every
+    stride; the pattern test rejects it instead of reporting its 4 ways."""
+    held, random_held = held_by_stride(measure(lambda: SetCache(8, 4, hashed=True), STRIDES))
+    assert set(held.values()) == {32}, "every power-of-two stride spreads over all 8 sets"
+    geo = set_geometry(held, random_held)
+    assert not geo["periodic"] and "random" in geo["departures"]
+    assert set_geometry(held)["periodic"], "without the random chain it would pass as fully associative"
+
+
+def test_a_sweep_that_stops_before_the_span_is_not_periodic():
+    """Negative control: strides that never reach the set span show no flat tail to read the ways from."""
+    assert not set_geometry(*held_by_stride(measure(lambda: SetCache(16, 4), STRIDES[:4])))["periodic"]
+
+
+# -- replacement ------------------------------------------------------------------------------------------
+
+def policy_of(policy, ways=8):
+    m = measure(lambda: SetCache(4, ways, policy=policy, seed=3), STRIDES[3:], n_max=64, recorded=512)
+    return classify_policy(walks(m), ways)
+
+
+@pytest.mark.parametrize("policy, verdict", [("lru", "lru"), ("fifo", "lru"), ("plru", "lru"),
+                                             ("random", "random")])
+def test_replacement_verdict(policy, verdict):
+    assert policy_of(policy)["verdict"] == verdict
+
+
+def test_a_curve_no_model_explains_gets_no_verdict():
+    """Negative control: a set that misses half of every walk past its ways is neither family."""
+    curve = pd.DataFrame({"lines": np.arange(9, 17), "fraction": 0.5, "accesses": 512})
+    assert classify_policy(curve, 8)["verdict"] is None
+
+
+# -- derived rows -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def simulated():
+    class Ctx:
+        device = fakes.DEVICE
+
+    return frame({(c["stride_bytes"], c["smem_bytes"], c["placement"]): fakes._geometry_l1(Ctx, **c)
+                  for c in geometry_configs(fakes.DEVICE)})
+
+
+def test_rows_recover_the_simulated_l1(simulated):
+    rows = {r["quantity"]: r for r in geometry_rows(simulated)}
+    lines = fakes.l1_bytes_beside(RECORD_BYTES) // LINE
+    assert rows["l1.sets"]["value"] == fakes.L1_SETS
+    assert rows["l1.ways"]["value"] == lines // fakes.L1_SETS
+    assert rows["l1.ways"]["value"] * rows["l1.sets"]["value"] * LINE == fakes.l1_bytes_beside(RECORD_BYTES)
+    assert rows["l1.replacement_miss_fraction"]["value"] == 1.0
+    assert "LRU-like" in rows["l1.replacement_miss_fraction"]["note"]
+    most = max(carveout_allocations(fakes.DEVICE))
+    assert rows["l1.capacity_bytes_at_carveout"]["value"] == fakes.l1_bytes_beside(most)
+    assert rows["l1.unified_bytes"]["value"] <= fakes.UNIFIED_BYTES < rows["l1.unified_bytes"]["value"] + \
+        fakes.CARVE_STEP + 1024
+
+
+def test_flagged_samples_give_no_rows(simulated):
+    """Negative control: throttled walks are left out, so nothing is derived from them."""
+    assert geometry_rows(simulated.assign(flag="throttled")) == []
+    assert geometry_rows(simulated.assign(probe="chase.latency")) == []
