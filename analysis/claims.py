@@ -184,6 +184,12 @@ CLAIMS = (
     Claim("Numbers worth memorizing; §7.10", "fused softmax: 5 passes become 2, 2.5x faster", 2.5, "1", 0.2,
           quantity("fusion.softmax_speedup"), "fused Triton softmax over three unfused kernels, 4096^2 bf16",
           "#8"),
+    Claim("§7.3", "shared memory is the same physical SRAM array as the L1, carved up by configuration: each "
+          "byte given to shared memory is a byte the L1 loses", 1, "1", 0.1, quantity("l1.shared_trade_ratio"),
+          "L1 capacity measured beside a block holding from the record's few KiB to all of its opt-in shared memory: "
+          "L1 bytes lost per shared byte allocated", "#20",
+          "the driver gives shared memory in carve-out steps (and reserves some per block), so an allocation "
+          "takes the next step up from the L1; l1.unified_bytes is the largest L1 + shared sum measured"),
 )
 
 

@@ -164,6 +164,14 @@ def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
                                 "largest L1 capacity + shared allocation over the allocations measured (the "
                                 "driver rounds each allocation up to a carve-out, so this is a lower bound)",
                                 PROBE, f"at {fmt_bytes(top)} of shared memory allocated"))
+    if len(carve) >= 2:
+        least, most = min(carve), max(carve)
+        trade = (carve[least] - carve[most]) / (most - least)
+        rows.append(derived_row("l1.shared_trade_ratio", trade, trade, trade,
+                                "L1 capacity lost over the shared memory allocated between the smallest and the "
+                                "largest allocation measured", PROBE,
+                                f"{fmt_bytes(carve[least])} of L1 beside {fmt_bytes(least)} of shared memory, "
+                                f"{fmt_bytes(carve[most])} beside {fmt_bytes(most)}"))
     return rows
 
 

@@ -148,6 +148,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                           "LRU or FIFO, far below under random replacement); the verdict in the note"),
     "l1.capacity_bytes_at_carveout": ("B", "L1 capacity beside the most dynamic shared memory measured; the note "
                                            "lists the capacity at each shared allocation (the carve-out table)"),
+    "l1.shared_trade_ratio": ("1", "L1 capacity lost per byte of shared memory allocated (1 when the two are one "
+                                   "array carved up by configuration)"),
     "l1.unified_bytes": ("B", "L1 capacity plus the shared memory allocated beside it, the largest over the "
                               "allocations: a lower bound on the unified L1/shared array"),
 }

@@ -214,6 +214,17 @@ FIGURES = (
     FigureSpec("fused-softmax", "fusion.softmax", "Fused softmax",
                "Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel.",
                lambda meta, m, d: figures.fusion(m)),
+    FigureSpec("l1-sets", "geometry.l1", "L1 ways, sets and replacement",
+               "Left: lines a cyclic chain holds before its first L1 miss against the power-of-two stride between "
+               "its lines (each access timed alone), with the pattern max(ways, capacity / stride) of the derived "
+               "ways and sets, and the lines held at random places (fewer than the capacity unless the L1 is fully "
+               "associative). Right: the miss fraction past the ways at strides that fill one set, against the "
+               "LRU-like and random replacement models.",
+               lambda meta, m, d: _geometry_figures().l1_sets(m, d)),
+    FigureSpec("l1-carveout", "geometry.l1", "L1/shared carve-out",
+               "L1 capacity (lines a 128-B-strided chain holds before its first miss) against the dynamic shared "
+               "memory the walking block allocates, and their sum: what the unified L1/shared array gives the L1 "
+               "at each allocation.", lambda meta, m, d: _geometry_figures().l1_carveout(m, d)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
@@ -246,6 +257,12 @@ def _telemetry():
     from analysis import telemetry
 
     return telemetry
+
+
+def _geometry_figures():
+    from analysis import geometry_figures
+
+    return geometry_figures
 
 
 def _figure_specs(measurements) -> tuple:

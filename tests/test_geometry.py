@@ -173,3 +173,43 @@ def test_flagged_samples_give_no_rows(simulated):
     """Negative control: throttled walks are left out, so nothing is derived from them."""
     assert geometry_rows(simulated.assign(flag="throttled")) == []
     assert geometry_rows(simulated.assign(probe="chase.latency")) == []
+
+
+def test_the_carveout_trades_l1_for_shared(simulated):
+    """The simulated L1 loses what the shared carve takes (up to one carve-out step of rounding); negative
+    control: an L1 that kept its size beside any allocation trades nothing and fails the lecture's claim."""
+    from analysis.claims import judge
+
+    allocations = carveout_allocations(fakes.DEVICE)
+    step = fakes.CARVE_STEP / (max(allocations) - min(allocations))
+    rows = {r["quantity"]: r for r in geometry_rows(simulated)}
+    assert abs(rows["l1.shared_trade_ratio"]["value"] - 1) <= step
+    smallest = simulated[(simulated["stride_bytes"] == LINE) & (simulated["smem_bytes"] == allocations[0])
+                         & (simulated["placement"] == "stride")]
+    others = simulated[(simulated["stride_bytes"] != LINE) | (simulated["smem_bytes"] == allocations[0])]
+    fixed = pd.concat([others] + [smallest.assign(smem_bytes=smem) for smem in allocations[1:]])
+    kept = {r["quantity"]: r for r in geometry_rows(fixed)}
+    assert kept["l1.shared_trade_ratio"]["value"] == 0
+    verdicts = {}
+    for derived in (rows, kept):
+        table = pd.DataFrame(list(derived.values()))
+        judged = judge(table, fakes.DEVICE)
+        verdicts[len(verdicts)] = judged.loc[judged["claim"].str.startswith("shared memory is the same"),
+                                             "verdict"].item()
+    assert verdicts == {0: "holds", 1: "deviates"}
+
+
+def test_figures_draw_the_simulated_l1(simulated):
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+
+    derived = pd.DataFrame(geometry_rows(simulated))
+    ax = geometry_figures.l1_sets(simulated, derived)
+    left_lines = ax.get_lines()
+    assert len(left_lines) == 3  # measured, random placement, the fitted pattern
+    assert geometry_figures.l1_carveout(simulated, derived) is not None
+    plt.close("all")
+    empty = simulated.iloc[:0]
+    assert geometry_figures.l1_sets(empty, derived) is None
+    assert geometry_figures.l1_carveout(empty, derived) is None

@@ -1,0 +1,92 @@
+"""Figures of the L1 geometry chapter (geometry.l1): set construction, replacement and the carve-out."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from analysis.geometry import cyclic_miss_fraction, lines_held, walks  # noqa: E402
+from analysis.units import fmt_bytes  # noqa: E402
+
+
+def _bytes_axis(axis):
+    axis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+
+
+def _value(derived: pd.DataFrame, quantity: str):
+    row = derived[derived["quantity"] == quantity]
+    return None if row.empty else float(row["value"].iat[0])
+
+
+def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """Left: lines a chain holds before its first L1 miss against the stride, with the set-associative
+    pattern max(ways, capacity / stride) where derived.  Right: miss fraction past the ways at the strides
+    that fill one set, against the LRU-like and random models."""
+    table = walks(measurements)
+    held = lines_held(table)
+    if not held:
+        return None
+    smallest = min(smem for _, smem, _ in held)
+    strided = {s: n for (s, smem, place), n in held.items() if smem == smallest and place == "stride"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    strides = np.array(sorted(strided))
+    left.plot(strides, [strided[s] for s in strides], "o-", label="measured (strided lines)")
+    random_held = held.get((int(strides[0]), smallest, "random"))
+    if random_held is not None:
+        left.axhline(random_held, color="tab:red", ls=":", label="lines at random places")
+    ways, sets = _value(derived, "l1.ways"), _value(derived, "l1.sets")
+    if ways and sets:
+        left.plot(strides, np.maximum(ways, ways * sets * strides[0] / strides), "k--", lw=0.8,
+                  label=f"max(ways, capacity / stride): {ways:.0f} ways x {sets:.0f} sets")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log", base=2)
+    _bytes_axis(left.xaxis)
+    left.set_xlabel("stride between the chain's lines")
+    left.set_ylabel("lines held before the first miss")
+    left.set_title(f"L1 set construction ({fmt_bytes(smallest)} shared allocated)")
+    left.legend(fontsize=7, frameon=False)
+    if ways and sets:
+        tail = table[(table["smem_bytes"] == smallest) & (table["placement"] == "stride")
+                     & (table["stride_bytes"] >= sets * strides[0]) & (table["lines"] <= 2 * ways + 1)]
+        points = tail.groupby("lines", as_index=False)[["fraction", "accesses"]].mean()
+        right.plot(points["lines"] / ways, points["fraction"], "o", label="measured (strides pooled)")
+        for policy, style in (("lru", "k--"), ("random", "k:")):
+            model = [cyclic_miss_fraction(int(n), int(ways), policy, int(a)) for n, a in
+                     zip(points["lines"], points["accesses"])]
+            right.plot(points["lines"] / ways, model, style, lw=0.8,
+                       label="LRU, FIFO, tree pseudo-LRU" if policy == "lru" else "random replacement")
+        right.set_xlabel("lines in one set / ways")
+        right.set_ylabel("miss fraction of the cyclic walk")
+        right.set_title("Replacement: misses past the ways")
+        right.legend(fontsize=7, frameon=False)
+    else:
+        right.set_axis_off()
+        right.set_title("no set pattern: ways not derived")
+    return left
+
+
+def l1_carveout(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """L1 capacity against the dynamic shared memory a co-resident block allocates, and their sum."""
+    held = lines_held(walks(measurements))
+    line = min((s for s, _, _ in held), default=None)
+    carve = {smem: n * line for (s, smem, place), n in sorted(held.items()) if s == line and place == "stride"}
+    if len(carve) < 2:
+        return None
+    ax = plt.figure(figsize=(7, 4)).gca()
+    smem = np.array(sorted(carve))
+    l1 = np.array([carve[s] for s in smem])
+    ax.plot(smem, l1, "o-", label="L1 capacity (lines held x 128 B)")
+    ax.plot(smem, l1 + smem, "s--", label="L1 capacity + shared allocated")
+    _bytes_axis(ax.xaxis)
+    _bytes_axis(ax.yaxis)
+    ax.set_ylim(0, None)
+    ax.set_xlabel("dynamic shared memory allocated by the walking block")
+    ax.set_ylabel("bytes")
+    ax.set_title("L1/shared carve-out")
+    ax.legend(fontsize=7, frameon=False)
+    return ax
+
