@@ -19,6 +19,8 @@ from analysis.units import fmt_bytes
 PROBE = "geometry.l1"
 #: A stride's lines held may differ from the pattern by this fraction (and at least one line).
 PATTERN_TOLERANCE = 0.03
+#: The probe's miss threshold: an access slower than this multiple of the all-hit interval missed the L1.
+MISS_FACTOR = 2.0
 #: A policy model farther than this (RMS of the miss fraction) from the measured curve does not fit.
 POLICY_FIT = 0.15
 

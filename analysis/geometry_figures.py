@@ -9,7 +9,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.geometry import cyclic_miss_fraction, lines_held, walks  # noqa: E402
+from analysis.geometry import MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, walks  # noqa: E402
+from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes  # noqa: E402
 
 
@@ -24,15 +25,16 @@ def _value(derived: pd.DataFrame, quantity: str):
 
 def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     """Left: lines a chain holds before its first L1 miss against the stride, with the set-associative
-    pattern max(ways, capacity / stride) where derived.  Right: miss fraction past the ways at the strides
-    that fill one set, against the LRU-like and random models."""
+    pattern max(ways, capacity / stride) where derived.  Middle: miss fraction past the ways at the strides
+    that fill one set, against the LRU-like and random models.  Right: every access of the first missing
+    walks, timed alone, with the miss threshold (twice the all-hit interval): hits and misses apart."""
     table = walks(measurements)
     held = lines_held(table)
     if not held:
         return None
     smallest = min(smem for _, smem, _ in held)
     strided = {s: n for (s, smem, place), n in held.items() if smem == smallest and place == "stride"}
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right, spread) = plt.subplots(1, 3, figsize=(14, 4))
     strides = np.array(sorted(strided))
     left.plot(strides, [strided[s] for s in strides], "o-", label="measured (strided lines)")
     random_held = held.get((int(strides[0]), smallest, "random"))
@@ -66,6 +68,17 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     else:
         right.set_axis_off()
         right.set_title("no set pattern: ways not derived")
+    frame = usable(measurements[measurements["probe"] == PROBE])
+    accesses = frame.loc[frame["metric"] == "access", "value"]
+    hit = frame.loc[frame["metric"] == "hit_cycles", "value"]
+    spread.hist(accesses, bins=np.geomspace(max(1.0, accesses.min()), accesses.max() + 1, 60), color="tab:blue")
+    spread.axvline(MISS_FACTOR * hit.median(), color="k", ls="--", lw=0.8, label="miss threshold: 2 x all-hit")
+    spread.set_xscale("log")
+    spread.set_yscale("log")
+    spread.set_xlabel("cycles per access (recording included)")
+    spread.set_ylabel("accesses")
+    spread.set_title("Each access of the first missing walks")
+    spread.legend(fontsize=7, frameon=False)
     return left
 
 

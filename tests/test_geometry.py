@@ -208,6 +208,8 @@ def test_figures_draw_the_simulated_l1(simulated):
     ax = geometry_figures.l1_sets(simulated, derived)
     left_lines = ax.get_lines()
     assert len(left_lines) == 3  # measured, random placement, the fitted pattern
+    spread = ax.figure.axes[2]
+    assert sum(p.get_height() for p in spread.patches) == (simulated["metric"] == "access").sum()
     assert geometry_figures.l1_carveout(simulated, derived) is not None
     plt.close("all")
     empty = simulated.iloc[:0]
