@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.latency import miss_valley
 from analysis.quantities import derived_row
 from analysis.stats import usable
 from analysis.units import fmt_bytes
@@ -136,6 +137,11 @@ def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
 # -- derived rows ----------------------------------------------------------------------------------------
 
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
+    """The L1's rows (geometry.l1) and the L2 partition map's (geometry.l2_partition)."""
+    return l1_rows(measurements) + partition_rows(measurements)
+
+
+def l1_rows(measurements: pd.DataFrame) -> list[dict]:
     """l1.ways, l1.sets and the replacement verdict from the record-only configs; the capacity beside each
     shared allocation and the unified array it implies."""
     if "placement" not in measurements or not (measurements["probe"] == PROBE).any():
@@ -206,3 +212,75 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held:
                                 f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."
                                 f"{points['fraction'].max():.2f}; RMS distance to each model: {distances}"))
     return rows
+
+
+# -- the L2 partition map ----------------------------------------------------------------------------------
+
+PARTITION_PROBE = "geometry.l2_partition"
+#: An aligned block counts as homed by one partition when this share of its lines agree; and the share of
+#: blocks that must be so for the block size to be the interleave.
+UNIFORM_BLOCKS = 0.98
+
+
+def partition_map(measurements: pd.DataFrame, stride: int) -> tuple[np.ndarray, float] | None:
+    """(far: one bool per line in address order, by the majority of the walks; agreement: the share of lines
+    every walk put on the same side) from one stride's cold walks, or None without two miss clusters."""
+    frame = usable(measurements[(measurements["probe"] == PARTITION_PROBE)
+                                & (measurements["stride_bytes"] == stride)])
+    per_walk = frame.loc[frame["metric"] == "walk_lines", "value"]
+    frame = frame[frame["metric"] == "access"].sort_values("repeat")
+    if per_walk.empty or frame.empty:
+        return None
+    lines = int(per_walk.iat[0])
+    values = frame["value"].to_numpy()
+    valley = miss_valley(values)
+    if valley is None or values.size < lines:
+        return None
+    far = (values[:values.size // lines * lines] > valley).reshape(-1, lines)
+    agreement = float(np.mean(far.all(axis=0) | (~far).all(axis=0)))
+    return far.mean(axis=0) > 0.5, agreement
+
+
+def interleave_lines(far: np.ndarray) -> int | None:
+    """The largest power-of-two block of lines, aligned, within which (nearly) every block's lines share one
+    home partition; None when the whole walk has one home (no interleave seen in it)."""
+    if far.all() or not far.any():
+        return None
+    size = 1
+    while 2 * size <= far.size // 2:
+        blocks = far[:far.size // (2 * size) * 2 * size].reshape(-1, 2 * size).mean(axis=1)
+        uniform = np.mean((blocks <= 1 - UNIFORM_BLOCKS) | (blocks >= UNIFORM_BLOCKS))
+        if uniform < UNIFORM_BLOCKS:
+            break
+        size *= 2
+    return size
+
+
+def partition_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l2.partition_interleave_bytes from the finest stride whose walk shows both homes; l2.far_home_fraction."""
+    if "stride_bytes" not in measurements or not (measurements["probe"] == PARTITION_PROBE).any():
+        return []
+    strides = sorted(measurements.loc[measurements["probe"] == PARTITION_PROBE, "stride_bytes"].unique())
+    notes = []
+    for stride in strides:
+        mapped = partition_map(measurements, int(stride))
+        if mapped is None:
+            notes.append(f"{fmt_bytes(stride)}: one miss cluster")
+            continue
+        far, agreement = mapped
+        lines = interleave_lines(far)
+        if lines is None:
+            notes.append(f"{fmt_bytes(stride)}: every line homed alike over {fmt_bytes(far.size * stride)}")
+            continue
+        interleave = lines * int(stride)
+        share = float(far.mean())
+        method = (f"one SM's cold L2-only misses in address order, every {fmt_bytes(stride)}, split into near- "
+                  f"and far-homed by the two miss clusters")
+        note = (f"{agreement:.0%} of lines put on the same side by every walk; "
+                f"{far.size} lines over {fmt_bytes(far.size * stride)}")
+        return [derived_row("l2.partition_interleave_bytes", interleave, interleave, interleave,
+                            method + ": the largest aligned power-of-two block whose lines share one home",
+                            PARTITION_PROBE, note + ("; " + "; ".join(notes) if notes else "")),
+                derived_row("l2.far_home_fraction", share, share, share,
+                            method + ": the share of lines the far partition homes", PARTITION_PROBE, note)]
+    return []

@@ -19,6 +19,8 @@ def _bytes_axis(axis):
 
 
 def _value(derived: pd.DataFrame, quantity: str):
+    if "quantity" not in derived:
+        return None
     row = derived[derived["quantity"] == quantity]
     return None if row.empty else float(row["value"].iat[0])
 
@@ -103,3 +105,35 @@ def l1_carveout(measurements: pd.DataFrame, derived: pd.DataFrame):
     ax.legend(fontsize=7, frameon=False)
     return ax
 
+
+
+def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """One SM's cold L2-only misses in address order (first walk of the finest stride): latency against the
+    address offset, near- and far-homed misses on either side of the clusters' split."""
+    from analysis.geometry import PARTITION_PROBE
+    from analysis.latency import miss_valley
+
+    frame = usable(measurements[(measurements["probe"] == PARTITION_PROBE)])
+    if frame.empty:
+        return None
+    stride = int(frame["stride_bytes"].min())
+    frame = frame[frame["stride_bytes"] == stride]
+    lines = frame.loc[frame["metric"] == "walk_lines", "value"]
+    walk = frame[frame["metric"] == "access"].sort_values("repeat")
+    if lines.empty or walk.empty:
+        return None
+    walk = walk.iloc[:int(lines.iat[0])]
+    ax = plt.figure(figsize=(10, 3.5)).gca()
+    offsets = walk["repeat"].to_numpy() * stride
+    ax.plot(offsets, walk["value"], ".", ms=2)
+    valley = miss_valley(walk["value"].to_numpy())
+    if valley is not None:
+        ax.axhline(valley, color="k", ls="--", lw=0.8, label="split between the near- and far-homed clusters")
+        ax.legend(fontsize=7, frameon=False, loc="upper right")
+    interleave = _value(derived, "l2.partition_interleave_bytes")
+    title = "L2 partition map seen from one SM"
+    ax.set_title(title + (f": homes alternate in {fmt_bytes(interleave)} blocks" if interleave else ""))
+    _bytes_axis(ax.xaxis)
+    ax.set_xlabel(f"address offset (one line every {fmt_bytes(stride)})")
+    ax.set_ylabel("cycles per cold miss (recording included)")
+    return ax

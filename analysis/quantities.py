@@ -148,6 +148,10 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                           "LRU or FIFO, far below under random replacement); the verdict in the note"),
     "l1.capacity_bytes_at_carveout": ("B", "L1 capacity beside the most dynamic shared memory measured; the note "
                                            "lists the capacity at each shared allocation (the carve-out table)"),
+    "l2.partition_interleave_bytes": ("B", "granularity of the L2 partitions' address interleave: the largest "
+                                           "aligned power-of-two block whose lines one partition homes, from one "
+                                           "SM's near- and far-homed miss latencies in address order"),
+    "l2.far_home_fraction": ("1", "share of lines in an address-order walk that the SM's far L2 partition homes"),
     "l1.shared_trade_ratio": ("1", "L1 capacity lost per byte of shared memory allocated (1 when the two are one "
                                    "array carved up by configuration)"),
     "l1.unified_bytes": ("B", "L1 capacity plus the shared memory allocated beside it, the largest over the "

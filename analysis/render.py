@@ -225,6 +225,11 @@ FIGURES = (
                "L1 capacity (lines a 128-B-strided chain holds before its first miss) against the dynamic shared "
                "memory the walking block allocates, and their sum: what the unified L1/shared array gives the L1 "
                "at each allocation.", lambda meta, m, d: _geometry_figures().l1_carveout(m, d)),
+    FigureSpec("l2-partition-map", "geometry.l2_partition", "L2 partition map",
+               "One SM's L2-only loads over lines in address order, each a cold miss (the L2 flushed) timed alone: "
+               "misses to addresses the SM's near partition homes return sooner than far-homed ones, so the "
+               "record is the partition map at line resolution (first walk shown).",
+               lambda meta, m, d: _geometry_figures().l2_partition(m, d)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (

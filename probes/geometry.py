@@ -197,3 +197,49 @@ def geometry_l1(ctx, stride_bytes: int, smem_bytes: int, placement: str) -> list
     for s in samples:
         s.sm_clock_hz, s.flag = hz, flag
     return samples
+
+
+#: Lines of one cold walk in address order (chase.cu's recorder keeps 16 bits per access in shared memory),
+#: and the walks per config (the L2 flushed before each).
+PARTITION_LINES, PARTITION_WALKS = 4096, 3
+
+
+def partition_strides(device: dict) -> list[int]:
+    """128 B (the walk spans 512 KiB, line by line) and 4 KiB (16 MiB, past any interleave finer than that)."""
+    return [LINE_STRIDE, 32 * LINE_STRIDE]
+
+
+@probe("geometry.l2_partition",
+       sweeps={"quick": lambda d: {"stride_bytes": partition_strides(d)[:1]},
+               "full": lambda d: {"stride_bytes": partition_strides(d)}},
+       axes={"stride_bytes": "bytes between consecutive lines of the address-order walk (128 B and 4 KiB)"},
+       quantities=("l2.partition_interleave_bytes", "l2.far_home_fraction"), kernels=("chase.cu",))
+def geometry_l2_partition(ctx, stride_bytes: int) -> list[Sample]:
+    """One SM's L2-only loads over lines in address order, each timed alone and each a cold miss (the L2
+    flushed first, no line visited twice): a miss homed by the SM's near L2 partition returns sooner than
+    one homed by the far partition, so the record, line by line, is the partition map as this SM sees it."""
+    import cupy
+
+    from probes.chase import chain_on_gpu, flush_l2
+    from probes.cuda import kernel
+
+    footprint = PARTITION_LINES * stride_bytes
+    words, walker = chain_on_gpu(ctx, footprint, stride_bytes, "sequential")
+    record = kernel("chase.cu", "chase_cg_record")
+    intervals = cupy.zeros(PARTITION_LINES, dtype=cupy.uint16)
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    samples = []
+    for walk in range(PARTITION_WALKS):
+        flush_l2(ctx.device)
+        start = walker.start()
+        if start != walker.base:
+            raise RuntimeError("partition walk does not start at the buffer's first line")
+        record((1,), (1,), (np.uint64(start), np.int64(0), np.int32(PARTITION_LINES), intervals, out),
+               shared_mem=2 * PARTITION_LINES + 8)
+        result = out.get()
+        walker.advance(PARTITION_LINES, int(result[2]))
+        hz = float(result[0]) / float(result[1]) * 1e9
+        flag = ctx.throttle_flag(hz)
+        samples += [Sample("access", float(v), "cycles", walk * PARTITION_LINES + i, hz, "clock", flag)
+                    for i, v in enumerate(intervals.get())]
+    return samples + [Sample("walk_lines", float(PARTITION_LINES), "1", 0, hz, "config")]

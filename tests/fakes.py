@@ -436,6 +436,38 @@ def _geometry_l1(ctx, stride_bytes, smem_bytes, placement):
     return sweep_lines(lru_cyclic_walk(L1_SETS, ways, stride_bytes, RECORDED, blocks), n_max, CLOCK_HZ)
 
 
+#: The simulated L2 homes each PARTITION_INTERLEAVE-byte block in one of two partitions, by the parity of the
+#: block number's bits (a hash, not plain alternation).
+PARTITION_INTERLEAVE = 4 << 10
+
+
+def far_homed(address: np.ndarray, interleave: int = PARTITION_INTERLEAVE) -> np.ndarray:
+    block = np.asarray(address, dtype=np.int64) // interleave
+    parity = np.zeros(block.shape, dtype=bool)
+    while block.any():
+        parity ^= (block & 1).astype(bool)
+        block >>= 1
+    return parity
+
+
+def partition_walks(stride_bytes, lines, walks, interleave=PARTITION_INTERLEAVE, seed=0):
+    """Cold misses in address order, ``walks`` times: near- or far-homed miss latency, noise, the record's
+    cost; ``interleave`` None: every line homed by the near partition."""
+    rng = np.random.default_rng(seed)
+    far = np.zeros(lines, dtype=bool) if interleave is None else far_homed(np.arange(lines) * stride_bytes,
+                                                                           interleave)
+    cycles = np.where(far, FAR_MISS, NEAR_MISS)
+    return np.concatenate([np.round(cycles + rng.normal(0, 6, lines) + RECORD_COST) for _ in range(walks)])
+
+
+def _l2_partition(ctx, stride_bytes):
+    from probes.geometry import PARTITION_LINES, PARTITION_WALKS
+
+    values = partition_walks(stride_bytes, PARTITION_LINES, PARTITION_WALKS, seed=stride_bytes)
+    return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(values)]
+            + [Sample("walk_lines", float(PARTITION_LINES), "1", 0, CLOCK_HZ, "config")])
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -448,7 +480,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
-         "hopper.dpx": _dpx, "geometry.l1": _geometry_l1}
+         "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
+         "geometry.l2_partition": _l2_partition}
 
 
 def simulated_probes():

@@ -215,3 +215,64 @@ def test_figures_draw_the_simulated_l1(simulated):
     empty = simulated.iloc[:0]
     assert geometry_figures.l1_sets(empty, derived) is None
     assert geometry_figures.l1_carveout(empty, derived) is None
+
+
+# -- the L2 partition map ---------------------------------------------------------------------------------
+
+def partition_frame(stride, values, lines):
+    rows = [{"probe": "geometry.l2_partition", "metric": "access", "value": v, "repeat": i, "flag": "",
+             "stride_bytes": stride} for i, v in enumerate(values)]
+    rows.append({"probe": "geometry.l2_partition", "metric": "walk_lines", "value": lines, "repeat": 0, "flag": "",
+                 "stride_bytes": stride})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("interleave", [256, 2048, 16384])
+def test_partition_interleave_of_a_hashed_map(interleave):
+    from analysis.geometry import partition_rows
+
+    values = fakes.partition_walks(LINE, 4096, 3, interleave)
+    rows = {r["quantity"]: r for r in partition_rows(partition_frame(LINE, values, 4096))}
+    assert rows["l2.partition_interleave_bytes"]["value"] == interleave
+    assert abs(rows["l2.far_home_fraction"]["value"] - 0.5) < 0.1
+    assert rows["l2.partition_interleave_bytes"]["note"].startswith("100%")
+
+
+def test_one_home_gives_no_interleave():
+    """Negative control: a walk whose lines one partition homes shows one miss cluster and no interleave."""
+    from analysis.geometry import interleave_lines, partition_rows
+
+    values = fakes.partition_walks(LINE, 4096, 3, interleave=None)
+    assert partition_rows(partition_frame(LINE, values, 4096)) == []
+    assert interleave_lines(np.zeros(64, dtype=bool)) is None
+    assert interleave_lines(np.arange(64) % 2 == 1) == 1
+
+
+def test_the_simulated_probe_recovers_its_interleave():
+    from analysis.geometry import partition_rows
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    m = pd.concat([frame_of(fakes._l2_partition(Ctx, s), s) for s in (LINE, 32 * LINE)])
+    rows = {r["quantity"]: r for r in partition_rows(m)}
+    assert rows["l2.partition_interleave_bytes"]["value"] == fakes.PARTITION_INTERLEAVE
+
+
+def frame_of(samples, stride):
+    return pd.DataFrame([{"probe": "geometry.l2_partition", "metric": s.metric, "value": s.value,
+                          "repeat": s.repeat, "flag": s.flag, "stride_bytes": stride} for s in samples])
+
+
+def test_partition_figure():
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+    from analysis.geometry import partition_rows
+
+    values = fakes.partition_walks(LINE, 4096, 3)
+    m = partition_frame(LINE, values, 4096)
+    ax = geometry_figures.l2_partition(m, pd.DataFrame(partition_rows(m)))
+    assert len(ax.get_lines()[0].get_xdata()) == 4096 and "4 KiB blocks" in ax.get_title()
+    plt.close("all")
+    assert geometry_figures.l2_partition(m.iloc[:0], pd.DataFrame()) is None
