@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.latency import miss_valley
+from analysis.plateaus import fit_staircase
 from analysis.quantities import derived_row
-from analysis.stats import usable
+from analysis.stats import select, usable
 from analysis.units import fmt_bytes
 
 PROBE = "geometry.l1"
@@ -137,8 +138,9 @@ def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
 # -- derived rows ----------------------------------------------------------------------------------------
 
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
-    """The L1's rows (geometry.l1) and the L2 partition map's (geometry.l2_partition)."""
-    return l1_rows(measurements) + partition_rows(measurements)
+    """The L1's rows (geometry.l1), the L2 partition map's (geometry.l2_partition), the constant caches'
+    (geometry.const)."""
+    return l1_rows(measurements) + partition_rows(measurements) + const_rows(measurements)
 
 
 def l1_rows(measurements: pd.DataFrame) -> list[dict]:
@@ -284,3 +286,33 @@ def partition_rows(measurements: pd.DataFrame) -> list[dict]:
                 derived_row("l2.far_home_fraction", share, share, share,
                             method + ": the share of lines the far partition homes", PARTITION_PROBE, note)]
     return []
+
+
+# -- the constant caches -----------------------------------------------------------------------------------
+
+CONST_PROBE = "geometry.const"
+
+
+def const_rows(measurements: pd.DataFrame) -> list[dict]:
+    """The constant-memory chase's staircase: the first level's latency and capacity, and the next level's;
+    its capacity when a third level shows within the 64 KiB a kernel's constant space spans."""
+    if "footprint_bytes" not in measurements:
+        return []
+    latency = select(measurements, CONST_PROBE, "latency")
+    if latency["footprint_bytes"].nunique() < 6:
+        return []
+    fit = fit_staircase(latency["footprint_bytes"].to_numpy(), latency["value"].to_numpy(), max_plateaus=3)
+    if len(fit.plateaus) < 2:
+        return []
+    method = "random dependent LDC chase through __constant__ memory, staircase fit"
+    first, second = fit.plateaus[0], fit.plateaus[1]
+    top = fmt_bytes(latency["footprint_bytes"].max())
+    rows = [derived_row("const.l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CONST_PROBE),
+            derived_row("const.l1.capacity_bytes", fit.knees_bytes[0], *fit.knee_ci[0], method, CONST_PROBE),
+            derived_row("const.l15.latency_cycles", second.latency, second.ci_low, second.ci_high, method,
+                        CONST_PROBE, "" if len(fit.plateaus) > 2 else
+                        f"no further step up to {top}: this level holds the whole constant space")]
+    if len(fit.plateaus) > 2:
+        rows.append(derived_row("const.l15.capacity_bytes", fit.knees_bytes[1], *fit.knee_ci[1], method,
+                                CONST_PROBE, f"beyond it: {fit.plateaus[2].latency:.0f} cycles"))
+    return rows

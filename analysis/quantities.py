@@ -152,6 +152,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                            "aligned power-of-two block whose lines one partition homes, from one "
                                            "SM's near- and far-homed miss latencies in address order"),
     "l2.far_home_fraction": ("1", "share of lines in an address-order walk that the SM's far L2 partition homes"),
+    "const.l1.latency_cycles": ("cycles", "constant-cache (first level) hit latency: dependent LDC loads"),
+    "const.l1.capacity_bytes": ("B", "capacity of the first constant-cache level (the staircase's first knee)"),
+    "const.l15.latency_cycles": ("cycles", "latency of the level behind the constant L1 (the L1.5 constant cache when "
+                                           "the 64 KiB constant space fits it)"),
+    "const.l15.capacity_bytes": ("B", "capacity of the level behind the constant L1 (the staircase's second knee)"),
     "l1.shared_trade_ratio": ("1", "L1 capacity lost per byte of shared memory allocated (1 when the two are one "
                                    "array carved up by configuration)"),
     "l1.unified_bytes": ("B", "L1 capacity plus the shared memory allocated beside it, the largest over the "

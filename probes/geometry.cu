@@ -49,3 +49,32 @@ extern "C" __global__ void l1_record(unsigned long long start, long long warm_st
     out[1] = t1 - t0;
     out[2] = p;
 }
+
+// Constant-cache chase: one thread follows a random single-cycle chain of byte offsets into __constant__
+// memory, each offset the previous load's value, so every step is one dependent LDC through the constant
+// caches; the footprint the chain spans picks the level that holds it.  Launched with one thread.  64 KiB is the constant space a
+// kernel may use.  out = {clock64 cycles, %globaltimer ns, final index (the sink)}.
+__constant__ unsigned int const_chain[16384];
+
+__device__ __forceinline__ unsigned int const_step(unsigned int offset) {
+    return *reinterpret_cast<const unsigned int*>(reinterpret_cast<const char*>(const_chain) + offset);
+}
+
+extern "C" __global__ void const_chase(unsigned int start, long long warm_steps, long long steps,
+                                       unsigned long long* out) {
+    unsigned int p = start + threadIdx.x;  // a per-thread index: LDC, not the uniform datapath's ULDC
+    for (long long i = 0; i < warm_steps; ++i) p = const_step(p);
+    unsigned long long c0, c1, t0, t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) p = const_step(p);
+    }
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = p;
+}

@@ -19,7 +19,7 @@ import numpy as np
 
 from probes.chase import ChainWalker, fill_chain
 from probes.harness import Sample
-from probes.registry import probe
+from probes.registry import geom, probe
 
 #: Accesses timed per walk (16 bits each in shared memory) and the shared memory that record needs.
 RECORDED = 3072
@@ -243,3 +243,58 @@ def geometry_l2_partition(ctx, stride_bytes: int) -> list[Sample]:
         samples += [Sample("access", float(v), "cycles", walk * PARTITION_LINES + i, hz, "clock", flag)
                     for i, v in enumerate(intervals.get())]
     return samples + [Sample("walk_lines", float(PARTITION_LINES), "1", 0, hz, "config")]
+
+
+#: Bytes of __constant__ memory the chain may span (geometry.cu's const_chain: the space a kernel may use),
+#: and the stride between its elements: below any cache line, so a footprint touches all of its lines.
+CONST_BYTES, CONST_STRIDE = 64 << 10, 16
+
+
+def const_footprints(device: dict, per_octave: int = 4) -> list[int]:
+    """256 B to the whole constant space, ``per_octave`` per doubling."""
+    return geom(256, CONST_BYTES, per_octave=per_octave, align=CONST_STRIDE)
+
+
+@probe("geometry.const",
+       sweeps={"quick": lambda d: {"footprint_bytes": const_footprints(d, 1)},
+               "full": lambda d: {"footprint_bytes": const_footprints(d)}},
+       axes={"footprint_bytes": "bytes of __constant__ memory the chain spans, 256 B..64 KiB (4 per octave; "
+                                "quick: 1)"},
+       quantities=("const.l1.latency_cycles", "const.l1.capacity_bytes", "const.l15.latency_cycles",
+                   "const.l15.capacity_bytes"),
+       kernels=("geometry.cu",))
+def geometry_const(ctx, footprint_bytes: int) -> list[Sample]:
+    """Cycles per dependent constant-memory load (LDC) over a random single-cycle chain of the given
+    footprint: the constant caches' latency staircase."""
+    import cupy
+
+    from probes.chase import CALIBRATION_STEPS, chain_order, chase_samples, steps_for
+    from probes.cuda import kernel, module
+    from probes.harness import repeat_until_stable
+
+    if not 2 * CONST_STRIDE <= footprint_bytes <= CONST_BYTES:
+        raise ValueError(f"footprint_bytes={footprint_bytes} must lie in {2 * CONST_STRIDE}..{CONST_BYTES}")
+    elements = footprint_bytes // CONST_STRIDE
+    order = chain_order(ctx.rng(footprint_bytes), elements)
+    chain = np.zeros(footprint_bytes // 4, dtype=np.uint32)
+    chain[order * CONST_STRIDE // 4] = np.roll(order, -1) * CONST_STRIDE
+    module("geometry.cu").get_global("const_chain").copy_from_host(chain.ctypes.data, chain.nbytes)
+    chase = kernel("geometry.cu", "const_chase")
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    position = 0
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        nonlocal position
+        chase((1,), (1,), (np.uint32(order[position % elements] * CONST_STRIDE), np.int64(warm), np.int64(steps),
+                           out))
+        result = out.get()
+        position += warm + steps
+        if int(result[2]) != int(order[position % elements]) * CONST_STRIDE:
+            raise RuntimeError(f"constant chase sink mismatch: ended at byte {int(result[2])}, the chain says "
+                               f"{int(order[position % elements]) * CONST_STRIDE}")
+        return result
+
+    first = run(elements, CALIBRATION_STEPS)  # every launch walks the chain once untimed: the caches' state
+    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(elements, steps), steps, repeat, "clock64"),
+                               "latency", ctx.budget)

@@ -468,6 +468,17 @@ def _l2_partition(ctx, stride_bytes):
             + [Sample("walk_lines", float(PARTITION_LINES), "1", 0, CLOCK_HZ, "config")])
 
 
+#: The simulated constant caches: (capacity bytes, hit cycles) of each level, LRU, and the cycles beyond them.
+CONST_LEVELS, CONST_BEYOND = ((2 << 10, 24.0), (32 << 10, 80.0)), 240.0
+
+
+def _const(ctx, footprint_bytes):
+    """A random cycle through more lines than an LRU level holds misses it at every step; the first level
+    that holds the footprint serves it."""
+    cycles = next((hit for capacity, hit in CONST_LEVELS if footprint_bytes <= capacity), CONST_BEYOND)
+    return _samples(cycles, footprint_bytes)
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -481,7 +492,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
-         "geometry.l2_partition": _l2_partition}
+         "geometry.l2_partition": _l2_partition, "geometry.const": _const}
 
 
 def simulated_probes():

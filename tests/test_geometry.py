@@ -276,3 +276,59 @@ def test_partition_figure():
     assert len(ax.get_lines()[0].get_xdata()) == 4096 and "4 KiB blocks" in ax.get_title()
     plt.close("all")
     assert geometry_figures.l2_partition(m.iloc[:0], pd.DataFrame()) is None
+
+
+# -- the constant caches ----------------------------------------------------------------------------------
+
+def const_frame(levels=None):
+    from probes.geometry import const_footprints
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    rows = []
+    for f in const_footprints(fakes.DEVICE):
+        samples = fakes._const(Ctx, f) if levels is None else fakes._samples(levels(f), f)
+        rows += [{"probe": "geometry.const", "metric": s.metric, "value": s.value, "repeat": s.repeat, "flag": "",
+                  "footprint_bytes": f} for s in samples]
+    return pd.DataFrame(rows)
+
+
+def test_constant_cache_levels_of_the_simulated_gpu():
+    from analysis.geometry import const_rows
+
+    rows = {r["quantity"]: r for r in const_rows(const_frame())}
+    (c1, l1), (c15, l15) = fakes.CONST_LEVELS
+    assert rows["const.l1.latency_cycles"]["value"] == pytest.approx(l1, rel=0.01)
+    assert rows["const.l15.latency_cycles"]["value"] == pytest.approx(l15, rel=0.01)
+    assert rows["const.l1.capacity_bytes"]["value"] == pytest.approx(c1, rel=0.2)
+    assert rows["const.l15.capacity_bytes"]["value"] == pytest.approx(c15, rel=0.2)
+
+
+def test_a_level_that_holds_the_whole_space_has_no_capacity():
+    """Negative control: with one step only, no second capacity is claimed, and one flat level gives none."""
+    from analysis.geometry import const_rows
+
+    (c1, l1), (_, l15) = fakes.CONST_LEVELS
+    rows = {r["quantity"]: r for r in const_rows(const_frame(lambda f: l1 if f <= c1 else l15))}
+    assert "const.l15.capacity_bytes" not in rows and "no further step" in rows["const.l15.latency_cycles"]["note"]
+    assert const_rows(const_frame(lambda f: l1)) == []
+
+
+def test_the_constant_chase_is_a_dependent_ldc_chain():
+    """Each LDC's address register is the previous LDC's destination (no index arithmetic between them);
+    negative control: the L1 record kernel has no such chain."""
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin("geometry.cu")[0])
+
+    def chain(name):
+        region = [l for l in code[name].splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+        clocks = [i for i, l in enumerate(region) if "SR_CLOCKLO" in l]
+        loads = [m.groups() for l in region[clocks[0]:clocks[-1]] if (m := re.search(r"LDC (R\d+), c\[0x3\]\[(R\d+)\]", l))]
+        return loads
+
+    loads = chain("const_chase")
+    assert len(loads) >= 32
+    assert all(addr == dest for (dest, _), (_, addr) in zip(loads, loads[1:]))
+    assert chain("l1_record") == []
