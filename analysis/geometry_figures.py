@@ -137,3 +137,33 @@ def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):
     ax.set_xlabel(f"address offset (one line every {fmt_bytes(stride)})")
     ax.set_ylabel("cycles per cold miss (recording included)")
     return ax
+
+
+def const_staircase(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """Cycles per dependent LDC against the footprint of the constant-memory chain (median, IQR bars), with
+    the derived levels and capacities."""
+    from analysis.geometry import CONST_PROBE
+
+    frame = usable(measurements[(measurements["probe"] == CONST_PROBE) & (measurements["metric"] == "latency")])
+    if frame.empty:
+        return None
+    stats = frame.groupby("footprint_bytes")["value"].quantile([0.25, 0.5, 0.75]).unstack()
+    ax = plt.figure(figsize=(7, 4)).gca()
+    ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], fmt="o-",
+                ms=3, label="median, interquartile range")
+    for quantity, label in (("const.l1.latency_cycles", "constant L1"), ("const.l15.latency_cycles", "next level")):
+        value = _value(derived, quantity)
+        if value:
+            ax.axhline(value, color="grey", ls="--", lw=0.8)
+            ax.annotate(f"{label}: {value:.0f}", (stats.index.min(), value), fontsize=7, va="bottom")
+    for quantity in ("const.l1.capacity_bytes", "const.l15.capacity_bytes"):
+        value = _value(derived, quantity)
+        if value:
+            ax.axvline(value, color="grey", ls=":", lw=0.8)
+    ax.set_xscale("log", base=2)
+    _bytes_axis(ax.xaxis)
+    ax.set_xlabel("footprint of the chain in constant memory")
+    ax.set_ylabel("cycles per dependent LDC")
+    ax.set_title("Constant caches")
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    return ax

@@ -230,6 +230,10 @@ FIGURES = (
                "misses to addresses the SM's near partition homes return sooner than far-homed ones, so the "
                "record is the partition map at line resolution (first walk shown).",
                lambda meta, m, d: _geometry_figures().l2_partition(m, d)),
+    FigureSpec("const-staircase", "geometry.const", "Constant caches",
+               "Cycles per dependent constant-memory load (LDC) of a random chain against the footprint it spans "
+               "in __constant__ memory (median, interquartile bars), with the fitted levels (dashed) and "
+               "capacities (dotted).", lambda meta, m, d: _geometry_figures().const_staircase(m, d)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (

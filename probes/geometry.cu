@@ -52,8 +52,8 @@ extern "C" __global__ void l1_record(unsigned long long start, long long warm_st
 
 // Constant-cache chase: one thread follows a random single-cycle chain of byte offsets into __constant__
 // memory, each offset the previous load's value, so every step is one dependent LDC through the constant
-// caches; the footprint the chain spans picks the level that holds it.  Launched with one thread.  64 KiB is the constant space a
-// kernel may use.  out = {clock64 cycles, %globaltimer ns, final index (the sink)}.
+// caches; the footprint the chain spans picks the level that holds it.  Launched with one thread.  64 KiB is
+// the constant space a kernel may use.  out = {clock64 cycles, %globaltimer ns, final offset (the sink)}.
 __constant__ unsigned int const_chain[16384];
 
 __device__ __forceinline__ unsigned int const_step(unsigned int offset) {

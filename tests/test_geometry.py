@@ -305,6 +305,19 @@ def test_constant_cache_levels_of_the_simulated_gpu():
     assert rows["const.l15.capacity_bytes"]["value"] == pytest.approx(c15, rel=0.2)
 
 
+def test_constant_figure():
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+    from analysis.geometry import const_rows
+
+    m = const_frame()
+    ax = geometry_figures.const_staircase(m, pd.DataFrame(const_rows(m)))
+    assert len(ax.lines) == 1 + 2 + 2  # the medians, two levels, two capacities
+    plt.close("all")
+    assert geometry_figures.const_staircase(m.iloc[:0], pd.DataFrame()) is None
+
+
 def test_a_level_that_holds_the_whole_space_has_no_capacity():
     """Negative control: with one step only, no second capacity is claimed, and one flat level gives none."""
     from analysis.geometry import const_rows
@@ -325,8 +338,8 @@ def test_the_constant_chase_is_a_dependent_ldc_chain():
     def chain(name):
         region = [l for l in code[name].splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
         clocks = [i for i, l in enumerate(region) if "SR_CLOCKLO" in l]
-        loads = [m.groups() for l in region[clocks[0]:clocks[-1]] if (m := re.search(r"LDC (R\d+), c\[0x3\]\[(R\d+)\]", l))]
-        return loads
+        ldc = re.compile(r"LDC (R\d+), c\[0x3\]\[(R\d+)\]")
+        return [m.groups() for l in region[clocks[0]:clocks[-1]] if (m := ldc.search(l))]
 
     loads = chain("const_chase")
     assert len(loads) >= 32
