@@ -110,8 +110,8 @@ def is_missing(count: int, lines: int, accesses: int) -> bool:
 def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
     """Find one stride's onset by bisection over the chain length, then the miss-fraction curve past it.
 
-    ``walk(lines) -> intervals`` walks a cyclic chain of that many lines to its steady state and returns the
-    recorded per-access cycles.  Samples, paired by ``repeat`` (one per chain length measured): ``lines``,
+    ``walk(lines) -> intervals`` walks a cyclic chain of that many lines (at most ``n_max``) to its steady
+    state and returns the recorded per-access cycles.  Samples, paired by ``repeat`` (one per chain length measured): ``lines``,
     ``misses`` and ``accesses``; ``hit_cycles`` (the one-line chain's median interval); and the record of the
     onset's walk, one ``access`` row per access (repeat = its index)."""
     hit = float(np.median(walk(1)))
@@ -129,7 +129,8 @@ def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
     first = onset(misses, 1, n_max)
     if first is not None:
         held = first - 1
-        for lines in np.unique(np.linspace(first, max(first + 1, 2 * held), CURVE_POINTS).astype(int)):
+        top = min(n_max, max(first + 1, 2 * held))
+        for lines in np.unique(np.linspace(first, top, CURVE_POINTS).astype(int)):
             misses(int(lines))
     samples = [Sample("hit_cycles", hit, "cycles", 0, hz, "clock")]
     for k, lines in enumerate(sorted(counts)):

@@ -91,6 +91,18 @@ def test_onset_bisection_finds_the_first_missing_length():
     assert onset(lambda n: False, 1, 4000) is None
 
 
+def test_the_search_never_walks_more_lines_than_it_has():
+    """The curve past the onset stops at the longest chain the buffer holds."""
+    asked = []
+
+    def walk(lines):
+        asked.append(lines)
+        return np.full(64, 300.0 if lines > 40 else 30.0)
+
+    sweep_lines(walk, 60)
+    assert max(asked) == 60 and 41 in asked and 40 in asked
+
+
 def test_sweeps_come_from_the_device():
     small = dict(fakes.DEVICE)
     big = {**small, "smem_per_sm_bytes": 2 * small["smem_per_sm_bytes"],
