@@ -165,7 +165,7 @@ def l1_rows(measurements: pd.DataFrame) -> list[dict]:
         listing = "; ".join(f"{fmt_bytes(smem)} shared: {fmt_bytes(c)}" for smem, c in carve.items())
         most = max(carve)
         rows.append(derived_row("l1.capacity_bytes_at_carveout", carve[most], carve[most], carve[most],
-                                "lines a cyclic chain at 128 B holds before its first L1 miss (bisection, "
+                                f"lines a cyclic chain at {line} B holds before its first L1 miss (bisection, "
                                 "each access timed), beside the most dynamic shared memory measured",
                                 PROBE, f"L1 capacity at each dynamic shared allocation: {listing}"))
         unified = {smem: smem + c for smem, c in carve.items()}
@@ -206,7 +206,8 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held:
     if len(points):
         first = points.iloc[points["lines"].argmin()]
         verdict = POLICY_NAMES[policy["verdict"]] if policy["verdict"] else "none of the models fits"
-        distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}" for p, d in policy["distances"].items())
+        distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}"
+                              for p, d in policy["distances"].items())
         rows.append(derived_row("l1.replacement_miss_fraction", first["fraction"], first["fraction"],
                                 first["fraction"], f"miss fraction of a cyclic walk of ways+1 lines in one set, "
                                                    f"at strides of the set span and beyond", PROBE,

@@ -1,5 +1,6 @@
-"""L1 geometry by a fine-grained pointer chase (CuPy RawModule, geometry.cu): ways, sets, replacement policy
-and the capacity at each shared-memory allocation (the L1/shared carve-out).
+"""Cache geometry by fine-grained pointer chases (CuPy RawModule, geometry.cu): the L1's ways, sets,
+replacement and capacity at each shared-memory allocation (geometry.l1), the L2 partition map seen from one
+SM (geometry.l2_partition) and the constant caches (geometry.const).
 
 A chain of N lines at a stride of S bytes, walked as a cycle through the L1-caching load, touches
 min(N, sets x line / S) sets evenly when S is a power of two and the set index is the address's low bits.
@@ -7,8 +8,8 @@ N lines spread over k sets all stay resident while N <= k x ways, whatever the r
 N passes that, every pass must miss at least N - k x ways times.  So the smallest missing N (the onset) is
 capacity / S + 1 for strides inside one set's span and ways + 1 for strides of the span and beyond: the
 ways from where the onset stops falling, the sets from the stride where it does.  How the miss fraction
-grows past the onset at those strides is the replacement policy's signature (LRU and FIFO miss every
-access of a cyclic walk one line too long; random replacement misses a few).
+grows past the onset at those strides tells LRU-like replacement (LRU, FIFO and tree pseudo-LRU miss nearly
+every access of a cyclic walk one line too long) from random replacement (which misses a few).
 
 Each access is timed alone (geometry.cu records one clock interval per load), so the probe counts misses
 directly: an interval more than twice the all-hit interval (a one-line chain) is a miss.
@@ -111,9 +112,9 @@ def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
     """Find one stride's onset by bisection over the chain length, then the miss-fraction curve past it.
 
     ``walk(lines) -> intervals`` walks a cyclic chain of that many lines (at most ``n_max``) to its steady
-    state and returns the recorded per-access cycles.  Samples, paired by ``repeat`` (one per chain length measured): ``lines``,
-    ``misses`` and ``accesses``; ``hit_cycles`` (the one-line chain's median interval); and the record of the
-    onset's walk, one ``access`` row per access (repeat = its index)."""
+    state and returns the recorded per-access cycles.  Samples, paired by ``repeat`` (one per chain length
+    measured): ``lines``, ``misses`` and ``accesses``; ``hit_cycles`` (the one-line chain's median interval);
+    and the record of the onset's walk, one ``access`` row per access (repeat = its index)."""
     hit = float(np.median(walk(1)))
     counts: dict[int, tuple[int, int]] = {}
     records: dict[int, np.ndarray] = {}
