@@ -357,3 +357,37 @@ def test_the_constant_chase_is_a_dependent_ldc_chain():
     assert len(loads) >= 32
     assert all(addr == dest for (dest, _), (_, addr) in zip(loads, loads[1:]))
     assert chain("l1_record") == []
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpu_ctx():
+    from probes.device import device_properties
+    from probes.harness import Budget, Context
+
+    return Context(device=device_properties(), budget=Budget())
+
+
+@pytest.mark.gpu
+def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx):
+    """The 128-B chain's lines held fit the unified array's bound, and a one-set stride holds far fewer."""
+    from probes.geometry import geometry_l1, set_strides
+
+    device = gpu_ctx.device
+    strides = (LINE, set_strides(device)[-1])
+    m = frame({(s, RECORD_BYTES, "stride"): geometry_l1(gpu_ctx, s, RECORD_BYTES, "stride") for s in strides})
+    held = {s: n for (s, _, _), n in lines_held(walks(m)).items()}
+    assert device["smem_per_sm_bytes"] / 16 < held[LINE] * LINE <= 2 * device["smem_per_sm_bytes"]
+    assert held[strides[1]] < held[LINE]
+
+
+@pytest.mark.gpu
+def test_gpu_partition_walk_and_constant_chase_pass_their_checks(gpu_ctx):
+    from probes.geometry import const_footprints, geometry_const, geometry_l2_partition
+
+    accesses = [s.value for s in geometry_l2_partition(gpu_ctx, LINE) if s.metric == "access"]
+    assert len(accesses) >= 4096 and min(accesses) > 0
+    small, large = (np.median([s.value for s in geometry_const(gpu_ctx, f) if s.metric == "latency"])
+                    for f in (const_footprints(gpu_ctx.device)[0], const_footprints(gpu_ctx.device)[-1]))
+    assert 0 < small <= large
