@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.latency import miss_valley
 from analysis.plateaus import fit_staircase
 from analysis.quantities import derived_row
-from analysis.stats import select, usable
+from analysis.stats import median_ci, select, usable
 from analysis.units import fmt_bytes
 
 PROBE = "geometry.l1"
@@ -139,8 +139,9 @@ def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
 
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
     """The L1's rows (geometry.l1), the L2 partition map's (geometry.l2_partition), the constant caches'
-    (geometry.const)."""
-    return l1_rows(measurements) + partition_rows(measurements) + const_rows(measurements)
+    (geometry.const) and L2 persistence's (geometry.l2_persist)."""
+    return l1_rows(measurements) + partition_rows(measurements) + const_rows(measurements) + \
+        persist_rows(measurements)
 
 
 def l1_rows(measurements: pd.DataFrame) -> list[dict]:
@@ -317,3 +318,28 @@ def const_rows(measurements: pd.DataFrame) -> list[dict]:
         rows.append(derived_row("const.l15.capacity_bytes", fit.knees_bytes[1], *fit.knee_ci[1], method,
                                 CONST_PROBE, f"beyond it: {fit.plateaus[2].latency:.0f} cycles"))
     return rows
+
+
+# -- L2 persistence ----------------------------------------------------------------------------------------
+
+PERSIST_PROBE = "geometry.l2_persist"
+
+
+def persist_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l2.persisting_speedup: median seconds per launch with normal priority over with evict_last, the CI
+    from the two medians' CIs."""
+    if "hint" not in measurements:
+        return []
+    normal = select(measurements, PERSIST_PROBE, "seconds", hint="normal")["value"]
+    persisting = select(measurements, PERSIST_PROBE, "seconds", hint="evict_last")["value"]
+    if normal.empty or persisting.empty:
+        return []
+    (n, n_lo, n_hi), (p, p_lo, p_hi) = median_ci(normal), median_ci(persisting)
+    hot = select(measurements, PERSIST_PROBE, "hot_bytes")["value"]
+    stream = select(measurements, PERSIST_PROBE, "stream_bytes_per_round")["value"]
+    note = (f"hot set {fmt_bytes(hot.iat[0])}, {fmt_bytes(stream.iat[0])} streamed between its reads"
+            if len(hot) and len(stream) else "")
+    return [derived_row("l2.persisting_speedup", n / p, n_lo / p_hi, n_hi / p_lo,
+                        "seconds per launch re-reading a hot set between L2-sized streams: its loads at normal "
+                        "L2 priority over evict_last (createpolicy; the persisting set-aside at its maximum)",
+                        PERSIST_PROBE, note)]

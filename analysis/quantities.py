@@ -157,6 +157,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "const.l15.latency_cycles": ("cycles", "latency of the level behind the constant L1 (the L1.5 constant cache when "
                                            "the 64 KiB constant space fits it)"),
     "const.l15.capacity_bytes": ("B", "capacity of the level behind the constant L1 (the staircase's second knee)"),
+    "l2.persisting_speedup": ("1", "time of a launch re-reading a hot set between L2-sized streams, normal over "
+                                   "persisting (evict_last) L2 priority for the hot set"),
     "l1.shared_trade_ratio": ("1", "L1 capacity lost per byte of shared memory allocated (1 when the two are one "
                                    "array carved up by configuration)"),
     "l1.unified_bytes": ("B", "L1 capacity plus the shared memory allocated beside it, the largest over the "

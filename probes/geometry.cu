@@ -78,3 +78,60 @@ extern "C" __global__ void const_chase(unsigned int start, long long warm_steps,
     out[1] = t1 - t0;
     out[2] = p;
 }
+
+// L2 persistence: every thread of the grid reads its share of a hot buffer, then its share of one slice of a
+// cold buffer (the streaming aggressor, plain loads), ``rounds`` times, so between two reads of a hot line a
+// whole slice streams through the L2.  The hot loads carry an L2 eviction-priority policy (createpolicy):
+// MODE 0 evict_normal (the hot set competes with the stream), 1 evict_last (the persisting priority an access
+// policy window gives), 2 evict_first (demotes the hot lines again after a persisting run).  Each thread adds
+// the words it read to *sink, so the host checks that every word was read.
+template <int MODE>
+__device__ __forceinline__ unsigned long long hot_policy() {
+    unsigned long long policy;
+    if (MODE == 1) {
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    } else if (MODE == 2) {
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    } else {
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+    }
+    return policy;
+}
+
+template <int MODE>
+__device__ void persist_read(const uint4* hot, long long hot_vectors, const uint4* cold, long long slice_vectors,
+                             int rounds, unsigned int* sink) {
+    const unsigned long long policy = hot_policy<MODE>();
+    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long threads = (long long)gridDim.x * blockDim.x;
+    unsigned int sum = 0;
+    for (int r = 0; r < rounds; ++r) {
+        for (long long i = thread; i < hot_vectors; i += threads) {
+            unsigned int x, y, z, w;
+            asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                         : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(hot + i), "l"(policy));
+            sum += x + y + z + w;
+        }
+        const uint4* slice = cold + (long long)r * slice_vectors;
+        for (long long i = thread; i < slice_vectors; i += threads) {
+            const uint4 v = slice[i];
+            sum += v.x + v.y + v.z + v.w;
+        }
+    }
+    atomicAdd(sink, sum);
+}
+
+extern "C" __global__ void persist_normal(const uint4* hot, long long hot_vectors, const uint4* cold,
+                                          long long slice_vectors, int rounds, unsigned int* sink) {
+    persist_read<0>(hot, hot_vectors, cold, slice_vectors, rounds, sink);
+}
+
+extern "C" __global__ void persist_evict_last(const uint4* hot, long long hot_vectors, const uint4* cold,
+                                              long long slice_vectors, int rounds, unsigned int* sink) {
+    persist_read<1>(hot, hot_vectors, cold, slice_vectors, rounds, sink);
+}
+
+extern "C" __global__ void persist_evict_first(const uint4* hot, long long hot_vectors, const uint4* cold,
+                                               long long slice_vectors, int rounds, unsigned int* sink) {
+    persist_read<2>(hot, hot_vectors, cold, slice_vectors, rounds, sink);
+}

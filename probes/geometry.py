@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.chase import ChainWalker, fill_chain
-from probes.harness import Sample
+from probes.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
 #: Accesses timed per walk (16 bits each in shared memory) and the shared memory that record needs.
@@ -272,7 +272,6 @@ def geometry_const(ctx, footprint_bytes: int) -> list[Sample]:
 
     from probes.chase import CALIBRATION_STEPS, chain_order, chase_samples, steps_for
     from probes.cuda import kernel, module
-    from probes.harness import repeat_until_stable
 
     if not 2 * CONST_STRIDE <= footprint_bytes <= CONST_BYTES:
         raise ValueError(f"footprint_bytes={footprint_bytes} must lie in {2 * CONST_STRIDE}..{CONST_BYTES}")
@@ -300,3 +299,66 @@ def geometry_const(ctx, footprint_bytes: int) -> list[Sample]:
     steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
     return repeat_until_stable(lambda repeat: chase_samples(ctx, run(elements, steps), steps, repeat, "clock64"),
                                "latency", ctx.budget)
+
+
+#: cudaLimitPersistingL2CacheSize (driver_types.h): the share of the L2 set aside for persisting lines.
+PERSISTING_LIMIT = 0x06
+#: Rounds of one launch: each reads the hot set, then streams one L2-sized slice of the cold buffer.
+PERSIST_ROUNDS = 8
+PERSIST_KERNELS = {"normal": "persist_normal", "evict_last": "persist_evict_last"}
+
+
+def persist_hot_bytes(device: dict) -> int:
+    """The reused set: half the L2 the driver lets persist (half the L2 where the property is missing)."""
+    return int(device.get("persisting_l2_max_bytes") or device["l2_bytes"]) // 2 // 4096 * 4096
+
+
+@probe("geometry.l2_persist",
+       sweeps={"quick": lambda d: {"hint": ["normal", "evict_last"]},
+               "full": lambda d: {"hint": ["normal", "evict_last"]}},
+       axes={"hint": "L2 eviction priority of the hot set's loads: normal, or evict_last (persisting, with the "
+                     "driver's persisting set-aside at its maximum)"},
+       quantities=("l2.persisting_speedup",), kernels=("geometry.cu",))
+def geometry_l2_persist(ctx, hint: str) -> list[Sample]:
+    """Seconds per launch that re-reads a hot set half the persisting L2's size while an L2-sized stream
+    passes between its reads: with normal priority the stream evicts the hot set, which then comes from HBM;
+    persisting (evict_last) lines stay in the L2, so the speed-up is what persistence saves."""
+    import cupy
+
+    from probes.cuda import kernel
+    from probes.harness import EventTimer, Sink
+
+    device = ctx.device
+    hot_bytes, slice_bytes = persist_hot_bytes(device), device["l2_bytes"] // 4096 * 4096
+    hot = cupy.ones(hot_bytes // 4, dtype=cupy.uint32)
+    cold = cupy.ones(PERSIST_ROUNDS * slice_bytes // 4, dtype=cupy.uint32)
+    sink = Sink(f"geometry.l2_persist {hint}")
+    per_launch = PERSIST_ROUNDS * (hot.size + slice_bytes // 4)
+    threads = 256
+    grid = 4 * device["sm_count"]
+    args = (hot, np.int64(hot_bytes // 16), cold, np.int64(slice_bytes // 16), np.int32(PERSIST_ROUNDS),
+            sink.array)
+    previous = cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT)
+    if hint == "evict_last":
+        cupy.cuda.runtime.deviceSetLimit(PERSISTING_LIMIT, int(device.get("persisting_l2_max_bytes") or 0))
+    read = kernel("geometry.cu", PERSIST_KERNELS[hint])
+
+    def launch():
+        read((grid,), (threads,), args)
+        sink.launches += 1
+
+    try:
+        timer = EventTimer(launch, ctx.budget.min_sample_s)
+
+        def sample(repeat: int) -> list[Sample]:
+            seconds = timer.seconds_per_launch()
+            return [Sample("seconds", seconds, "s", repeat, None, "cuda_event")]
+
+        samples = repeat_until_stable(sample, "seconds", ctx.budget)
+        sink.check(per_launch)
+    finally:  # demote the hot lines and give the set-aside back: later probes see a plain L2
+        kernel("geometry.cu", "persist_evict_first")((grid,), (threads,), args)
+        sink.launches += 1
+        cupy.cuda.runtime.deviceSetLimit(PERSISTING_LIMIT, previous)
+    return samples + [Sample("hot_bytes", float(hot_bytes), "B", 0, None, "config"),
+                      Sample("stream_bytes_per_round", float(slice_bytes), "B", 0, None, "config")]

@@ -479,6 +479,18 @@ def _const(ctx, footprint_bytes):
     return _samples(cycles, footprint_bytes)
 
 
+def _l2_persist(ctx, hint):
+    """Each round re-reads the hot set after an L2-sized stream: under LRU the stream evicts it (read from HBM)
+    unless its lines persist (evict_last: read from the L2); the stream always comes from HBM."""
+    from probes.geometry import PERSIST_ROUNDS, persist_hot_bytes
+
+    hot, stream = persist_hot_bytes(DEVICE), DEVICE["l2_bytes"]
+    seconds = PERSIST_ROUNDS * (hot / (L2_READ if hint == "evict_last" else HBM_READ) + stream / HBM_READ)
+    return ([Sample("seconds", seconds * (1 + 0.001 * r), "s", r, None, "cuda_event") for r in range(5)]
+            + [Sample("hot_bytes", float(hot), "B", 0, None, "config"),
+               Sample("stream_bytes_per_round", float(stream), "B", 0, None, "config")])
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "smem.banks": _banks,
@@ -492,7 +504,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
-         "geometry.l2_partition": _l2_partition, "geometry.const": _const}
+         "geometry.l2_partition": _l2_partition, "geometry.const": _const,
+         "geometry.l2_persist": _l2_persist}
 
 
 def simulated_probes():

@@ -391,3 +391,69 @@ def test_gpu_partition_walk_and_constant_chase_pass_their_checks(gpu_ctx):
     small, large = (np.median([s.value for s in geometry_const(gpu_ctx, f) if s.metric == "latency"])
                     for f in (const_footprints(gpu_ctx.device)[0], const_footprints(gpu_ctx.device)[-1]))
     assert 0 < small <= large
+
+
+@pytest.mark.gpu
+def test_gpu_persistence_runs_read_every_word(gpu_ctx):
+    """Both hints pass the checksum of every word read, and the set-aside is given back."""
+    import cupy
+
+    from probes.geometry import PERSISTING_LIMIT, geometry_l2_persist
+
+    before = cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT)
+    for hint in ("normal", "evict_last"):
+        assert [s.value for s in geometry_l2_persist(gpu_ctx, hint) if s.metric == "seconds"]
+    assert cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT) == before
+
+
+# -- L2 persistence ---------------------------------------------------------------------------------------
+
+def persist_frame(hints=("normal", "evict_last"), fake=None):
+    class Ctx:
+        device = fakes.DEVICE
+
+    return pd.DataFrame([{"probe": "geometry.l2_persist", "metric": s.metric, "value": s.value,
+                          "repeat": s.repeat, "flag": s.flag, "hint": hint}
+                         for hint in hints for s in (fake or fakes._l2_persist)(Ctx, hint)])
+
+
+def test_persisting_speedup_of_the_simulated_l2():
+    from analysis.geometry import persist_rows
+    from probes.geometry import persist_hot_bytes
+
+    (row,) = persist_rows(persist_frame())
+    hot, stream = persist_hot_bytes(fakes.DEVICE), fakes.DEVICE["l2_bytes"]
+    truth = (hot / fakes.HBM_READ + stream / fakes.HBM_READ) / (hot / fakes.L2_READ + stream / fakes.HBM_READ)
+    assert row["value"] == pytest.approx(truth, rel=0.01)
+    assert row["ci_low"] <= row["value"] <= row["ci_high"]
+
+
+def test_no_speedup_without_both_hints():
+    """Negative control: one hint alone gives no row; a policy that changes nothing gives a speed-up of 1."""
+    from analysis.geometry import persist_rows
+
+    assert persist_rows(persist_frame(hints=("normal",))) == []
+    (row,) = persist_rows(persist_frame(fake=lambda ctx, hint: fakes._l2_persist(ctx, "normal")))
+    assert row["value"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_the_persist_kernels_differ_only_in_the_hot_loads_policy():
+    """The three kernels compile to the same code but for one constant, the L2 policy in the descriptor of the
+    hot set's 16-byte loads (LDG.E.128 desc[URn]); the stream's loads use the default descriptor."""
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin("geometry.cu")[0])
+
+    def body(name):
+        return [re.sub(r"\s+", " ", l.split(";")[0].split("*/", 1)[1]).strip() for l in code[name].splitlines()
+                if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+
+    normal = body("persist_normal")
+    for other in ("persist_evict_last", "persist_evict_first"):
+        diff = [(a, b) for a, b in zip(normal, body(other)) if a != b]
+        assert len(diff) == 1 and len(body(other)) == len(normal), diff
+        (a, b), = diff
+        target = re.match(r"UMOV (UR\d+), 0x[0-9a-f]+$", a).group(1)
+        low = f"UR{int(target[2:]) - 1}"
+        assert any(re.search(rf"LDG\.E\.128 R\d+, desc\[{low}\]", l) for l in normal), (target, low)
+    assert len([(a, b) for a, b in zip(normal, body("l1_record")) if a != b]) > 1  # negative control
