@@ -152,8 +152,8 @@ def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
                           "from 64x the span of the longest chain)",
              "smem_bytes": "dynamic shared memory the walking block allocates: the record alone, then 1/8..all of "
                            "the opt-in limit (quick: two of them), which moves the L1/shared carve-out"},
-       quantities=("l1.ways", "l1.sets", "l1.replacement_miss_fraction", "l1.capacity_bytes_at_carveout",
-                   "l1.unified_bytes"),
+       quantities=("l1.ways", "l1.sets", "l1.set_pattern_departures", "l1.replacement_miss_fraction",
+                   "l1.capacity_bytes_at_carveout", "l1.unified_bytes", "l1.shared_trade_ratio"),
        kernels=("geometry.cu",))
 def geometry_l1(ctx, stride_bytes: int, smem_bytes: int, placement: str) -> list[Sample]:
     """Misses of a cyclic chain of N lines at a fixed stride through the L1, timed access by access, N found

@@ -457,3 +457,23 @@ def test_the_persist_kernels_differ_only_in_the_hot_loads_policy():
         low = f"UR{int(target[2:]) - 1}"
         assert any(re.search(rf"LDG\.E\.128 R\d+, desc\[{low}\]", l) for l in normal), (target, low)
     assert len([(a, b) for a, b in zip(normal, body("l1_record")) if a != b]) > 1  # negative control
+
+
+def test_every_derived_id_is_declared_by_its_probe_and_in_the_vocabulary():
+    """The rows the simulated chapter derives are exactly what the geometry probes declare, all of them in
+    the vocabulary (a new id without its entry would fail here)."""
+    from analysis.geometry import geometry_rows
+    from analysis.quantities import QUANTITIES
+    from probes.registry import all_probes
+
+    declared = {q for pid, p in all_probes().items() if pid.startswith("geometry.") for q in p.quantities}
+    assert declared <= set(QUANTITIES)
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    frames = [frame({(c["stride_bytes"], c["smem_bytes"], c["placement"]): fakes._geometry_l1(Ctx, **c)
+                     for c in geometry_configs(fakes.DEVICE)}),
+              partition_frame(LINE, fakes.partition_walks(LINE, 4096, 3), 4096), const_frame(), persist_frame()]
+    derived = {r["quantity"] for r in geometry_rows(pd.concat(frames, ignore_index=True))}
+    assert derived <= declared and len(derived) >= 12
