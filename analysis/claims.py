@@ -373,6 +373,14 @@ LECTURE = (
           "issues once", id="7.2.divergence", precision="exact",
           quote=("a 32-way divergent branch runs at 1/32 throughput",), figure="divergence"),
     # §7.3
+    Claim("§7.3", "shared memory is the same physical SRAM array as the L1, carved up by configuration: each "
+          "byte given to shared memory is a byte the L1 loses", 1, "1", 0.1, quantity("l1.shared_trade_ratio"),
+          "L1 capacity measured beside a block holding from the record's few KiB to all of its opt-in shared memory: "
+          "L1 bytes lost per shared byte allocated (geometry.l1)",
+          "the driver gives shared memory in carve-out steps (and reserves some per block), so an allocation "
+          "takes the next step up from the L1; l1.unified_bytes is the largest L1 + shared sum measured",
+          id="7.3.unified_array", precision="exact", figure="l1-carveout",
+          quote=("Shared memory is the same physical SRAM array as the L1 cache, carved up by configuration",)),
     Claim("§7.3", "30.1 MB of shared memory on the chip", 30.1e6, "B", 0.05 / 30.1,
           lecture_bytes("smem_per_sm_bytes", 1024, per_sm=True), "driver: SMs x shared memory per SM, KiB read "
           "as KB", id="7.3.smem_chip", kind="property", units=KB_UNITS, precision="its digits (30.1)",

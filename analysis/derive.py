@@ -8,6 +8,7 @@ from analysis.coalescing import bandwidth_rows
 from analysis.compute import compute_rows
 from analysis.execution import execution_rows
 from analysis.fusion import fusion_rows
+from analysis.geometry import geometry_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
 from analysis.links import link_rows
@@ -33,6 +34,7 @@ FAMILIES = (
     lambda m, device: littles_rows(m, device),
     lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
     lambda m, device: execution_rows(m),
+    lambda m, device: geometry_rows(m),
 )
 
 #: What forked family workers read: set before they fork, so the measurements are shared, not pickled.

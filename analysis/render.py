@@ -240,6 +240,26 @@ FIGURES = (
     FigureSpec("divergence", "exec.diverge", "Branch divergence",
                "Useful FFMA throughput of warps split over 2 to 32 branches of one body each, over the unsplit "
                "warps', beside 1 / ways.", lambda meta, m, d: execution.divergence_figure(m)),
+    FigureSpec("l1-sets", "geometry.l1", "L1 ways, sets and replacement",
+               "Left: lines a cyclic chain holds before its first L1 miss against the power-of-two stride between "
+               "its lines (each access timed alone), with the pattern max(ways, capacity / stride) of the derived "
+               "ways and sets, and the lines held at random places (fewer than the capacity unless the L1 is fully "
+               "associative). Right: the miss fraction past the ways at strides that fill one set, against the "
+               "LRU-like and random replacement models.",
+               lambda meta, m, d: _geometry_figures().l1_sets(m, d)),
+    FigureSpec("l1-carveout", "geometry.l1", "L1/shared carve-out",
+               "L1 capacity (lines a 128-B-strided chain holds before its first miss) against the dynamic shared "
+               "memory the walking block allocates, and their sum: what the unified L1/shared array gives the L1 "
+               "at each allocation.", lambda meta, m, d: _geometry_figures().l1_carveout(m, d)),
+    FigureSpec("l2-partition-map", "geometry.l2_partition", "L2 partition map",
+               "One SM's L2-only loads over lines in address order, each a cold miss (the L2 flushed) timed alone: "
+               "misses to addresses the SM's near partition homes return sooner than far-homed ones, so the "
+               "record is the partition map at line resolution (first walk shown).",
+               lambda meta, m, d: _geometry_figures().l2_partition(m, d)),
+    FigureSpec("const-staircase", "geometry.const", "Constant caches",
+               "Cycles per dependent constant-memory load (LDC) of a random chain against the footprint it spans "
+               "in __constant__ memory (median, interquartile bars), with the fitted levels (dashed) and "
+               "capacities (dotted).", lambda meta, m, d: _geometry_figures().const_staircase(m, d)),
 )
 #: The "Hopper units" section's figures, in the same form.
 HOPPER_FIGURES = (
@@ -272,6 +292,12 @@ def _telemetry():
     from analysis import telemetry
 
     return telemetry
+
+
+def _geometry_figures():
+    from analysis import geometry_figures
+
+    return geometry_figures
 
 
 def _figure_specs(measurements) -> tuple:

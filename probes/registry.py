@@ -29,8 +29,7 @@ PROFILES = ("quick", "full")
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba", "probes.smem_banks",
                  "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.occupancy",
                  "probes.compute", "probes.execution", "probes.matmul", "probes.fusion", "probes.hopper",
-                 "probes.lecture",
-                 "probes.links", "probes.collectives")
+                 "probes.lecture", "probes.geometry", "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
 

@@ -503,6 +503,180 @@ def _collectives(ctx, collective, message_bytes):
                                            Sample("seconds", seconds, "s", r, None, "cuda_event"))]
 
 
+#: The simulated L1: a unified array of UNIFIED_BYTES holds the shared carve (the allocation plus a reserved
+#: KiB per block, in CARVE_STEP steps) and the L1 the rest, in L1_SETS sets of 128-byte lines indexed by the
+#: address's low bits, replaced LRU.
+UNIFIED_BYTES, CARVE_STEP, L1_SETS = 256 << 10, 8 << 10, 4
+
+
+def l1_bytes_beside(smem_bytes: int) -> int:
+    carve = -(-(smem_bytes + 1024) // CARVE_STEP) * CARVE_STEP
+    return UNIFIED_BYTES - carve
+
+
+class SetCache:
+    """A set-associative cache of known geometry, access by access: ``sets`` sets of ``ways`` lines of
+    ``line`` bytes, replaced ``lru``, ``fifo``, ``plru`` (a binary tree, ways a power of two) or ``random``;
+    with ``hashed`` the set index is XORed with the next bits up of the address (a hashed index)."""
+
+    def __init__(self, sets: int, ways: int, line: int = LINE_BYTES, policy: str = "lru", hashed: bool = False,
+                 seed: int = 0):
+        self.sets_n, self.ways, self.line, self.policy, self.hashed = sets, ways, line, policy, hashed
+        self.tags = [dict() for _ in range(sets)]  # tag -> way
+        self.order = [[] for _ in range(sets)]  # ways by age (lru, fifo)
+        self.tree = [[0] * max(ways - 1, 1) for _ in range(sets)]
+        self.rng = np.random.default_rng(seed)
+
+    def set_of(self, address: int) -> int:
+        block = address // self.line
+        index = block % self.sets_n
+        if self.hashed and self.sets_n > 1:
+            upper = block // self.sets_n
+            while upper:
+                index ^= upper % self.sets_n
+                upper //= self.sets_n
+        return index
+
+    def _touch(self, s: int, way: int) -> None:
+        if self.policy == "plru":
+            node, span = 0, self.ways
+            while span > 1:
+                span //= 2
+                right = (way // span) % 2
+                self.tree[s][node] = 1 - right  # point away from the way just used
+                node = 2 * node + 1 + right
+        elif self.policy == "lru":
+            self.order[s].remove(way)
+            self.order[s].append(way)
+
+    def _victim(self, s: int) -> int:
+        if self.policy == "plru":
+            node, way, span = 0, 0, self.ways
+            while span > 1:
+                span //= 2
+                right = self.tree[s][node]
+                way += right * span
+                node = 2 * node + 1 + right
+            return way
+        if self.policy == "random":
+            return int(self.rng.integers(self.ways))
+        return self.order[s][0]
+
+    def access(self, address: int) -> bool:
+        """True on a hit; a miss fills the line, evicting the policy's victim."""
+        s, tag = self.set_of(address), address // self.line
+        table = self.tags[s]
+        if tag in table:
+            self._touch(s, table[tag])
+            return True
+        if len(table) < self.ways:
+            way = len(table)
+            self.order[s].append(way)
+        else:
+            way = self._victim(s)
+            del table[next(t for t, w in table.items() if w == way)]
+            if self.policy in ("lru", "fifo"):
+                self.order[s].remove(way)
+                self.order[s].append(way)
+        table[tag] = way
+        if self.policy == "plru":
+            self._touch(s, way)
+        return False
+
+
+def cache_walk(make_cache, stride_bytes: int, recorded: int, blocks=None, hit: float = LEVELS["l1"],
+               miss: float = LEVELS["l2"]):
+    """``walk(lines) -> intervals``: a fresh cache, a cyclic walk of that many lines (``blocks[:lines]`` x the
+    stride; no ``blocks``: 0, 1, 2, ...), two passes warm, then ``recorded`` accesses timed: ``hit`` or
+    ``miss`` cycles plus the recording's cost."""
+    def walk(lines: int) -> np.ndarray:
+        at = (np.arange(lines) if blocks is None else blocks[:lines]) * stride_bytes
+        cache = make_cache()
+        for i in range(2 * lines):
+            cache.access(int(at[i % lines]))
+        start = 2 * lines
+        return np.array([(hit if cache.access(int(at[(start + k) % lines])) else miss) + RECORD_COST
+                         for k in range(recorded)])
+
+    return walk
+
+
+def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, blocks: np.ndarray):
+    """The same walk on a low-bit-indexed LRU cache, in closed form: a cyclic walk keeps every line of a set
+    holding at most ``ways`` of them and misses every access to a set holding more."""
+    def walk(lines: int) -> np.ndarray:
+        index = (blocks[:lines] * stride_bytes // LINE_BYTES) % sets
+        overfull = np.bincount(index, minlength=sets)[index] > ways
+        visits = (2 * lines + np.arange(recorded)) % lines
+        return np.where(overfull[visits], LEVELS["l2"], LEVELS["l1"]) + RECORD_COST
+
+    return walk
+
+
+def _geometry_l1(ctx, stride_bytes, smem_bytes, placement):
+    from probes.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
+
+    ways = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_SETS
+    n_max = max_lines(ctx.device, stride_bytes)
+    blocks = chain_blocks(placement, n_max, np.random.default_rng([stride_bytes, smem_bytes]))
+    return sweep_lines(lru_cyclic_walk(L1_SETS, ways, stride_bytes, RECORDED, blocks), n_max, CLOCK_HZ)
+
+
+#: The simulated L2 homes each PARTITION_INTERLEAVE-byte block in one of two partitions, by the parity of the
+#: block number's bits (a hash, not plain alternation).
+PARTITION_INTERLEAVE = 4 << 10
+
+
+def far_homed(address: np.ndarray, interleave: int = PARTITION_INTERLEAVE) -> np.ndarray:
+    block = np.asarray(address, dtype=np.int64) // interleave
+    parity = np.zeros(block.shape, dtype=bool)
+    while block.any():
+        parity ^= (block & 1).astype(bool)
+        block >>= 1
+    return parity
+
+
+def partition_walks(stride_bytes, lines, walks, interleave=PARTITION_INTERLEAVE, seed=0):
+    """Cold misses in address order, ``walks`` times: near- or far-homed miss latency, noise, the record's
+    cost; ``interleave`` None: every line homed by the near partition."""
+    rng = np.random.default_rng(seed)
+    far = np.zeros(lines, dtype=bool) if interleave is None else far_homed(np.arange(lines) * stride_bytes,
+                                                                           interleave)
+    cycles = np.where(far, FAR_MISS, NEAR_MISS)
+    return np.concatenate([np.round(cycles + rng.normal(0, 6, lines) + RECORD_COST) for _ in range(walks)])
+
+
+def _l2_partition(ctx, stride_bytes):
+    from probes.geometry import PARTITION_LINES, PARTITION_WALKS
+
+    values = partition_walks(stride_bytes, PARTITION_LINES, PARTITION_WALKS, seed=stride_bytes)
+    return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(values)]
+            + [Sample("walk_lines", float(PARTITION_LINES), "1", 0, CLOCK_HZ, "config")])
+
+
+#: The simulated constant caches: (capacity bytes, hit cycles) of each level, LRU, and the cycles beyond them.
+CONST_LEVELS, CONST_BEYOND = ((2 << 10, 24.0), (32 << 10, 80.0)), 240.0
+
+
+def _const(ctx, footprint_bytes):
+    """A random cycle through more lines than an LRU level holds misses it at every step; the first level
+    that holds the footprint serves it."""
+    cycles = next((hit for capacity, hit in CONST_LEVELS if footprint_bytes <= capacity), CONST_BEYOND)
+    return _samples(cycles, footprint_bytes)
+
+
+def _l2_persist(ctx, hint):
+    """Each round re-reads the hot set after an L2-sized stream: under LRU the stream evicts it (read from HBM)
+    unless its lines persist (evict_last: read from the L2); the stream always comes from HBM."""
+    from probes.geometry import PERSIST_ROUNDS, persist_hot_bytes
+
+    hot, stream = persist_hot_bytes(DEVICE), DEVICE["l2_bytes"]
+    seconds = PERSIST_ROUNDS * (hot / (L2_READ if hint == "evict_last" else HBM_READ) + stream / HBM_READ)
+    return ([Sample("seconds", seconds * (1 + 0.001 * r), "s", r, None, "cuda_event") for r in range(5)]
+            + [Sample("hot_bytes", float(hot), "B", 0, None, "config"),
+               Sample("stream_bytes_per_round", float(stream), "B", 0, None, "config")])
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "matmul.waves": _waves, "smem.banks": _banks,
@@ -515,7 +689,9 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
-         "hopper.dpx": _dpx, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
+         "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
+         "geometry.l2_partition": _l2_partition, "geometry.const": _const,
+         "geometry.l2_persist": _l2_persist, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
          "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
          "link.topology": _topology, "link.memcpy": _memcpy,

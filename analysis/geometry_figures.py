@@ -1,0 +1,169 @@
+"""Figures of the L1 geometry chapter (geometry.l1): set construction, replacement and the carve-out."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+
+from analysis.geometry import MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, walks  # noqa: E402
+from analysis.stats import usable  # noqa: E402
+from analysis.units import fmt_bytes  # noqa: E402
+
+
+def _bytes_axis(axis):
+    axis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+
+
+def _value(derived: pd.DataFrame, quantity: str):
+    if "quantity" not in derived:
+        return None
+    row = derived[derived["quantity"] == quantity]
+    return None if row.empty else float(row["value"].iat[0])
+
+
+def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """Left: lines a chain holds before its first L1 miss against the stride, with the set-associative
+    pattern max(ways, capacity / stride) where derived.  Middle: miss fraction past the ways at the strides
+    that fill one set, against the LRU-like and random models.  Right: every access of the first missing
+    walks, timed alone, with the miss threshold (twice the all-hit interval): hits and misses apart."""
+    table = walks(measurements)
+    held = lines_held(table)
+    if not held:
+        return None
+    smallest = min(smem for _, smem, _ in held)
+    strided = {s: n for (s, smem, place), n in held.items() if smem == smallest and place == "stride"}
+    fig, (left, right, spread) = plt.subplots(1, 3, figsize=(14, 4))
+    strides = np.array(sorted(strided))
+    left.plot(strides, [strided[s] for s in strides], "o-", label="measured (strided lines)")
+    random_held = held.get((int(strides[0]), smallest, "random"))
+    if random_held is not None:
+        left.axhline(random_held, color="tab:red", ls=":", label="lines at random places")
+    ways, sets = _value(derived, "l1.ways"), _value(derived, "l1.sets")
+    if ways and sets:
+        left.plot(strides, np.maximum(ways, ways * sets * strides[0] / strides), "k--", lw=0.8,
+                  label=f"max(ways, capacity / stride): {ways:.0f} ways x {sets:.0f} sets")
+    left.set_xscale("log", base=2)
+    left.set_yscale("log", base=2)
+    _bytes_axis(left.xaxis)
+    left.set_xlabel("stride between the chain's lines")
+    left.set_ylabel("lines held before the first miss")
+    left.set_title(f"L1 set construction ({fmt_bytes(smallest)} shared allocated)")
+    left.legend(fontsize=7, frameon=False)
+    if ways and sets:
+        tail = table[(table["smem_bytes"] == smallest) & (table["placement"] == "stride")
+                     & (table["stride_bytes"] >= sets * strides[0]) & (table["lines"] <= 2 * ways + 1)]
+        points = tail.groupby("lines", as_index=False)[["fraction", "accesses"]].mean()
+        right.plot(points["lines"] / ways, points["fraction"], "o", label="measured (strides pooled)")
+        for policy, style in (("lru", "k--"), ("random", "k:")):
+            model = [cyclic_miss_fraction(int(n), int(ways), policy, int(a)) for n, a in
+                     zip(points["lines"], points["accesses"])]
+            right.plot(points["lines"] / ways, model, style, lw=0.8,
+                       label="LRU, FIFO, tree pseudo-LRU" if policy == "lru" else "random replacement")
+        right.set_xlabel("lines in one set / ways")
+        right.set_ylabel("miss fraction of the cyclic walk")
+        right.set_title("Replacement: misses past the ways")
+        right.legend(fontsize=7, frameon=False)
+    else:
+        right.set_axis_off()
+        right.set_title("no set pattern: ways not derived")
+    frame = usable(measurements[measurements["probe"] == PROBE])
+    accesses = frame.loc[frame["metric"] == "access", "value"]
+    hit = frame.loc[frame["metric"] == "hit_cycles", "value"]
+    spread.hist(accesses, bins=np.geomspace(max(1.0, accesses.min()), accesses.max() + 1, 60), color="tab:blue")
+    spread.axvline(MISS_FACTOR * hit.median(), color="k", ls="--", lw=0.8, label="miss threshold: 2 x all-hit")
+    spread.set_xscale("log")
+    spread.set_yscale("log")
+    spread.set_xlabel("cycles per access (recording included)")
+    spread.set_ylabel("accesses")
+    spread.set_title("Each access of the first missing walks")
+    spread.legend(fontsize=7, frameon=False)
+    return left
+
+
+def l1_carveout(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """L1 capacity against the dynamic shared memory a co-resident block allocates, and their sum."""
+    held = lines_held(walks(measurements))
+    line = min((s for s, _, _ in held), default=None)
+    carve = {smem: n * line for (s, smem, place), n in sorted(held.items()) if s == line and place == "stride"}
+    if len(carve) < 2:
+        return None
+    ax = plt.figure(figsize=(7, 4)).gca()
+    smem = np.array(sorted(carve))
+    l1 = np.array([carve[s] for s in smem])
+    ax.plot(smem, l1, "o-", label="L1 capacity (lines held x 128 B)")
+    ax.plot(smem, l1 + smem, "s--", label="L1 capacity + shared allocated")
+    _bytes_axis(ax.xaxis)
+    _bytes_axis(ax.yaxis)
+    ax.set_ylim(0, None)
+    ax.set_xlabel("dynamic shared memory allocated by the walking block")
+    ax.set_ylabel("bytes")
+    ax.set_title("L1/shared carve-out")
+    ax.legend(fontsize=7, frameon=False)
+    return ax
+
+
+
+def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """One SM's cold L2-only misses in address order (first walk of the finest stride): latency against the
+    address offset, near- and far-homed misses on either side of the clusters' split."""
+    from analysis.geometry import PARTITION_PROBE
+    from analysis.latency import miss_valley
+
+    frame = usable(measurements[(measurements["probe"] == PARTITION_PROBE)])
+    if frame.empty:
+        return None
+    stride = int(frame["stride_bytes"].min())
+    frame = frame[frame["stride_bytes"] == stride]
+    lines = frame.loc[frame["metric"] == "walk_lines", "value"]
+    walk = frame[frame["metric"] == "access"].sort_values("repeat")
+    if lines.empty or walk.empty:
+        return None
+    walk = walk.iloc[:int(lines.iat[0])]
+    ax = plt.figure(figsize=(10, 3.5)).gca()
+    offsets = walk["repeat"].to_numpy() * stride
+    ax.plot(offsets, walk["value"], ".", ms=2)
+    valley = miss_valley(walk["value"].to_numpy())
+    if valley is not None:
+        ax.axhline(valley, color="k", ls="--", lw=0.8, label="split between the near- and far-homed clusters")
+        ax.legend(fontsize=7, frameon=False, loc="upper right")
+    interleave = _value(derived, "l2.partition_interleave_bytes")
+    title = "L2 partition map seen from one SM"
+    ax.set_title(title + (f": homes alternate in {fmt_bytes(interleave)} blocks" if interleave else ""))
+    _bytes_axis(ax.xaxis)
+    ax.set_xlabel(f"address offset (one line every {fmt_bytes(stride)})")
+    ax.set_ylabel("cycles per cold miss (recording included)")
+    return ax
+
+
+def const_staircase(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """Cycles per dependent LDC against the footprint of the constant-memory chain (median, IQR bars), with
+    the derived levels and capacities."""
+    from analysis.geometry import CONST_PROBE
+
+    frame = usable(measurements[(measurements["probe"] == CONST_PROBE) & (measurements["metric"] == "latency")])
+    if frame.empty:
+        return None
+    stats = frame.groupby("footprint_bytes")["value"].quantile([0.25, 0.5, 0.75]).unstack()
+    ax = plt.figure(figsize=(7, 4)).gca()
+    ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], fmt="o-",
+                ms=3, label="median, interquartile range")
+    for quantity, label in (("const.l1.latency_cycles", "constant L1"), ("const.l15.latency_cycles", "next level")):
+        value = _value(derived, quantity)
+        if value:
+            ax.axhline(value, color="grey", ls="--", lw=0.8)
+            ax.annotate(f"{label}: {value:.0f}", (stats.index.min(), value), fontsize=7, va="bottom")
+    for quantity in ("const.l1.capacity_bytes", "const.l15.capacity_bytes"):
+        value = _value(derived, quantity)
+        if value:
+            ax.axvline(value, color="grey", ls=":", lw=0.8)
+    ax.set_xscale("log", base=2)
+    _bytes_axis(ax.xaxis)
+    ax.set_xlabel("footprint of the chain in constant memory")
+    ax.set_ylabel("cycles per dependent LDC")
+    ax.set_title("Constant caches")
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    return ax

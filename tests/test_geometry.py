@@ -1,0 +1,479 @@
+"""The L1 geometry chapter on caches of known geometry: the kernel's instructions, the probe's search, set
+construction (plain and hashed set index), the replacement verdict and the derived rows."""
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.geometry import classify_policy, geometry_rows, lines_held, set_geometry, walks
+from probes.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset, set_strides,
+                             sweep_lines)
+from tests import fakes
+from tests.fakes import SetCache, cache_walk
+
+LINE = fakes.LINE_BYTES
+
+
+def frame(results: dict) -> pd.DataFrame:
+    """Measurements rows from {(stride, smem, placement): samples}."""
+    return pd.DataFrame([{"probe": "geometry.l1", "metric": s.metric, "value": s.value, "repeat": s.repeat,
+                          "flag": s.flag, "stride_bytes": stride, "smem_bytes": smem, "placement": placement}
+                         for (stride, smem, placement), samples in results.items() for s in samples])
+
+
+def measure(make_cache, strides, n_max=160, recorded=256, smem=RECORD_BYTES) -> pd.DataFrame:
+    """The probe's search on a simulated cache at each stride, and once with lines at random places."""
+    results = {(s, smem, "stride"): sweep_lines(cache_walk(make_cache, s, recorded), n_max) for s in strides}
+    blocks = chain_blocks("random", n_max, np.random.default_rng(1))
+    results[(LINE, smem, "random")] = sweep_lines(cache_walk(make_cache, LINE, recorded, blocks), n_max)
+    return frame(results)
+
+
+STRIDES = [LINE * 2**k for k in range(9)]
+
+
+def held_by_stride(measurements):
+    """({stride: lines held}, lines held at random places)."""
+    held = lines_held(walks(measurements))
+    return ({s: n for (s, _, place), n in held.items() if place == "stride"},
+            next(n for (_, _, place), n in held.items() if place == "random"))
+
+
+# -- the kernel -------------------------------------------------------------------------------------------
+
+def record_loop(kernel_name: str, filename: str) -> list[str]:
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin(filename)[0])[kernel_name]
+    lines = [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in code.splitlines()
+             if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    clocks = [i for i, l in enumerate(lines) if "SR_CLOCKLO" in l]
+    return lines[clocks[0]:clocks[-1] + 1]
+
+
+def assert_timed_l1_loads(region: list[str]) -> None:
+    """Each load is the L1-caching LDG.E.64 (no .STRONG: not L2-only), its address the previous load's value,
+    and between two loads an STS of the loaded register and then a clock read (one interval per access)."""
+    loads = [(i, m.groups()) for i, l in enumerate(region)
+             if (m := re.search(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]", l))]
+    assert len(loads) >= 32
+    assert {op for _, (op, _, _) in loads} == {"LDG.E.64"}
+    for (i, (_, dest, _)), (j, (_, _, addr)) in zip(loads, loads[1:]):
+        assert addr == dest
+        between = region[i + 1:j]
+        sts = [k for k, l in enumerate(between) if re.search(rf"STS \[R\d+\], {dest}$", l)]
+        clock = [k for k, l in enumerate(between) if "SR_CLOCKLO" in l]
+        assert sts and clock and sts[0] < clock[0], between
+
+
+def test_the_record_kernel_times_each_l1_caching_load():
+    assert_timed_l1_loads(record_loop("l1_record", "geometry.cu"))
+
+
+def test_the_l2_only_record_kernel_is_not_an_l1_probe():
+    """Negative control: chase.cu's L2-only recorder has the same shape but STRONG (L1-bypassing) loads."""
+    with pytest.raises(AssertionError):
+        assert_timed_l1_loads(record_loop("chase_cg_record", "chase.cu"))
+
+
+# -- the probe's search -----------------------------------------------------------------------------------
+
+def test_onset_bisection_finds_the_first_missing_length():
+    calls = []
+
+    def misses(n):
+        calls.append(n)
+        return n > 37
+
+    assert onset(misses, 1, 4000) == 38
+    assert len(calls) <= 14
+    assert onset(lambda n: False, 1, 4000) is None
+
+
+def test_the_search_never_walks_more_lines_than_it_has():
+    """The curve past the onset stops at the longest chain the buffer holds."""
+    asked = []
+
+    def walk(lines):
+        asked.append(lines)
+        return np.full(64, 300.0 if lines > 40 else 30.0)
+
+    sweep_lines(walk, 60)
+    assert max(asked) == 60 and 41 in asked and 40 in asked
+
+
+def test_sweeps_come_from_the_device():
+    small = dict(fakes.DEVICE)
+    big = {**small, "smem_per_sm_bytes": 2 * small["smem_per_sm_bytes"],
+           "smem_per_block_optin_bytes": 2 * small["smem_per_block_optin_bytes"]}
+    assert len(set_strides(big)) == len(set_strides(small)) + 1
+    assert set_strides(small)[-1] >= 4 * small["smem_per_sm_bytes"] > set_strides(small)[-2]
+    assert max(carveout_allocations(big)) == 2 * max(carveout_allocations(small))
+    assert len(geometry_configs(small, quick=True)) < len(geometry_configs(small))
+
+
+# -- set construction -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sets, ways", [(8, 4), (2, 12), (1, 16)])
+def test_ways_and_sets_of_a_plain_cache(sets, ways):
+    geo = set_geometry(*held_by_stride(measure(lambda: SetCache(sets, ways), STRIDES)))
+    assert geo["periodic"], geo
+    assert (geo["ways"], geo["sets"], geo["capacity_bytes"]) == (ways, sets, sets * ways * LINE)
+
+
+def test_a_hashed_set_index_is_reported_not_measured():
+    """Negative control: the same cache with its set index XOR-hashed holds capacity-many lines at every
+    stride; the pattern test rejects it instead of reporting its 4 ways."""
+    held, random_held = held_by_stride(measure(lambda: SetCache(8, 4, hashed=True), STRIDES))
+    assert set(held.values()) == {32}, "every power-of-two stride spreads over all 8 sets"
+    geo = set_geometry(held, random_held)
+    assert not geo["periodic"] and "random" in geo["departures"]
+    assert set_geometry(held)["periodic"], "without the random chain it would pass as fully associative"
+
+
+def test_a_sweep_that_stops_before_the_span_is_not_periodic():
+    """Negative control: strides that never reach the set span show no flat tail to read the ways from."""
+    assert not set_geometry(*held_by_stride(measure(lambda: SetCache(16, 4), STRIDES[:4])))["periodic"]
+
+
+# -- replacement ------------------------------------------------------------------------------------------
+
+def policy_of(policy, ways=8):
+    m = measure(lambda: SetCache(4, ways, policy=policy, seed=3), STRIDES[3:], n_max=64, recorded=512)
+    return classify_policy(walks(m), ways)
+
+
+@pytest.mark.parametrize("policy, verdict", [("lru", "lru"), ("fifo", "lru"), ("plru", "lru"),
+                                             ("random", "random")])
+def test_replacement_verdict(policy, verdict):
+    assert policy_of(policy)["verdict"] == verdict
+
+
+def test_a_curve_no_model_explains_gets_no_verdict():
+    """Negative control: a set that misses half of every walk past its ways is neither family."""
+    curve = pd.DataFrame({"lines": np.arange(9, 17), "fraction": 0.5, "accesses": 512})
+    assert classify_policy(curve, 8)["verdict"] is None
+
+
+# -- derived rows -----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def simulated():
+    class Ctx:
+        device = fakes.DEVICE
+
+    return frame({(c["stride_bytes"], c["smem_bytes"], c["placement"]): fakes._geometry_l1(Ctx, **c)
+                  for c in geometry_configs(fakes.DEVICE)})
+
+
+def test_rows_recover_the_simulated_l1(simulated):
+    rows = {r["quantity"]: r for r in geometry_rows(simulated)}
+    lines = fakes.l1_bytes_beside(RECORD_BYTES) // LINE
+    assert rows["l1.sets"]["value"] == fakes.L1_SETS
+    assert rows["l1.ways"]["value"] == lines // fakes.L1_SETS
+    assert rows["l1.ways"]["value"] * rows["l1.sets"]["value"] * LINE == fakes.l1_bytes_beside(RECORD_BYTES)
+    assert rows["l1.replacement_miss_fraction"]["value"] == 1.0
+    assert "LRU-like" in rows["l1.replacement_miss_fraction"]["note"]
+    most = max(carveout_allocations(fakes.DEVICE))
+    assert rows["l1.capacity_bytes_at_carveout"]["value"] == fakes.l1_bytes_beside(most)
+    assert rows["l1.unified_bytes"]["value"] <= fakes.UNIFIED_BYTES < rows["l1.unified_bytes"]["value"] + \
+        fakes.CARVE_STEP + 1024
+
+
+def test_flagged_samples_give_no_rows(simulated):
+    """Negative control: throttled walks are left out, so nothing is derived from them."""
+    assert geometry_rows(simulated.assign(flag="throttled")) == []
+    assert geometry_rows(simulated.assign(probe="chase.latency")) == []
+
+
+def test_the_carveout_trades_l1_for_shared(simulated):
+    """The simulated L1 loses what the shared carve takes (up to one carve-out step of rounding); negative
+    control: an L1 that kept its size beside any allocation trades nothing and fails the lecture's claim."""
+    from analysis.claims import judge
+
+    allocations = carveout_allocations(fakes.DEVICE)
+    step = fakes.CARVE_STEP / (max(allocations) - min(allocations))
+    rows = {r["quantity"]: r for r in geometry_rows(simulated)}
+    assert abs(rows["l1.shared_trade_ratio"]["value"] - 1) <= step
+    smallest = simulated[(simulated["stride_bytes"] == LINE) & (simulated["smem_bytes"] == allocations[0])
+                         & (simulated["placement"] == "stride")]
+    others = simulated[(simulated["stride_bytes"] != LINE) | (simulated["smem_bytes"] == allocations[0])]
+    fixed = pd.concat([others] + [smallest.assign(smem_bytes=smem) for smem in allocations[1:]])
+    kept = {r["quantity"]: r for r in geometry_rows(fixed)}
+    assert kept["l1.shared_trade_ratio"]["value"] == 0
+    verdicts = {}
+    for derived in (rows, kept):
+        table = pd.DataFrame(list(derived.values()))
+        judged = judge(table, fakes.DEVICE)
+        verdicts[len(verdicts)] = judged.loc[judged["claim"].str.startswith("shared memory is the same"),
+                                             "verdict"].item()
+    assert verdicts == {0: "holds", 1: "deviates"}
+
+
+def test_figures_draw_the_simulated_l1(simulated):
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+
+    derived = pd.DataFrame(geometry_rows(simulated))
+    ax = geometry_figures.l1_sets(simulated, derived)
+    left_lines = ax.get_lines()
+    assert len(left_lines) == 3  # measured, random placement, the fitted pattern
+    spread = ax.figure.axes[2]
+    assert sum(p.get_height() for p in spread.patches) == (simulated["metric"] == "access").sum()
+    assert geometry_figures.l1_carveout(simulated, derived) is not None
+    plt.close("all")
+    empty = simulated.iloc[:0]
+    assert geometry_figures.l1_sets(empty, derived) is None
+    assert geometry_figures.l1_carveout(empty, derived) is None
+
+
+# -- the L2 partition map ---------------------------------------------------------------------------------
+
+def partition_frame(stride, values, lines):
+    rows = [{"probe": "geometry.l2_partition", "metric": "access", "value": v, "repeat": i, "flag": "",
+             "stride_bytes": stride} for i, v in enumerate(values)]
+    rows.append({"probe": "geometry.l2_partition", "metric": "walk_lines", "value": lines, "repeat": 0, "flag": "",
+                 "stride_bytes": stride})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("interleave", [256, 2048, 16384])
+def test_partition_interleave_of_a_hashed_map(interleave):
+    from analysis.geometry import partition_rows
+
+    values = fakes.partition_walks(LINE, 4096, 3, interleave)
+    rows = {r["quantity"]: r for r in partition_rows(partition_frame(LINE, values, 4096))}
+    assert rows["l2.partition_interleave_bytes"]["value"] == interleave
+    assert abs(rows["l2.far_home_fraction"]["value"] - 0.5) < 0.1
+    assert rows["l2.partition_interleave_bytes"]["note"].startswith("100%")
+
+
+def test_one_home_gives_no_interleave():
+    """Negative control: a walk whose lines one partition homes shows one miss cluster and no interleave."""
+    from analysis.geometry import interleave_lines, partition_rows
+
+    values = fakes.partition_walks(LINE, 4096, 3, interleave=None)
+    assert partition_rows(partition_frame(LINE, values, 4096)) == []
+    assert interleave_lines(np.zeros(64, dtype=bool)) is None
+    assert interleave_lines(np.arange(64) % 2 == 1) == 1
+
+
+def test_the_simulated_probe_recovers_its_interleave():
+    from analysis.geometry import partition_rows
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    m = pd.concat([frame_of(fakes._l2_partition(Ctx, s), s) for s in (LINE, 32 * LINE)])
+    rows = {r["quantity"]: r for r in partition_rows(m)}
+    assert rows["l2.partition_interleave_bytes"]["value"] == fakes.PARTITION_INTERLEAVE
+
+
+def frame_of(samples, stride):
+    return pd.DataFrame([{"probe": "geometry.l2_partition", "metric": s.metric, "value": s.value,
+                          "repeat": s.repeat, "flag": s.flag, "stride_bytes": stride} for s in samples])
+
+
+def test_partition_figure():
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+    from analysis.geometry import partition_rows
+
+    values = fakes.partition_walks(LINE, 4096, 3)
+    m = partition_frame(LINE, values, 4096)
+    ax = geometry_figures.l2_partition(m, pd.DataFrame(partition_rows(m)))
+    assert len(ax.get_lines()[0].get_xdata()) == 4096 and "4 KiB blocks" in ax.get_title()
+    plt.close("all")
+    assert geometry_figures.l2_partition(m.iloc[:0], pd.DataFrame()) is None
+
+
+# -- the constant caches ----------------------------------------------------------------------------------
+
+def const_frame(levels=None):
+    from probes.geometry import const_footprints
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    rows = []
+    for f in const_footprints(fakes.DEVICE):
+        samples = fakes._const(Ctx, f) if levels is None else fakes._samples(levels(f), f)
+        rows += [{"probe": "geometry.const", "metric": s.metric, "value": s.value, "repeat": s.repeat, "flag": "",
+                  "footprint_bytes": f} for s in samples]
+    return pd.DataFrame(rows)
+
+
+def test_constant_cache_levels_of_the_simulated_gpu():
+    from analysis.geometry import const_rows
+
+    rows = {r["quantity"]: r for r in const_rows(const_frame())}
+    (c1, l1), (c15, l15) = fakes.CONST_LEVELS
+    assert rows["const.l1.latency_cycles"]["value"] == pytest.approx(l1, rel=0.01)
+    assert rows["const.l15.latency_cycles"]["value"] == pytest.approx(l15, rel=0.01)
+    assert rows["const.l1.capacity_bytes"]["value"] == pytest.approx(c1, rel=0.2)
+    assert rows["const.l15.capacity_bytes"]["value"] == pytest.approx(c15, rel=0.2)
+
+
+def test_constant_figure():
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+    from analysis.geometry import const_rows
+
+    m = const_frame()
+    ax = geometry_figures.const_staircase(m, pd.DataFrame(const_rows(m)))
+    assert len(ax.lines) == 1 + 2 + 2  # the medians, two levels, two capacities
+    plt.close("all")
+    assert geometry_figures.const_staircase(m.iloc[:0], pd.DataFrame()) is None
+
+
+def test_a_level_that_holds_the_whole_space_has_no_capacity():
+    """Negative control: with one step only, no second capacity is claimed, and one flat level gives none."""
+    from analysis.geometry import const_rows
+
+    (c1, l1), (_, l15) = fakes.CONST_LEVELS
+    rows = {r["quantity"]: r for r in const_rows(const_frame(lambda f: l1 if f <= c1 else l15))}
+    assert "const.l15.capacity_bytes" not in rows and "no further step" in rows["const.l15.latency_cycles"]["note"]
+    assert const_rows(const_frame(lambda f: l1)) == []
+
+
+def test_the_constant_chase_is_a_dependent_ldc_chain():
+    """Each LDC's address register is the previous LDC's destination (no index arithmetic between them);
+    negative control: the L1 record kernel has no such chain."""
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin("geometry.cu")[0])
+
+    def chain(name):
+        region = [l for l in code[name].splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+        clocks = [i for i, l in enumerate(region) if "SR_CLOCKLO" in l]
+        ldc = re.compile(r"LDC (R\d+), c\[0x3\]\[(R\d+)\]")
+        return [m.groups() for l in region[clocks[0]:clocks[-1]] if (m := ldc.search(l))]
+
+    loads = chain("const_chase")
+    assert len(loads) >= 32
+    assert all(addr == dest for (dest, _), (_, addr) in zip(loads, loads[1:]))
+    assert chain("l1_record") == []
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpu_ctx():
+    from probes.device import device_properties
+    from probes.harness import Budget, Context
+
+    return Context(device=device_properties(), budget=Budget())
+
+
+@pytest.mark.gpu
+def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx):
+    """The 128-B chain's lines held fit the unified array's bound, and a one-set stride holds far fewer."""
+    from probes.geometry import geometry_l1, set_strides
+
+    device = gpu_ctx.device
+    strides = (LINE, set_strides(device)[-1])
+    m = frame({(s, RECORD_BYTES, "stride"): geometry_l1(gpu_ctx, s, RECORD_BYTES, "stride") for s in strides})
+    held = {s: n for (s, _, _), n in lines_held(walks(m)).items()}
+    assert device["smem_per_sm_bytes"] / 16 < held[LINE] * LINE <= 2 * device["smem_per_sm_bytes"]
+    assert held[strides[1]] < held[LINE]
+
+
+@pytest.mark.gpu
+def test_gpu_partition_walk_and_constant_chase_pass_their_checks(gpu_ctx):
+    from probes.geometry import const_footprints, geometry_const, geometry_l2_partition
+
+    accesses = [s.value for s in geometry_l2_partition(gpu_ctx, LINE) if s.metric == "access"]
+    assert len(accesses) >= 4096 and min(accesses) > 0
+    small, large = (np.median([s.value for s in geometry_const(gpu_ctx, f) if s.metric == "latency"])
+                    for f in (const_footprints(gpu_ctx.device)[0], const_footprints(gpu_ctx.device)[-1]))
+    assert 0 < small <= large
+
+
+@pytest.mark.gpu
+def test_gpu_persistence_runs_read_every_word(gpu_ctx):
+    """Both hints pass the checksum of every word read, and the set-aside is given back."""
+    import cupy
+
+    from probes.geometry import PERSISTING_LIMIT, geometry_l2_persist
+
+    before = cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT)
+    for hint in ("normal", "evict_last"):
+        assert [s.value for s in geometry_l2_persist(gpu_ctx, hint) if s.metric == "seconds"]
+    assert cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT) == before
+
+
+# -- L2 persistence ---------------------------------------------------------------------------------------
+
+def persist_frame(hints=("normal", "evict_last"), fake=None):
+    class Ctx:
+        device = fakes.DEVICE
+
+    return pd.DataFrame([{"probe": "geometry.l2_persist", "metric": s.metric, "value": s.value,
+                          "repeat": s.repeat, "flag": s.flag, "hint": hint}
+                         for hint in hints for s in (fake or fakes._l2_persist)(Ctx, hint)])
+
+
+def test_persisting_speedup_of_the_simulated_l2():
+    from analysis.geometry import persist_rows
+    from probes.geometry import persist_hot_bytes
+
+    (row,) = persist_rows(persist_frame())
+    hot, stream = persist_hot_bytes(fakes.DEVICE), fakes.DEVICE["l2_bytes"]
+    truth = (hot / fakes.HBM_READ + stream / fakes.HBM_READ) / (hot / fakes.L2_READ + stream / fakes.HBM_READ)
+    assert row["value"] == pytest.approx(truth, rel=0.01)
+    assert row["ci_low"] <= row["value"] <= row["ci_high"]
+
+
+def test_no_speedup_without_both_hints():
+    """Negative control: one hint alone gives no row; a policy that changes nothing gives a speed-up of 1."""
+    from analysis.geometry import persist_rows
+
+    assert persist_rows(persist_frame(hints=("normal",))) == []
+    (row,) = persist_rows(persist_frame(fake=lambda ctx, hint: fakes._l2_persist(ctx, "normal")))
+    assert row["value"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_the_persist_kernels_differ_only_in_the_hot_loads_policy():
+    """The three kernels compile to the same code but for one constant, the L2 policy in the descriptor of the
+    hot set's 16-byte loads (LDG.E.128 desc[URn]); the stream's loads use the default descriptor."""
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin("geometry.cu")[0])
+
+    def body(name):
+        return [re.sub(r"\s+", " ", l.split(";")[0].split("*/", 1)[1]).strip() for l in code[name].splitlines()
+                if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+
+    normal = body("persist_normal")
+    for other in ("persist_evict_last", "persist_evict_first"):
+        diff = [(a, b) for a, b in zip(normal, body(other)) if a != b]
+        assert len(diff) == 1 and len(body(other)) == len(normal), diff
+        (a, b), = diff
+        target = re.match(r"UMOV (UR\d+), 0x[0-9a-f]+$", a).group(1)
+        low = f"UR{int(target[2:]) - 1}"
+        assert any(re.search(rf"LDG\.E\.128 R\d+, desc\[{low}\]", l) for l in normal), (target, low)
+    assert len([(a, b) for a, b in zip(normal, body("l1_record")) if a != b]) > 1  # negative control
+
+
+def test_every_derived_id_is_declared_by_its_probe_and_in_the_vocabulary():
+    """The rows the simulated chapter derives are exactly what the geometry probes declare, all of them in
+    the vocabulary (a new id without its entry would fail here)."""
+    from analysis.geometry import geometry_rows
+    from analysis.quantities import QUANTITIES
+    from probes.registry import all_probes
+
+    declared = {q for pid, p in all_probes().items() if pid.startswith("geometry.") for q in p.quantities}
+    assert declared <= set(QUANTITIES)
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    frames = [frame({(c["stride_bytes"], c["smem_bytes"], c["placement"]): fakes._geometry_l1(Ctx, **c)
+                     for c in geometry_configs(fakes.DEVICE)}),
+              partition_frame(LINE, fakes.partition_walks(LINE, 4096, 3), 4096), const_frame(), persist_frame()]
+    derived = {r["quantity"] for r in geometry_rows(pd.concat(frames, ignore_index=True))}
+    assert derived <= declared and len(derived) >= 12
