@@ -28,7 +28,10 @@ import math
 import numpy as np
 
 from probes.cuda import blocks_per_sm
-from probes.harness import EventTimer, Sample, Sink, calibrate, launch_seconds, repeat_until_stable
+from probes.harness import Sample, calibrate, launch_seconds
+from probes.kit import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION, STRIDE_MAX_REPEATS,
+                        STRIDE_WARMUP_S, Filled, Sink, bandwidth_bound, bandwidth_samples, dram_peak_bytes_per_s,
+                        fill_hash, flag_for, mismatches, sum32)
 from probes.registry import geom, probe
 
 LANES = 32
@@ -45,30 +48,14 @@ ONCHIP_LEVELS = ("smem", "l1")
 
 #: The transfer blocks the sweep must be able to tell apart (analysis/coalescing.py's candidates).
 SMALLEST_BLOCK, LARGEST_BLOCK = 32, 128
-#: Every HBM footprint is at least this many times the L2.  The L2 is not LRU: re-read over a footprint F
-#: larger than itself it keeps about L2/F of it (analysis/capacity.py's miss model fits the H200's bw.l2
-#: sweep), so a stream over 4x L2 still finds a quarter of its lines there (the first H200 run streamed 4x
-#: L2 into shared memory at 4.85 TB/s, above the HBM interface's peak).  Over 32x at most ~3% can hit.
-#: The stride sweep's HBM level touches this many times L2 in 32-byte sectors per pass (a larger block only
-#: makes the footprint larger).
-HBM_FOOTPRINT_L2 = 32
-#: L2 level: the footprint, counted in the largest candidate block per element, is at most this fraction of
-#: L2 -- inside the near partition seen by the chase (the L2 latency plateau ends near half the L2).
-L2_TOUCH_FRACTION = 0.25
 #: bw.l2 sweeps footprints up to this many times the L2, so the sweep ends on the HBM plateau.
 L2_SWEEP_TOP = 4
-#: No buffer takes more than this fraction of device memory (the largest strides need spans of many GiB).
-MEMORY_FRACTION = 0.25
 #: bw.dram buffers: read and write sweep HBM_FOOTPRINT_L2 x L2; copy reads one buffer of half that into another.
 #: A launch should last about LAUNCH_S (long against launch gaps and tails) and a sample at least SAMPLE_S.
 LAUNCH_S, SAMPLE_S, STRIDE_SAMPLE_S = 1e-3, 2e-3, 1e-3
 #: bw.dram_footprint re-reads one buffer of FOOTPRINT_LOW_L2 .. FOOTPRINT_TOP_L2 x L2: from where the L2 may
 #: still serve a quarter of the bytes to several GiB, past the address-translation caches' reach.
 FOOTPRINT_LOW_L2, FOOTPRINT_TOP_L2 = 4, 128
-#: The stride sweep has hundreds of configs: cap its repeats (bandwidths are stable to well under 1%), and
-#: shorten its warm-up (the calibration launches before it already warm caches and clocks).
-STRIDE_MAX_REPEATS = 11
-STRIDE_WARMUP_S = 5e-3
 #: bandwidth.cu's on-chip kernels: 256 threads, 4 loads of 16 B each per rep: a 16 KiB buffer per rep.
 ONCHIP_THREADS, ONCHIP_U = 256, 4
 ONCHIP_VECS = ONCHIP_THREADS * ONCHIP_U
@@ -97,43 +84,6 @@ WRITE_VARIANTS = {
 }
 #: The variant of the other ops: the fastest of their kernels (read, copy) or the driver's copy (memcpy).
 OP_VARIANT = {"read": "fastest", "copy": "fastest", "memcpy": "driver"}
-
-#: Validity.  No SM moves more than 128 B/clk between its L1/shared array and registers on any NVIDIA GPU
-#: so far; twice that is a generous but physical bound for shared memory and L1 per SM, and (times SMs and
-#: clock) for what L2 can deliver to the SMs.  HBM: the interface's peak, memory clock x bus width x 2
-#: (double data rate), with 10% slack for timer jitter.  Above a bound a sample is flagged ``invalid``.
-MAX_BYTES_PER_CLK_SM = 256
-DRAM_SLACK = 1.10
-
-
-# -- bounds -------------------------------------------------------------------------------------------------
-
-def dram_peak_bytes_per_s(device: dict) -> float | None:
-    """The HBM interface's peak from the device's properties: memory clock x bus bits / 8 x 2 (DDR)."""
-    clock, bits = device.get("memory_clock_hz"), device.get("memory_bus_bits")
-    if not clock or not bits:
-        return None
-    return float(clock) * bits / 8 * 2
-
-
-def bandwidth_bound(device: dict, level: str) -> float | None:
-    """Largest physical bandwidth (B/s) of ``level`` (dram, l2); None where the properties cannot say."""
-    if level == "dram":
-        peak = dram_peak_bytes_per_s(device)
-        return peak * DRAM_SLACK if peak else None
-    if level == "l2":
-        if not device.get("sm_clock_max_hz"):
-            return None
-        return device["sm_count"] * device["sm_clock_max_hz"] * MAX_BYTES_PER_CLK_SM
-    raise ValueError(f"no bandwidth bound for level {level!r}")
-
-
-def flag_for(ctx, value: float, bound: float | None, sm_clock_hz: float | None) -> str:
-    """``invalid`` above the physical bound, else the clock guard's verdict."""
-    if bound is not None and value > bound:
-        return "invalid"
-    return ctx.throttle_flag(sm_clock_hz)
-
 
 # -- sizing (pure: the CPU tests check it on device dicts) ---------------------------------------------------
 
@@ -222,94 +172,6 @@ def _blocks_per_sm(func, dynamic_smem: int = 0) -> int:
     return blocks_per_sm(func, BLOCK_THREADS, dynamic_smem)
 
 
-class _Filled:
-    """One process-wide buffer of hashed 32-bit words (bandwidth.cu's fill_hash), grown on demand.
-
-    Word i always holds hash(i), so any prefix is the same whatever the allocation, and checksums are
-    computed from the buffer itself.  It grows by at least half each time (the sweep's spans grow with the
-    stride), up to MEMORY_FRACTION of device memory."""
-
-    words = None
-
-    @classmethod
-    def at_least(cls, nbytes: int, device: dict):
-        import cupy
-
-        need = -(-nbytes // 4)
-        if cls.words is None or cls.words.size < need:
-            cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) // 4
-            size = max(need, min(cap, 3 * (cls.words.size if cls.words is not None else 0) // 2))
-            size = -(-size // (1 << 20)) << 20  # whole MiWords
-            cls.words = None
-            cupy.get_default_memory_pool().free_all_blocks()
-            cls.words = cupy.empty(size, dtype=cupy.uint32)
-            _fill(cls.words)
-        return cls.words
-
-
-def _fill(words, seed: int = 0x5EED) -> None:
-    _kernel("fill_hash")((4096,), (BLOCK_THREADS,), (words, np.int64(words.size), np.uint32(seed)))
-
-
-def _reduce(name: str, args: tuple) -> int:
-    """Run one of bandwidth.cu's check kernels (which add into a 32-bit counter) and return the counter."""
-    import cupy
-
-    out = cupy.zeros(1, dtype=cupy.uint32)
-    _kernel(name)((1024,), (BLOCK_THREADS,), (*args, out))
-    return int(out.get()[0])
-
-
-def _sum32(words, offset_bytes: int = 0, count: int | None = None, pitch_bytes: int = 4,
-           element_bytes: int = 4) -> int:
-    """32-bit wrapping sum of every word of ``count`` elements at ``offset_bytes + i * pitch_bytes`` of the
-    uint32 array ``words`` (default: all of it, word by word), as the kernels fold them."""
-    count = words.size * 4 // pitch_bytes if count is None else count
-    if count <= 0:
-        return 0
-    if offset_bytes + (count - 1) * pitch_bytes + element_bytes > words.size * 4:
-        raise ValueError("elements beyond the buffer")
-    return _reduce("sum_elements", (np.uint64(words.data.ptr + offset_bytes), np.int64(count),
-                                    np.int64(pitch_bytes), np.int32(element_bytes)))
-
-
-def _mismatches(a, b, add: int) -> int:
-    """Words of ``a`` that differ from ``b + add`` (``b`` None: from ``add``)."""
-    return _reduce("count_mismatches", (a, b if b is not None else np.uint64(0), np.uint32(add),
-                                        np.int64(a.size)))
-
-
-def _measure(ctx, launch, reset, verify, bytes_per_launch: float, *, bound: float | None = None,
-             per_clk_bound: float | None = None, sample_s: float = SAMPLE_S, budget=None,
-             extra: tuple = ()) -> list[Sample]:
-    """Event-time ``launch`` until stable: ``bandwidth`` (B/s) per sample, and with ``per_clk_bound`` also
-    ``bytes_per_clk_sm`` (B/s / SMs / the SM clock read right after the sample), the primary metric then.
-
-    ``reset()`` runs before each sample and ``verify()`` after it (both outside the timed region)."""
-    timer = EventTimer(launch, max(ctx.budget.min_sample_s, sample_s))
-    sms = ctx.device["sm_count"]
-
-    def sample(repeat: int) -> list[Sample]:
-        reset()
-        seconds = timer.seconds_per_launch()
-        verify()
-        hz = ctx.sm_clock()
-        bandwidth = bytes_per_launch / seconds
-        out = []
-        if per_clk_bound is None:
-            flag = flag_for(ctx, bandwidth, bound, hz)
-        else:
-            per_clk = bandwidth / sms / hz
-            flag = flag_for(ctx, per_clk, per_clk_bound, hz)
-            out.append(Sample("bytes_per_clk_sm", per_clk, "B/cycle", repeat, hz, "cuda_event", flag))
-        out.append(Sample("bandwidth", bandwidth, "B/s", repeat, hz, "cuda_event", flag))
-        out += [Sample(metric, value, unit, repeat, hz, "config", flag) for metric, value, unit in extra]
-        return out
-
-    primary = "bandwidth" if per_clk_bound is None else "bytes_per_clk_sm"
-    return repeat_until_stable(sample, primary, budget or ctx.budget)
-
-
 def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, level: str,
                    layout: dict | None = None, budget=None, sample_s: float = STRIDE_SAMPLE_S) -> list[Sample]:
     """Useful bandwidth of stride_<e> over the footprint ``stride_layout`` sizes (or ``layout``)."""
@@ -319,12 +181,12 @@ def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, leve
     blocks = warps * LANES // BLOCK_THREADS
     layout = layout or stride_layout(ctx.device, element_bytes, stride, level, warps)
     tiles, step, n = layout["tiles"], layout["step"], layout["elements"]
-    words = _Filled.at_least(offset_bytes + layout["span_bytes"] + element_bytes, ctx.device)
+    words = Filled.at_least(offset_bytes + layout["span_bytes"] + element_bytes, ctx.device)
     tile_elements = LANES * loads
     pitch = stride * element_bytes
 
     def elements_sum(count: int) -> int:
-        return _sum32(words, offset_bytes, count, pitch, element_bytes)
+        return sum32(words, offset_bytes, count, pitch, element_bytes)
 
     total = elements_sum(n)
     base = np.uint64(words.data.ptr + offset_bytes)
@@ -349,8 +211,8 @@ def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, leve
     # The calibration launches already warmed caches and clocks: a short warm-up, and capped repeats.
     budget = budget or dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s, STRIDE_WARMUP_S),
                                            max_repeats=min(ctx.budget.max_repeats, STRIDE_MAX_REPEATS))
-    return _measure(ctx, run(trips), sink.reset, lambda: sink.check(expected), useful, bound=bound,
-                    sample_s=sample_s, budget=budget)
+    return bandwidth_samples(ctx, run(trips), sink.reset, lambda: sink.check(expected), useful, bound=bound,
+                             sample_s=sample_s, budget=budget)
 
 
 STRIDE_AXES = {
@@ -480,8 +342,8 @@ def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset
              ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
              ("blocks_per_sm", float(best.blocks_per_sm), "1"),
              ("buffer_bytes", float(vecs * 16), "B"), *extra)
-    return _measure(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
-                    bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
+    return bandwidth_samples(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
+                             sample_s=SAMPLE_S, bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
 
 
 def _dram_read(ctx, buffer_l2: float = HBM_FOOTPRINT_L2) -> list[Sample]:
@@ -495,8 +357,8 @@ def _dram_read(ctx, buffer_l2: float = HBM_FOOTPRINT_L2) -> list[Sample]:
     def args(vecs: int, passes: int):
         if "words" not in buffers:
             buffers["words"] = cupy.empty(vecs * 4, dtype=cupy.uint32)
-            _fill(buffers["words"])
-            buffers["total"] = _sum32(buffers["words"])
+            fill_hash(buffers["words"])
+            buffers["total"] = sum32(buffers["words"])
         return (buffers["words"], np.int64(vecs), np.int64(passes), sink.array)
 
     def counted(func):
@@ -551,7 +413,7 @@ def _dram_write(ctx, variant: str) -> list[Sample]:
 
     def verify(vecs: int, passes: int):
         words = buffers["words"]
-        wrong = _mismatches(words, None, seed["value"])
+        wrong = mismatches(words, None, seed["value"])
         if wrong:
             raise RuntimeError(f"{name}: {wrong} of {words.size} words do not hold the last launch's "
                                f"value {seed['value']:#x}")
@@ -579,8 +441,8 @@ def _dram_write(ctx, variant: str) -> list[Sample]:
 
     passes, _ = calibrate(run, 1, LAUNCH_S)
     extra = (*config, ("grid_blocks", float(blocks), "1"))
-    return _measure(ctx, run(passes), lambda: None, lambda: verify(vecs, passes), passes * vecs * 16.0,
-                    bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
+    return bandwidth_samples(ctx, run(passes), lambda: None, lambda: verify(vecs, passes), passes * vecs * 16.0,
+                             sample_s=SAMPLE_S, bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
 
 
 def once_blocks(buffer_bytes: int, store_bytes: int) -> int:
@@ -600,14 +462,14 @@ def _dram_copy(ctx) -> list[Sample]:
     def args(vecs: int, passes: int):
         if "src" not in buffers:
             buffers["src"] = cupy.empty(vecs * 4, dtype=cupy.uint32)
-            _fill(buffers["src"])
+            fill_hash(buffers["src"])
             buffers["dst"] = cupy.zeros_like(buffers["src"])
         seed["value"] = (seed["value"] + 1) % 2**32 or 1
         return (buffers["src"], buffers["dst"], np.int64(vecs), np.int64(passes), np.uint32(seed["value"]))
 
     def verify(vecs: int, passes: int):
         src, dst = buffers["src"], buffers["dst"]
-        wrong = _mismatches(dst, src, seed["value"])
+        wrong = mismatches(dst, src, seed["value"])
         if wrong:
             raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
 
@@ -621,7 +483,7 @@ def _dram_memcpy(ctx) -> list[Sample]:
 
     vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2 / 2, 1, 1)
     src = cupy.empty(vecs * 4, dtype=cupy.uint32)
-    _fill(src)
+    fill_hash(src)
     dst = cupy.zeros_like(src)
     nbytes = vecs * 16
     kind = cupy.cuda.runtime.memcpyDeviceToDevice
@@ -634,13 +496,13 @@ def _dram_memcpy(ctx) -> list[Sample]:
         return launch
 
     def verify():
-        wrong = _mismatches(dst, src, 0)
+        wrong = mismatches(dst, src, 0)
         if wrong:
             raise RuntimeError(f"memcpy: {wrong} of {dst.size} words differ from the source")
 
     copies, _ = calibrate(run, 1, LAUNCH_S)
-    return _measure(ctx, run(copies), lambda: dst.data.memset_async(0, nbytes), verify, copies * nbytes * 2.0,
-                    bound=bandwidth_bound(ctx.device, "dram"))
+    return bandwidth_samples(ctx, run(copies), lambda: dst.data.memset_async(0, nbytes), verify,
+                             copies * nbytes * 2.0, sample_s=SAMPLE_S, bound=bandwidth_bound(ctx.device, "dram"))
 
 
 @probe("bw.onchip", sweeps={"quick": lambda d: {"level": list(ONCHIP_LEVELS)},
@@ -658,8 +520,8 @@ def bw_onchip(ctx, level: str) -> list[Sample]:
     func = _kernel("smem_read" if level == "smem" else "l1_read")
     blocks = ctx.device["sm_count"] * _blocks_per_sm(func)
     words = cupy.empty(ONCHIP_VECS * 4, dtype=cupy.uint32)
-    _fill(words, seed=0x0C41)
-    total = _sum32(words)
+    fill_hash(words, seed=0x0C41)
+    total = sum32(words)
     sink = Sink(f"{level}_read")
 
     def run(reps: int):
@@ -669,5 +531,6 @@ def bw_onchip(ctx, level: str) -> list[Sample]:
         return launch
 
     reps, _ = calibrate(run, 64, LAUNCH_S)
-    return _measure(ctx, run(reps), sink.reset, lambda: sink.check(blocks * reps * total % 2**32),
-                    float(blocks) * reps * ONCHIP_VECS * 16, per_clk_bound=MAX_BYTES_PER_CLK_SM)
+    return bandwidth_samples(ctx, run(reps), sink.reset, lambda: sink.check(blocks * reps * total % 2**32),
+                             float(blocks) * reps * ONCHIP_VECS * 16, sample_s=SAMPLE_S,
+                             per_clk_bound=MAX_BYTES_PER_CLK_SM)

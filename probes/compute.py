@@ -32,7 +32,8 @@ import numpy as np
 
 from probes.cuda import blocks_per_sm
 from probes import telemetry
-from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from probes.harness import Sample, calibrate, repeat_until_stable
+from probes.kit import event_samples
 from probes.registry import probe
 
 LANES = 32
@@ -198,11 +199,9 @@ def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, boun
     """Event-time ``launch`` until stable: ``per_clk_sm`` (work / clock / SM at the launch's own clock, the
     primary metric) and ``throughput`` (work / s); ``check()`` runs after every sample.  ``power_limited``:
     tensor-core work, whose lower clock is its sustained state, not a throttle (Context.throttle_flag)."""
-    timer = EventTimer(launch, max(ctx.budget.min_sample_s, SAMPLE_S))
     sms = ctx.device["sm_count"]
 
-    def sample(repeat: int) -> list[Sample]:
-        seconds = timer.seconds_per_launch()
+    def after(seconds: float, repeat: int) -> list[Sample]:
         hz = kernel_clock_hz(clocks.get())
         check()
         rate = work_per_launch / seconds
@@ -211,7 +210,7 @@ def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, boun
         return [Sample("per_clk_sm", per_clk, f"{unit}/cycle", repeat, hz, "cuda_event", flag),
                 Sample("throughput", rate, f"{unit}/s", repeat, hz, "cuda_event", flag)]
 
-    return repeat_until_stable(sample, "per_clk_sm", ctx.budget)
+    return event_samples(ctx, launch, after, "per_clk_sm", sample_s=SAMPLE_S)
 
 
 def _occupancy_sample(blocks: int, ctx, metric: str, per_block: int) -> Sample:

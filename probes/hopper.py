@@ -29,9 +29,10 @@ import math
 
 import numpy as np
 
-from probes.bandwidth import HBM_FOOTPRINT_L2
 from probes.cuda import blocks_per_sm
 from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from probes.kit import (GOLDEN, HBM_FOOTPRINT_L2, MASK32, MAX_BYTES_PER_CLK_SM, OFFSET, Golden, Sink, bandwidth_bound,
+                        bandwidth_samples, clock_samples, steps_for)
 from probes.registry import probe
 
 HOPPER = (9, 0)
@@ -41,8 +42,6 @@ PORTABLE_CLUSTER = 8
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
-GOLDEN, OFFSET = 0x9E3779B1, 0x7F4A7C15  # hopper.cu's known_word(i) = i * GOLDEN + OFFSET (mod 2^32)
-MASK32 = 0xFFFFFFFF
 
 CHASE_MODES = ("local", "self", "remote")
 CHASE_ELEMENTS = 1024  # 8 KiB chain of 64-bit addresses
@@ -167,11 +166,6 @@ def _refused(exc: ClusterRefused) -> list[Sample]:
     return [Sample("cluster_refused", float(exc.status), "CUresult", 0, None, "driver", "invalid")]
 
 
-def _steps_for(seconds_per_step: float, unit: int) -> int:
-    steps = min(1 << 21, max(1024, SAMPLE_S / max(seconds_per_step, 1e-12)))
-    return int(math.ceil(steps / unit) * unit)
-
-
 CLUSTER_AXES = {"cluster_size": "blocks per thread-block cluster: 2, 4, 8 (the portable maximum), 16 "
                                 "(non-portable, opted into; recorded as refused where the driver says no)"}
 
@@ -217,7 +211,7 @@ def dsmem_latency(ctx, cluster_size: int, mode: str) -> list[Sample]:
         first = _cluster_launch(func, cluster_size, lambda: run(CHASE_ELEMENTS, 1024))
     except ClusterRefused as exc:
         return _refused(exc)
-    steps = _steps_for(float(np.median(first[:, 1])) * 1e-9 / 1024, UNROLL)
+    steps = steps_for(float(np.median(first[:, 1])) * 1e-9 / 1024, UNROLL, sample_s=SAMPLE_S)
 
     def sample(repeat: int) -> list[Sample]:
         result = run(0, steps).astype(float)
@@ -232,55 +226,14 @@ def dsmem_latency(ctx, cluster_size: int, mode: str) -> list[Sample]:
     return repeat_until_stable(sample, "latency", ctx.budget)
 
 
-class _Expected:
-    """A 32-bit sink a kernel adds to, and the sum the host expects of the launches so far."""
-
-    def __init__(self, what: str):
-        import cupy
-
-        self.what = what
-        self.sink = cupy.zeros(1, dtype=cupy.uint32)
-        self.errors = cupy.zeros(1, dtype=cupy.uint32)
-        self.want = 0
-
-    def reset(self) -> None:
-        self.sink.fill(0)
-        self.want = 0
-
-    def add(self, value: int) -> None:
-        self.want = (self.want + value) & MASK32
-
-    def check(self) -> None:
-        got, errors = int(self.sink.get()[0]), int(self.errors.get()[0])
-        if errors:
-            raise RuntimeError(f"{self.what}: {errors} mbarrier waits timed out")
-        if got != self.want:
-            raise RuntimeError(f"{self.what}: checksum mismatch: the kernels summed {got:#010x}, the buffer "
-                               f"says {self.want:#010x}")
-
-
-def _event_measure(ctx, launch, reset, verify, bytes_per_launch: float, bound: float | None) -> list[Sample]:
-    """Event-time ``launch`` until stable: ``bandwidth`` (B/s) and ``bytes_per_clk_sm`` with the SM clock
-    read right after each sample; above ``bound`` (B/s) a sample is flagged ``invalid``."""
-    from probes.bandwidth import flag_for
-
+def _bandwidth(ctx, launch, sink: Sink, bytes_per_launch: float, bound: float | None) -> list[Sample]:
+    """``bandwidth`` (B/s) and ``bytes_per_clk_sm`` of ``launch``, checked against ``sink`` after every
+    sample; above ``bound`` (B/s) a sample is flagged ``invalid``."""
     # Bandwidths are stable to well under 1%: capped repeats keep the family fast (as bw.stride does).
     budget = dataclasses.replace(ctx.budget, max_repeats=min(ctx.budget.max_repeats, BANDWIDTH_MAX_REPEATS),
                                  time_s=min(ctx.budget.time_s, BANDWIDTH_TIME_S))
-    timer = EventTimer(launch, max(ctx.budget.min_sample_s, 2 * LAUNCH_S))
-    sms = ctx.device["sm_count"]
-
-    def sample(repeat: int) -> list[Sample]:
-        reset()
-        seconds = timer.seconds_per_launch()
-        verify()
-        hz = ctx.sm_clock()
-        rate = bytes_per_launch / seconds
-        flag = flag_for(ctx, rate, bound, hz)
-        return [Sample("bandwidth", rate, "B/s", repeat, hz, "cuda_event", flag),
-                Sample("bytes_per_clk_sm", rate / sms / hz, "B/cycle", repeat, hz, "cuda_event", flag)]
-
-    return repeat_until_stable(sample, "bandwidth", budget)
+    return bandwidth_samples(ctx, launch, sink.reset, sink.check_added, bytes_per_launch, sample_s=2 * LAUNCH_S,
+                             bound=bound, per_clk_too=True, budget=budget)
 
 
 @probe("hopper.dsmem_bandwidth",
@@ -294,19 +247,17 @@ def _event_measure(ctx, launch, reset, verify, bytes_per_launch: float, bound: f
 def dsmem_bandwidth(ctx, cluster_size: int, pattern: str) -> list[Sample]:
     """Bytes per second (and per clock per SM) read from shared memory of other blocks of the cluster, every
     block of a full grid reading 16 bytes per thread per load."""
-    from probes.bandwidth import MAX_BYTES_PER_CLK_SM
-
     cluster_size = int(cluster_size)
     func = _kernel(f"dsmem_read_{pattern}_c{cluster_size}")
     _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, DSMEM_BUFFER_BYTES)
     per_sm = blocks_per_sm(func, DSMEM_THREADS, DSMEM_BUFFER_BYTES)
     blocks = max(max(CLUSTER_SIZES), ctx.device["sm_count"] * per_sm // max(CLUSTER_SIZES) * max(CLUSTER_SIZES))
-    check = _Expected(f"dsmem {pattern} read, cluster {cluster_size}")
+    check = Sink(f"dsmem {pattern} read, cluster {cluster_size}", errors=True)
     buffer_sum = known_sum(0, DSMEM_BUFFER_BYTES // 4)
 
     def run(reps: int):
         def launch():
-            func((blocks,), (DSMEM_THREADS,), (np.int64(reps), check.sink), shared_mem=DSMEM_BUFFER_BYTES)
+            func((blocks,), (DSMEM_THREADS,), (np.int64(reps), check.array), shared_mem=DSMEM_BUFFER_BYTES)
             check.add(blocks * reps * buffer_sum)
         return launch
 
@@ -316,26 +267,7 @@ def dsmem_bandwidth(ctx, cluster_size: int, pattern: str) -> list[Sample]:
         return _refused(exc)
     reps, _ = calibrate(run, 1, LAUNCH_S)
     bound = ctx.device["sm_count"] * ctx.device["sm_clock_max_hz"] * MAX_BYTES_PER_CLK_SM
-    return _event_measure(ctx, run(reps), check.reset, check.check, blocks * reps * DSMEM_BUFFER_BYTES, bound)
-
-
-class _Source:
-    """One process-wide device buffer of known words, grown on demand (word i = known_word(i))."""
-
-    words = None
-
-    @classmethod
-    def at_least(cls, nbytes: int):
-        import cupy
-
-        need = -(-nbytes // 4)
-        if cls.words is None or cls.words.size < need:
-            cls.words = None
-            cupy.get_default_memory_pool().free_all_blocks()
-            i = cupy.arange(need, dtype=cupy.uint32)
-            cls.words = i * cupy.uint32(GOLDEN) + cupy.uint32(OFFSET)
-            del i
-        return cls.words
+    return _bandwidth(ctx, run(reps), check, blocks * reps * DSMEM_BUFFER_BYTES, bound)
 
 
 def _prepare_level(words, nbytes: int, level: str, device: dict) -> None:
@@ -371,7 +303,7 @@ def tma_latency(ctx, copy_bytes: int, level: str) -> list[Sample]:
 
     copy_bytes = int(copy_bytes)
     slots, slot_bytes = latency_slots(ctx.device, copy_bytes, level)
-    words = _Source.at_least(slots * slot_bytes)
+    words = Golden.at_least(slots * slot_bytes)
     _prepare_level(words, slots * slot_bytes, level, ctx.device)
     func = _kernel("bulk_latency")
     _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, max(copy_bytes, 16))
@@ -396,15 +328,13 @@ def tma_latency(ctx, copy_bytes: int, level: str) -> list[Sample]:
         return result
 
     first_run = run(16, 256)
-    copies = _steps_for(float(first_run[1]) * 1e-9 / 256, 1)
+    copies = steps_for(float(first_run[1]) * 1e-9 / 256, 1, sample_s=SAMPLE_S)
     copies = min(copies, 1 << 16)
 
     def sample(repeat: int) -> list[Sample]:
         result = run(0, copies).astype(float)
         hz = result[4] / result[1] * 1e9
-        flag = ctx.throttle_flag(hz)
-        return [Sample("latency", result[0] / copies, "cycles", repeat, hz, "clock64", flag),
-                Sample("latency_time", result[0] / copies / hz, "s", repeat, hz, "clock64", flag)]
+        return clock_samples(ctx, result[0], copies, repeat, "clock64", hz=hz)
 
     return repeat_until_stable(sample, "latency", ctx.budget)
 
@@ -476,7 +406,7 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
 
     box_cols, box_rows = int(box_cols), int(box_rows)
     rows = tensor_shape(ctx.device, level)
-    words = _Source.at_least(rows * TENSOR_COLS * 4)
+    words = Golden.at_least(rows * TENSOR_COLS * 4)
     _prepare_level(words, rows * TENSOR_COLS * 4, level, ctx.device)
     tensor_map = cupy.asarray(np.frombuffer(encode_tensor_map(words.data.ptr, TENSOR_COLS, rows, box_cols,
                                                               box_rows), dtype=np.uint64))
@@ -506,14 +436,12 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
         return result
 
     first_run = run(16, 256)
-    copies = min(_steps_for(float(first_run[1]) * 1e-9 / 256, 1), 1 << 16)
+    copies = min(steps_for(float(first_run[1]) * 1e-9 / 256, 1, sample_s=SAMPLE_S), 1 << 16)
 
     def sample(repeat: int) -> list[Sample]:
         result = run(0, copies).astype(float)
         hz = result[4] / result[1] * 1e9
-        flag = ctx.throttle_flag(hz)
-        return [Sample("latency", result[0] / copies, "cycles", repeat, hz, "clock64", flag),
-                Sample("latency_time", result[0] / copies / hz, "s", repeat, hz, "clock64", flag)]
+        return clock_samples(ctx, result[0], copies, repeat, "clock64", hz=hz)
 
     return repeat_until_stable(sample, "latency", ctx.budget)
 
@@ -534,31 +462,28 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
 def copy_bandwidth(ctx, path: str, chunk_bytes: int, level: str) -> list[Sample]:
     """Bytes per second moved from global into shared memory (and summed there) by TMA, cp.async or plain
     loads, over a grid of 256-thread blocks at the occupancy the driver grants."""
-    from probes.bandwidth import bandwidth_bound
-
     chunk_bytes = int(chunk_bytes)
     func = _kernel(f"stream_{path}_v{chunk_bytes // (STREAM_THREADS * 16)}")
     smem = chunk_bytes * (1 if path == "ldg" else STAGES)
     _set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
     blocks = ctx.device["sm_count"] * blocks_per_sm(func, STREAM_THREADS, smem)
     chunks = stream_footprint(ctx.device, chunk_bytes, level)
-    words = _Source.at_least(chunks * chunk_bytes)
+    words = Golden.at_least(chunks * chunk_bytes)
     _prepare_level(words, chunks * chunk_bytes, level, ctx.device)
-    check = _Expected(f"{path} stream of {chunk_bytes} B chunks ({level})")
+    check = Sink(f"{path} stream of {chunk_bytes} B chunks ({level})", errors=True)
     first = 0
 
     def run(per_block: int):
         def launch():
             nonlocal first
             func((blocks,), (STREAM_THREADS,), (words, np.int64(chunks), np.int64(first), np.int64(per_block),
-                                                check.sink, check.errors), shared_mem=smem)
+                                                check.array, check.errors), shared_mem=smem)
             check.add(stream_checksum(first, blocks * per_block, chunks, chunk_bytes))
             first = (first + blocks * per_block) % chunks
         return launch
 
     per_block, _ = calibrate(run, 1, LAUNCH_S)
-    return _event_measure(ctx, run(per_block), check.reset, check.check, blocks * per_block * chunk_bytes,
-                          bandwidth_bound(ctx.device, level))
+    return _bandwidth(ctx, run(per_block), check, blocks * per_block * chunk_bytes, bandwidth_bound(ctx.device, level))
 
 
 @probe("hopper.dpx",
@@ -606,7 +531,7 @@ def dpx(ctx, op: str, impl: str) -> list[Sample]:
         raise RuntimeError(f"dpx {op} ({impl}) throughput chains disagree with numpy")
 
     first = latency_run(1024)
-    lat_steps = _steps_for(float(first[1]) * 1e-9 / 1024, UNROLL)
+    lat_steps = steps_for(float(first[1]) * 1e-9 / 1024, UNROLL, sample_s=SAMPLE_S)
 
     def run(tp_steps: int):
         return lambda: tp_func((blocks,), (DPX_THREADS,), (a, b, c, one, np.int64(tp_steps), tp_result))

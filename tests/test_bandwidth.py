@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from probes import kit
 from probes.cuda import compile_cubin, resource_usage, sass
 from conftest import COMMITTED_RUN
 
@@ -462,7 +463,7 @@ def test_dram_passes_read_every_tile_equally(bw):
 def test_dram_bound_comes_from_the_device_properties(bw):
     peak = bw.dram_peak_bytes_per_s(H200)
     assert peak == pytest.approx(3.201e9 * 6016 / 8 * 2)  # 4.81 TB/s
-    assert bw.bandwidth_bound(H200, "dram") == pytest.approx(peak * bw.DRAM_SLACK)
+    assert kit.bandwidth_bound(H200, "dram") == pytest.approx(peak * kit.DRAM_SLACK)
     assert bw.dram_peak_bytes_per_s(OTHER) == pytest.approx(1.215e9 * 5120 / 8 * 2)
     assert bw.bandwidth_bound({**H200, "memory_clock_hz": None}, "dram") is None
     assert bw.bandwidth_bound(H200, "l2") == pytest.approx(132 * 1.98e9 * bw.MAX_BYTES_PER_CLK_SM)
@@ -492,7 +493,7 @@ def test_flags_invalid_above_the_bound_and_throttled_below_the_clock(bw):
 
 
 @pytest.fixture
-def fake_timer(bw, monkeypatch):
+def fake_timer(monkeypatch):
     """EventTimer replaced by one that reports fixed seconds per launch and calls launch once per sample."""
     class Timer:
         seconds = 1e-3
@@ -504,7 +505,7 @@ def fake_timer(bw, monkeypatch):
             self.launch()
             return Timer.seconds
 
-    monkeypatch.setattr(bw, "EventTimer", Timer)
+    monkeypatch.setattr(kit, "EventTimer", Timer)
     return Timer
 
 
@@ -513,10 +514,10 @@ def test_measure_reports_bytes_per_clock_per_sm_and_checks_every_sample(bw, fake
     calls = {"launch": 0, "reset": 0, "verify": 0}
     per_launch = 120.0 * 132 * 1.9e9 * 1e-3  # 120 B/clk/SM for 1 ms
 
-    samples = bw._measure(ctx, lambda: calls.__setitem__("launch", calls["launch"] + 1),
-                          lambda: calls.__setitem__("reset", calls["reset"] + 1),
-                          lambda: calls.__setitem__("verify", calls["verify"] + 1),
-                          per_launch, per_clk_bound=bw.MAX_BYTES_PER_CLK_SM)
+    samples = kit.bandwidth_samples(ctx, lambda: calls.__setitem__("launch", calls["launch"] + 1),
+                                    lambda: calls.__setitem__("reset", calls["reset"] + 1),
+                                    lambda: calls.__setitem__("verify", calls["verify"] + 1),
+                                    per_launch, sample_s=bw.SAMPLE_S, per_clk_bound=kit.MAX_BYTES_PER_CLK_SM)
     per_clk = [s for s in samples if s.metric == "bytes_per_clk_sm" and s.repeat >= 0]
     assert len(per_clk) == 3 and all(s.value == pytest.approx(120.0) and s.unit == "B/cycle" for s in per_clk)
     assert {s.flag for s in samples} == {""} and {s.sm_clock_hz for s in samples} == {1.9e9}
@@ -528,8 +529,8 @@ def test_measure_reports_bytes_per_clock_per_sm_and_checks_every_sample(bw, fake
 def test_measure_flags_an_impossible_bandwidth_invalid_and_keeps_it(bw, fake_timer):
     ctx = FakeCtx()
     fake_timer.seconds = 1e-6  # 1e9 bytes in a microsecond: 1 PB/s
-    samples = bw._measure(ctx, lambda: None, lambda: None, lambda: None, 1e9,
-                          bound=bw.bandwidth_bound(H200, "dram"))
+    samples = kit.bandwidth_samples(ctx, lambda: None, lambda: None, lambda: None, 1e9, sample_s=bw.SAMPLE_S,
+                                    bound=kit.bandwidth_bound(H200, "dram"))
     assert samples and all(s.flag == "invalid" for s in samples)
     assert samples[0].value == pytest.approx(1e15)
 
