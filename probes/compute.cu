@@ -19,18 +19,14 @@
 // Thread 0 of every block records clock64 and %globaltimer around its loop: each launch carries the SM
 // clock it ran at.  latency_fp32: one warp, one dependent FFMA chain timed with clock64.
 
+#include "common.cuh"
+
 constexpr int VEC_THREADS = 256;
 constexpr int CHAINS = 8;
 constexpr int UNROLL = 64;
 constexpr int LATENCY_UNROLL = 64;
 constexpr int MMA_THREADS = 256;
 constexpr int MMA_ACC = 8;
-
-__device__ __forceinline__ unsigned long long globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __device__ __forceinline__ void record(unsigned long long* clocks, long long c0, unsigned long long t0) {
     const long long c1 = clock64();
