@@ -27,8 +27,9 @@ from analysis.results import MEASUREMENT_COLUMNS
 PROFILES = ("quick", "full")
 #: Modules that register probes, in the order a run measures them.
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba", "probes.smem_banks",
-                 "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.occupancy",
-                 "probes.compute", "probes.matmul", "probes.fusion", "probes.hopper")
+                 "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.dram",
+                 "probes.occupancy", "probes.compute", "probes.matmul", "probes.fusion", "probes.dsmem", "probes.tma",
+                 "probes.dpx")
 KERNEL_DIR = Path(__file__).parent
 
 
