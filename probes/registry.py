@@ -43,6 +43,9 @@ class Probe:
     backend: str = "cupy"
     kernels: tuple = ()  # .cu files beside the module, hashed into the probe version
     min_cc: tuple = (7, 0)
+    #: The newest compute capability the probe runs on: an architecture-specific target (sm_90a's wgmma) runs
+    #: on its own architecture only.
+    max_cc: tuple | None = None
 
     @property
     def summary(self) -> str:

@@ -140,6 +140,9 @@ def skip_reason(probe: Probe, cc: tuple) -> str | None:
     """Why ``probe`` cannot run here (compute capability, missing packages), or None."""
     if cc < probe.min_cc:
         return f"needs compute capability {probe.min_cc}, GPU has {cc}"
+    if probe.max_cc is not None and cc > probe.max_cc:
+        return (f"its kernels are built for compute capability {probe.max_cc} only (an architecture-specific "
+                f"target), GPU has {cc}")
     missing = [name for name in BACKEND_PACKAGES.get(probe.backend, ()) if importlib.util.find_spec(name) is None]
     if missing:
         return f"needs {' and '.join(missing)}, not installed here (pip install {' '.join(missing)})"

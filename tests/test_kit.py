@@ -92,8 +92,8 @@ OWN_FAMILY = {"dram": {"probes.bandwidth"}, "dsmem": {"probes.hopper"}, "tma": {
               "dpx": {"probes.hopper"}}
 
 
-@pytest.mark.parametrize("family", ["bandwidth", "dram", "occupancy", "compute", "hopper", "chase", "dsmem", "tma", "dpx",
-                                    "tensor_map"])
+@pytest.mark.parametrize("family", ["bandwidth", "dram", "occupancy", "compute", "hopper", "chase", "dsmem", "tma",
+                                    "dpx", "tensor_map"])
 def test_the_measuring_families_import_only_the_kit(family):
     assert [m for m, _ in _borrowed(PROBES / f"{family}.py") if m not in OWN_FAMILY.get(family, set())] == []
 
