@@ -26,15 +26,7 @@
 //   fill_hash            w[i] = hash(i, seed): known, non-trivial contents for the checksums.
 //   sum_elements, count_mismatches: the host's checks, computed on the GPU.
 
-__device__ __forceinline__ unsigned int word_sum(unsigned short v) { return v; }
-__device__ __forceinline__ unsigned int word_sum(unsigned int v) { return v; }
-__device__ __forceinline__ unsigned int word_sum(uint4 v) { return v.x + v.y + v.z + v.w; }
-
-// One atomic per warp: the warp's sum of every lane's accumulator.
-__device__ __forceinline__ void publish(unsigned int acc, unsigned int* sink) {
-    acc = __reduce_add_sync(0xffffffffu, acc);
-    if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
-}
+#include "common.cuh"
 
 __device__ __forceinline__ unsigned int hash_word(unsigned long long i, unsigned int seed) {
     unsigned int x = (unsigned int)i * 0x9E3779B1u ^ (unsigned int)(i >> 32) * 0x85EBCA77u ^ seed;

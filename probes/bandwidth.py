@@ -1,14 +1,11 @@
-"""Bandwidth of every memory level, and the coalescing stride sweep (CuPy RawModule, bandwidth.cu).
+"""Bandwidth of L2 and the on-chip levels, and the coalescing stride sweep (CuPy RawModule, bandwidth.cu);
+HBM's streams are in ``probes/dram.py``, which shares this module's kernel file and launch helpers.
 
 * ``bw.stride`` -- the lecture's coalescing table (§7.6) as an experiment: each warp-wide load touches one
   element per lane at element stride s (2-, 4- and 16-byte elements, aligned or one element off), from HBM
   (a footprint of sectors far beyond L2) and from L2 (an L2-resident footprint), both with ``ld.global.cg``
   (L2 only, so L1 cannot merge what the L2 moves).  Useful bandwidth against stride says how many bytes the
   memory system moves per useful byte, and so its transfer block (``analysis/coalescing.py``).
-* ``bw.dram`` -- HBM read, write and copy (read plus written bytes) over buffers of several times L2, the
-  write in several variants (store width, grid-stride or one store per thread, streaming hint), and the
-  driver's own device-to-device copy (cudaMemcpyAsync) beside gpuatlas's.
-* ``bw.dram_footprint`` -- HBM read bandwidth against the footprint re-read, 4x the L2 to several GiB.
 * ``bw.l2`` -- L2-only 16-byte reads over footprints from 1 MiB to the L2's size.
 * ``bw.onchip`` -- shared memory (LDS.128) and L1 hits (LDG.E.128) per SM per clock.
 
@@ -28,7 +25,9 @@ import math
 import numpy as np
 
 from probes.cuda import blocks_per_sm
-from probes.harness import EventTimer, Sample, Sink, calibrate, launch_seconds, repeat_until_stable
+from probes.harness import Sample, calibrate
+from probes.kit import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION, STRIDE_MAX_REPEATS,
+                        STRIDE_WARMUP_S, Filled, Sink, bandwidth_bound, bandwidth_samples, fill_hash, sum32)
 from probes.registry import geom, probe
 
 LANES = 32
@@ -40,102 +39,17 @@ FULL_STRIDES = tuple(range(1, 65)) + (128, 256)
 QUICK_STRIDES = (1, 2, 4, 8, 16, 32, 64)
 ALIGNMENTS = ("aligned", "misaligned")
 STRIDE_LEVELS = ("dram", "l2")
-DRAM_OPS = ("read", "write", "copy", "memcpy")
 ONCHIP_LEVELS = ("smem", "l1")
 
 #: The transfer blocks the sweep must be able to tell apart (analysis/coalescing.py's candidates).
 SMALLEST_BLOCK, LARGEST_BLOCK = 32, 128
-#: Every HBM footprint is at least this many times the L2.  The L2 is not LRU: re-read over a footprint F
-#: larger than itself it keeps about L2/F of it (analysis/capacity.py's miss model fits the H200's bw.l2
-#: sweep), so a stream over 4x L2 still finds a quarter of its lines there (the first H200 run streamed 4x
-#: L2 into shared memory at 4.85 TB/s, above the HBM interface's peak).  Over 32x at most ~3% can hit.
-#: The stride sweep's HBM level touches this many times L2 in 32-byte sectors per pass (a larger block only
-#: makes the footprint larger).
-HBM_FOOTPRINT_L2 = 32
-#: L2 level: the footprint, counted in the largest candidate block per element, is at most this fraction of
-#: L2 -- inside the near partition seen by the chase (the L2 latency plateau ends near half the L2).
-L2_TOUCH_FRACTION = 0.25
 #: bw.l2 sweeps footprints up to this many times the L2, so the sweep ends on the HBM plateau.
 L2_SWEEP_TOP = 4
-#: No buffer takes more than this fraction of device memory (the largest strides need spans of many GiB).
-MEMORY_FRACTION = 0.25
-#: bw.dram buffers: read and write sweep HBM_FOOTPRINT_L2 x L2; copy reads one buffer of half that into another.
 #: A launch should last about LAUNCH_S (long against launch gaps and tails) and a sample at least SAMPLE_S.
 LAUNCH_S, SAMPLE_S, STRIDE_SAMPLE_S = 1e-3, 2e-3, 1e-3
-#: bw.dram_footprint re-reads one buffer of FOOTPRINT_LOW_L2 .. FOOTPRINT_TOP_L2 x L2: from where the L2 may
-#: still serve a quarter of the bytes to several GiB, past the address-translation caches' reach.
-FOOTPRINT_LOW_L2, FOOTPRINT_TOP_L2 = 4, 128
-#: The stride sweep has hundreds of configs: cap its repeats (bandwidths are stable to well under 1%), and
-#: shorten its warm-up (the calibration launches before it already warm caches and clocks).
-STRIDE_MAX_REPEATS = 11
-STRIDE_WARMUP_S = 5e-3
 #: bandwidth.cu's on-chip kernels: 256 threads, 4 loads of 16 B each per rep: a 16 KiB buffer per rep.
 ONCHIP_THREADS, ONCHIP_U = 256, 4
 ONCHIP_VECS = ONCHIP_THREADS * ONCHIP_U
-#: bw.dram kernels: (name, 16-byte accesses in flight per thread, bytes a warp's trip reads contiguously).
-#: Interleaved kernels spread a thread's U loads over a grid-wide row (512 contiguous bytes per warp load);
-#: chunked ones read U x 512 contiguous bytes per warp and ask the L2 for 256-byte fetches.  Every kernel of
-#: an op is tried at its occupancy and at half of it, and the fastest variant on this GPU is measured (its
-#: kernel's unroll, contiguous bytes and blocks/SM are recorded with the samples).
-WRITE_U, COPY_U = 4, 4
-DRAM_KERNELS = {
-    "read": (("dram_read_u4", 4, 512), ("dram_read_u8", 8, 512), ("dram_read_chunk_u4", 4, 4 * 512),
-             ("dram_read_chunk_u8", 8, 8 * 512)),
-    "copy": (("dram_copy", COPY_U, 512), ("dram_copy_chunk_u4", 4, 4 * 512), ("dram_copy_chunk_u8", 8, 8 * 512)),
-}
-#: bw.dram's write variants: variant -> (kernel, bytes per store, grid-stride loop, streaming store hint).
-#: Grid-stride kernels run at the driver's occupancy and at half of it (the faster is measured); the "once"
-#: kernels store one element per thread over a grid of elements / BLOCK_THREADS blocks (a public stream
-#: suite's plain write), ``passes`` launches per timed launch.  Every warp store covers 256 or 512 aligned
-#: contiguous bytes: whole 32-byte sectors, so no variant makes the L2 fetch a sector to merge a partial one.
-WRITE_VARIANTS = {
-    "grid_stride_16": ("dram_write", 16, True, False),
-    "grid_stride_16_cs": ("dram_write_cs", 16, True, True),
-    "once_8": ("dram_write_once_8", 8, False, False),
-    "once_16": ("dram_write_once_16", 16, False, False),
-    "once_16_cs": ("dram_write_once_16_cs", 16, False, True),
-}
-#: The variant of the other ops: the fastest of their kernels (read, copy) or the driver's copy (memcpy); the
-#: read also as one trip of ONCE_READ_VECTORS 16-byte loads per thread and no loop (dram_read_once).
-OP_VARIANT = {"read": ("fastest", "once_64"), "copy": ("fastest",), "memcpy": ("driver",)}
-ONCE_READ_VECTORS, SINK_SLOTS = 4, 1024
-
-#: Validity.  No SM moves more than 128 B/clk between its L1/shared array and registers on any NVIDIA GPU
-#: so far; twice that is a generous but physical bound for shared memory and L1 per SM, and (times SMs and
-#: clock) for what L2 can deliver to the SMs.  HBM: the interface's peak, memory clock x bus width x 2
-#: (double data rate), with 10% slack for timer jitter.  Above a bound a sample is flagged ``invalid``.
-MAX_BYTES_PER_CLK_SM = 256
-DRAM_SLACK = 1.10
-
-
-# -- bounds -------------------------------------------------------------------------------------------------
-
-def dram_peak_bytes_per_s(device: dict) -> float | None:
-    """The HBM interface's peak from the device's properties: memory clock x bus bits / 8 x 2 (DDR)."""
-    clock, bits = device.get("memory_clock_hz"), device.get("memory_bus_bits")
-    if not clock or not bits:
-        return None
-    return float(clock) * bits / 8 * 2
-
-
-def bandwidth_bound(device: dict, level: str) -> float | None:
-    """Largest physical bandwidth (B/s) of ``level`` (dram, l2); None where the properties cannot say."""
-    if level == "dram":
-        peak = dram_peak_bytes_per_s(device)
-        return peak * DRAM_SLACK if peak else None
-    if level == "l2":
-        if not device.get("sm_clock_max_hz"):
-            return None
-        return device["sm_count"] * device["sm_clock_max_hz"] * MAX_BYTES_PER_CLK_SM
-    raise ValueError(f"no bandwidth bound for level {level!r}")
-
-
-def flag_for(ctx, value: float, bound: float | None, sm_clock_hz: float | None) -> str:
-    """``invalid`` above the physical bound, else the clock guard's verdict."""
-    if bound is not None and value > bound:
-        return "invalid"
-    return ctx.throttle_flag(sm_clock_hz)
-
 
 # -- sizing (pure: the CPU tests check it on device dicts) ---------------------------------------------------
 
@@ -203,130 +117,34 @@ def l2_footprints(device: dict, per_octave: int, dense_per_octave: int, jitter: 
     return sorted(points)
 
 
-def dram_vectors(device: dict, buffer_l2: float, threads: int, unroll: int) -> int:
-    """16-byte vectors in a bw.dram buffer: ``buffer_l2`` x L2, a whole number of grid-wide trips."""
-    per_trip = threads * unroll
-    vecs = math.ceil(buffer_l2 * device["l2_bytes"] / 16 / per_trip) * per_trip
-    cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) // 16 // per_trip * per_trip
-    return max(per_trip, min(vecs, cap))
-
-
 # -- the GPU side -------------------------------------------------------------------------------------------
 
-def _kernel(name: str):
+def bandwidth_kernel(name: str):
     from probes.cuda import kernel
 
     return kernel("bandwidth.cu", name)
 
 
-def _blocks_per_sm(func, dynamic_smem: int = 0) -> int:
+def resident_blocks(func, dynamic_smem: int = 0) -> int:
     """Resident blocks of BLOCK_THREADS per SM that the driver grants ``func`` (registers, shared memory)."""
     return blocks_per_sm(func, BLOCK_THREADS, dynamic_smem)
-
-
-class _Filled:
-    """One process-wide buffer of hashed 32-bit words (bandwidth.cu's fill_hash), grown on demand.
-
-    Word i always holds hash(i), so any prefix is the same whatever the allocation, and checksums are
-    computed from the buffer itself.  It grows by at least half each time (the sweep's spans grow with the
-    stride), up to MEMORY_FRACTION of device memory."""
-
-    words = None
-
-    @classmethod
-    def at_least(cls, nbytes: int, device: dict):
-        import cupy
-
-        need = -(-nbytes // 4)
-        if cls.words is None or cls.words.size < need:
-            cap = int(device["total_memory_bytes"] * MEMORY_FRACTION) // 4
-            size = max(need, min(cap, 3 * (cls.words.size if cls.words is not None else 0) // 2))
-            size = -(-size // (1 << 20)) << 20  # whole MiWords
-            cls.words = None
-            cupy.get_default_memory_pool().free_all_blocks()
-            cls.words = cupy.empty(size, dtype=cupy.uint32)
-            _fill(cls.words)
-        return cls.words
-
-
-def _fill(words, seed: int = 0x5EED) -> None:
-    _kernel("fill_hash")((4096,), (BLOCK_THREADS,), (words, np.int64(words.size), np.uint32(seed)))
-
-
-def _reduce(name: str, args: tuple) -> int:
-    """Run one of bandwidth.cu's check kernels (which add into a 32-bit counter) and return the counter."""
-    import cupy
-
-    out = cupy.zeros(1, dtype=cupy.uint32)
-    _kernel(name)((1024,), (BLOCK_THREADS,), (*args, out))
-    return int(out.get()[0])
-
-
-def _sum32(words, offset_bytes: int = 0, count: int | None = None, pitch_bytes: int = 4,
-           element_bytes: int = 4) -> int:
-    """32-bit wrapping sum of every word of ``count`` elements at ``offset_bytes + i * pitch_bytes`` of the
-    uint32 array ``words`` (default: all of it, word by word), as the kernels fold them."""
-    count = words.size * 4 // pitch_bytes if count is None else count
-    if count <= 0:
-        return 0
-    if offset_bytes + (count - 1) * pitch_bytes + element_bytes > words.size * 4:
-        raise ValueError("elements beyond the buffer")
-    return _reduce("sum_elements", (np.uint64(words.data.ptr + offset_bytes), np.int64(count),
-                                    np.int64(pitch_bytes), np.int32(element_bytes)))
-
-
-def _mismatches(a, b, add: int) -> int:
-    """Words of ``a`` that differ from ``b + add`` (``b`` None: from ``add``)."""
-    return _reduce("count_mismatches", (a, b if b is not None else np.uint64(0), np.uint32(add),
-                                        np.int64(a.size)))
-
-
-def _measure(ctx, launch, reset, verify, bytes_per_launch: float, *, bound: float | None = None,
-             per_clk_bound: float | None = None, sample_s: float = SAMPLE_S, budget=None,
-             extra: tuple = ()) -> list[Sample]:
-    """Event-time ``launch`` until stable: ``bandwidth`` (B/s) per sample, and with ``per_clk_bound`` also
-    ``bytes_per_clk_sm`` (B/s / SMs / the SM clock read right after the sample), the primary metric then.
-
-    ``reset()`` runs before each sample and ``verify()`` after it (both outside the timed region)."""
-    timer = EventTimer(launch, max(ctx.budget.min_sample_s, sample_s))
-    sms = ctx.device["sm_count"]
-
-    def sample(repeat: int) -> list[Sample]:
-        reset()
-        seconds = timer.seconds_per_launch()
-        verify()
-        hz = ctx.sm_clock()
-        bandwidth = bytes_per_launch / seconds
-        out = []
-        if per_clk_bound is None:
-            flag = flag_for(ctx, bandwidth, bound, hz)
-        else:
-            per_clk = bandwidth / sms / hz
-            flag = flag_for(ctx, per_clk, per_clk_bound, hz)
-            out.append(Sample("bytes_per_clk_sm", per_clk, "B/cycle", repeat, hz, "cuda_event", flag))
-        out.append(Sample("bandwidth", bandwidth, "B/s", repeat, hz, "cuda_event", flag))
-        out += [Sample(metric, value, unit, repeat, hz, "config", flag) for metric, value, unit in extra]
-        return out
-
-    primary = "bandwidth" if per_clk_bound is None else "bytes_per_clk_sm"
-    return repeat_until_stable(sample, primary, budget or ctx.budget)
 
 
 def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, level: str,
                    layout: dict | None = None, budget=None, sample_s: float = STRIDE_SAMPLE_S) -> list[Sample]:
     """Useful bandwidth of stride_<e> over the footprint ``stride_layout`` sizes (or ``layout``)."""
     name, loads = STRIDE_KERNELS[element_bytes]
-    func = _kernel(name)
-    warps = ctx.device["sm_count"] * _blocks_per_sm(func) * BLOCK_THREADS // LANES
+    func = bandwidth_kernel(name)
+    warps = ctx.device["sm_count"] * resident_blocks(func) * BLOCK_THREADS // LANES
     blocks = warps * LANES // BLOCK_THREADS
     layout = layout or stride_layout(ctx.device, element_bytes, stride, level, warps)
     tiles, step, n = layout["tiles"], layout["step"], layout["elements"]
-    words = _Filled.at_least(offset_bytes + layout["span_bytes"] + element_bytes, ctx.device)
+    words = Filled.at_least(offset_bytes + layout["span_bytes"] + element_bytes, ctx.device)
     tile_elements = LANES * loads
     pitch = stride * element_bytes
 
     def elements_sum(count: int) -> int:
-        return _sum32(words, offset_bytes, count, pitch, element_bytes)
+        return sum32(words, offset_bytes, count, pitch, element_bytes)
 
     total = elements_sum(n)
     base = np.uint64(words.data.ptr + offset_bytes)
@@ -351,8 +169,8 @@ def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, leve
     # The calibration launches already warmed caches and clocks: a short warm-up, and capped repeats.
     budget = budget or dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s, STRIDE_WARMUP_S),
                                            max_repeats=min(ctx.budget.max_repeats, STRIDE_MAX_REPEATS))
-    return _measure(ctx, run(trips), sink.reset, lambda: sink.check(expected), useful, bound=bound,
-                    sample_s=sample_s, budget=budget)
+    return bandwidth_samples(ctx, run(trips), sink.reset, lambda: sink.check(expected), useful, bound=bound,
+                             sample_s=sample_s, budget=budget)
 
 
 STRIDE_AXES = {
@@ -393,295 +211,10 @@ def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
     capacity the same loads stream from HBM."""
     loads = STRIDE_KERNELS[16][1]
     tiles = max(1, int(footprint_bytes) // (LANES * loads * 16))
-    warps = ctx.device["sm_count"] * _blocks_per_sm(_kernel("stride_16")) * BLOCK_THREADS // LANES
+    warps = ctx.device["sm_count"] * resident_blocks(bandwidth_kernel("stride_16")) * BLOCK_THREADS // LANES
     layout = {"tiles": tiles, "step": warps % tiles, "trips_per_pass": math.ceil(tiles / warps),
               "elements": tiles * LANES * loads, "span_bytes": tiles * LANES * loads * 16}
     return measure_stride(ctx, 16, 1, 0, "l2", layout=layout, budget=ctx.budget, sample_s=SAMPLE_S)
-
-
-def dram_configs(device: dict) -> list[dict]:
-    """Every op once, and the write op in each of its variants."""
-    return [{"op": op, "variant": v} for op in DRAM_OPS
-            for v in (WRITE_VARIANTS if op == "write" else OP_VARIANT[op])]
-
-
-@probe("bw.dram", sweeps={"quick": dram_configs, "full": dram_configs},
-       axes={"op": "read (16-byte loads), write (stores), copy (bytes read + written) or memcpy (the "
-                   "driver's cudaMemcpyAsync device to device, bytes read + written)",
-             "variant": "write: grid_stride_16 / grid_stride_16_cs (16-byte stores, grid-stride, plain or "
-                        "st.global.cs), once_8 / once_16 / once_16_cs (one 8- or 16-byte store per thread, no "
-                        "loop); read: fastest (of its grid-stride kernels and occupancies) or once_64 (one trip of "
-                        "four 16-byte loads per thread, no loop); copy: fastest; memcpy: driver"},
-       quantities=("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
-                   "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm"),
-       kernels=("bandwidth.cu",))
-def bw_dram(ctx, op: str, variant: str | None = None) -> list[Sample]:
-    """Device-memory bandwidth (B/s) of a read, write or copy stream over buffers of several times L2."""
-    if op == "read":
-        return _dram_read_once(ctx) if variant == "once_64" else _dram_read(ctx)
-    if op == "write":
-        variant = variant or "grid_stride_16"
-        if variant not in WRITE_VARIANTS:
-            raise ValueError(f"unknown write variant {variant!r}: choose one of {', '.join(WRITE_VARIANTS)}")
-        return _dram_write(ctx, variant)
-    if op == "copy":
-        return _dram_copy(ctx)
-    if op == "memcpy":
-        return _dram_memcpy(ctx)
-    raise ValueError(f"unknown op {op!r}: choose one of {', '.join(DRAM_OPS)}")
-
-
-@dataclasses.dataclass(frozen=True)
-class _Variant:
-    """One way to run a bw.dram kernel: which kernel, its accesses in flight per thread, the bytes a warp's
-    trip reads contiguously, and blocks per SM."""
-
-    func: object
-    unroll: int
-    contiguous_bytes: int
-    blocks_per_sm: int
-
-
-def dram_variants(kernels: list[tuple[object, int, int]], blocks_per_sm: list[int]) -> list[_Variant]:
-    """Each ``(func, unroll, contiguous_bytes)`` kernel at the occupancy the driver grants it and at half of
-    it: the grid-stride loops need no particular grid, and HBM sometimes streams better with fewer requests
-    queued."""
-    out = []
-    for (func, unroll, contiguous), full in zip(kernels, blocks_per_sm):
-        for blocks in sorted({full, max(1, full // 2)}, reverse=True):
-            out.append(_Variant(func, unroll, contiguous, blocks))
-    return out
-
-
-def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset, bytes_per_vector: float,
-                 counted=lambda func: func, extra: tuple = ()) -> list[Sample]:
-    """Size the buffers for every variant of ``kernels`` (``DRAM_KERNELS`` entries), time each variant once,
-    and measure the fastest until stable.
-
-    ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call); ``counted``
-    wraps a kernel to count its launches."""
-    sms = ctx.device["sm_count"]
-    kernels = [(_kernel(name), unroll, contiguous) for name, unroll, contiguous in kernels]
-    variants = dram_variants(kernels, [_blocks_per_sm(func) for func, _, _ in kernels])
-    per_trip = math.lcm(*[sms * v.blocks_per_sm * BLOCK_THREADS * v.unroll for v in variants])
-    vecs = dram_vectors(ctx.device, buffer_l2, per_trip, 1)
-    state = {"variant": variants[0]}
-
-    def run(passes: int):
-        def launch():
-            v = state["variant"]
-            counted(v.func)((sms * v.blocks_per_sm,), (BLOCK_THREADS,), make_args(vecs, passes))
-        return launch
-
-    times = {}
-    for v in variants:
-        state["variant"] = v
-        times[v] = launch_seconds(run(1), warmup=2)
-    state["variant"] = best = min(times, key=times.get)
-    passes, _ = calibrate(run, 1, LAUNCH_S)
-    extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
-             ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
-             ("blocks_per_sm", float(best.blocks_per_sm), "1"),
-             ("buffer_bytes", float(vecs * 16), "B"), *extra)
-    return _measure(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
-                    bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
-
-
-def _dram_read(ctx, buffer_l2: float = HBM_FOOTPRINT_L2) -> list[Sample]:
-    """Every pass reads each line of a buffer of ``buffer_l2`` x L2 once, so a line can hit in the L2 only
-    if it stayed resident through a whole pass: the L2 serves at most L2 / buffer of the bytes."""
-    import cupy
-
-    sink = Sink("dram_read")
-    buffers = {}
-
-    def args(vecs: int, passes: int):
-        if "words" not in buffers:
-            buffers["words"] = cupy.empty(vecs * 4, dtype=cupy.uint32)
-            _fill(buffers["words"])
-            buffers["total"] = _sum32(buffers["words"])
-        return (buffers["words"], np.int64(vecs), np.int64(passes), sink.array)
-
-    def counted(func):
-        def call(grid, block, arguments):
-            func(grid, block, arguments)
-            sink.launches += 1
-        return call
-
-    return _dram_stream(ctx, DRAM_KERNELS["read"], buffer_l2, args,
-                        lambda vecs, passes: sink.check(passes * buffers["total"] % 2**32), sink.reset, 16.0,
-                        counted)
-
-
-def _dram_read_once(ctx) -> list[Sample]:
-    """The read as public stream suites write it: a grid of one trip per thread (ONCE_READ_VECTORS 16-byte
-    loads, no loop) over the same buffer of HBM_FOOTPRINT_L2 x L2; every launch's sum is checked."""
-    import cupy
-
-    func = _kernel("dram_read_once")
-    per_block = BLOCK_THREADS * ONCE_READ_VECTORS
-    vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2, per_block, 1)
-    words = cupy.empty(vecs * 4, dtype=cupy.uint32)
-    _fill(words)
-    total, blocks = _sum32(words), vecs // per_block
-    sinks = cupy.zeros(SINK_SLOTS, dtype=cupy.uint32)
-    launches = {"n": 0}
-
-    def run(passes: int):
-        def launch():
-            for _ in range(passes):
-                func((blocks,), (BLOCK_THREADS,), (words, sinks))
-            launches["n"] += passes
-        return launch
-
-    def reset():
-        sinks.fill(0)
-        launches["n"] = 0
-
-    def verify():
-        got, want = int(sinks.sum(dtype=cupy.uint64)) % 2**32, launches["n"] * total % 2**32
-        if got != want:
-            raise RuntimeError(f"dram_read_once: checksum mismatch after {launches['n']} launches: the kernels "
-                               f"summed {got:#010x}, the buffer says {want:#010x}")
-
-    passes, _ = calibrate(run, 1, LAUNCH_S)
-    extra = (("loads_in_flight_per_thread", float(ONCE_READ_VECTORS), "1"), ("grid_blocks", float(blocks), "1"),
-             ("buffer_bytes", float(vecs * 16), "B"))
-    return _measure(ctx, run(passes), reset, verify, passes * vecs * 16.0, bound=bandwidth_bound(ctx.device, "dram"),
-                    extra=extra)
-
-
-def footprint_sweep(device: dict, per_octave: int) -> list[int]:
-    """bw.dram_footprint's buffers: FOOTPRINT_LOW_L2 x L2 .. FOOTPRINT_TOP_L2 x L2 (capped at MEMORY_FRACTION
-    of device memory), ``per_octave`` per doubling, whole MiB."""
-    l2 = device["l2_bytes"]
-    top = min(FOOTPRINT_TOP_L2 * l2, int(device["total_memory_bytes"] * MEMORY_FRACTION))
-    return geom(FOOTPRINT_LOW_L2 * l2, top, per_octave=per_octave, align=1 << 20)
-
-
-@probe("bw.dram_footprint",
-       sweeps={"quick": lambda d: {"footprint_bytes": footprint_sweep(d, 2)},
-               "full": lambda d: {"footprint_bytes": footprint_sweep(d, 3)}},
-       axes={"footprint_bytes": f"bytes of one buffer re-read pass after pass, {FOOTPRINT_LOW_L2}x .. "
-                                f"{FOOTPRINT_TOP_L2}x the L2 (at most {MEMORY_FRACTION:.0%} of device memory); "
-                                "quick: 2 per octave, full: 3"},
-       quantities=("dram.read_bandwidth_large_footprint_bytes_per_s",), kernels=("bandwidth.cu",))
-def bw_dram_footprint(ctx, footprint_bytes: int) -> list[Sample]:
-    """HBM read bandwidth (B/s) against the footprint re-read: bw.dram's read kernels (the fastest) over one
-    buffer of each size.  Past the reach of the address-translation caches every page's translation is
-    fetched again on every pass; below some L2 multiples the L2 serves up to L2 / footprint of the bytes."""
-    import cupy
-
-    try:
-        return _dram_read(ctx, int(footprint_bytes) / ctx.device["l2_bytes"])
-    finally:
-        cupy.get_default_memory_pool().free_all_blocks()
-
-
-def _dram_write(ctx, variant: str) -> list[Sample]:
-    """One write variant over a buffer of HBM_FOOTPRINT_L2 x L2; every word is checked after each sample."""
-    import cupy
-
-    name, store_bytes, grid_stride, streaming = WRITE_VARIANTS[variant]
-    buffers, seed = {}, {"value": 0}
-    config = (("store_bytes", float(store_bytes), "B"), ("streaming_store", float(streaming), "1"))
-
-    def next_seed() -> np.uint32:
-        seed["value"] = (seed["value"] + 1) % 2**32 or 1
-        return np.uint32(seed["value"])
-
-    def verify(vecs: int, passes: int):
-        words = buffers["words"]
-        wrong = _mismatches(words, None, seed["value"])
-        if wrong:
-            raise RuntimeError(f"{name}: {wrong} of {words.size} words do not hold the last launch's "
-                               f"value {seed['value']:#x}")
-
-    if grid_stride:
-        def args(vecs: int, passes: int):
-            if "words" not in buffers:
-                buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
-            return (buffers["words"], np.int64(vecs), np.int64(passes), next_seed())
-
-        return _dram_stream(ctx, ((name, WRITE_U, 512),), HBM_FOOTPRINT_L2, args, verify, lambda: None, 16.0,
-                            extra=config)
-
-    func = _kernel(name)
-    vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2, BLOCK_THREADS, 1)
-    buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
-    blocks = once_blocks(vecs * 16, store_bytes)
-
-    def run(passes: int):
-        def launch():
-            value = next_seed()
-            for _ in range(passes):
-                func((blocks,), (BLOCK_THREADS,), (buffers["words"], value))
-        return launch
-
-    passes, _ = calibrate(run, 1, LAUNCH_S)
-    extra = (*config, ("grid_blocks", float(blocks), "1"))
-    return _measure(ctx, run(passes), lambda: None, lambda: verify(vecs, passes), passes * vecs * 16.0,
-                    bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
-
-
-def once_blocks(buffer_bytes: int, store_bytes: int) -> int:
-    """Blocks of a one-store-per-thread grid that writes every ``store_bytes`` element of the buffer once."""
-    elements, rest = divmod(buffer_bytes, store_bytes)
-    if rest or elements % BLOCK_THREADS:
-        raise ValueError(f"{buffer_bytes} B is not a whole number of {BLOCK_THREADS}-thread blocks of "
-                         f"{store_bytes}-byte stores")
-    return elements // BLOCK_THREADS
-
-
-def _dram_copy(ctx) -> list[Sample]:
-    import cupy
-
-    buffers, seed = {}, {"value": 0}
-
-    def args(vecs: int, passes: int):
-        if "src" not in buffers:
-            buffers["src"] = cupy.empty(vecs * 4, dtype=cupy.uint32)
-            _fill(buffers["src"])
-            buffers["dst"] = cupy.zeros_like(buffers["src"])
-        seed["value"] = (seed["value"] + 1) % 2**32 or 1
-        return (buffers["src"], buffers["dst"], np.int64(vecs), np.int64(passes), np.uint32(seed["value"]))
-
-    def verify(vecs: int, passes: int):
-        src, dst = buffers["src"], buffers["dst"]
-        wrong = _mismatches(dst, src, seed["value"])
-        if wrong:
-            raise RuntimeError(f"dram_copy: {wrong} of {dst.size} words are not source + {seed['value']:#x}")
-
-    return _dram_stream(ctx, DRAM_KERNELS["copy"], HBM_FOOTPRINT_L2 / 2, args, verify, lambda: None, 32.0)
-
-
-def _dram_memcpy(ctx) -> list[Sample]:
-    """The driver's device-to-device copy of a buffer of half the copy kernels' size into another: what a
-    framework's tensor copy gets.  The destination is cleared before each sample and checked after it."""
-    import cupy
-
-    vecs = dram_vectors(ctx.device, HBM_FOOTPRINT_L2 / 2, 1, 1)
-    src = cupy.empty(vecs * 4, dtype=cupy.uint32)
-    _fill(src)
-    dst = cupy.zeros_like(src)
-    nbytes = vecs * 16
-    kind = cupy.cuda.runtime.memcpyDeviceToDevice
-
-    def run(copies: int):
-        def launch():
-            stream = cupy.cuda.get_current_stream().ptr
-            for _ in range(copies):
-                cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, nbytes, kind, stream)
-        return launch
-
-    def verify():
-        wrong = _mismatches(dst, src, 0)
-        if wrong:
-            raise RuntimeError(f"memcpy: {wrong} of {dst.size} words differ from the source")
-
-    copies, _ = calibrate(run, 1, LAUNCH_S)
-    return _measure(ctx, run(copies), lambda: dst.data.memset_async(0, nbytes), verify, copies * nbytes * 2.0,
-                    bound=bandwidth_bound(ctx.device, "dram"))
 
 
 @probe("bw.onchip", sweeps={"quick": lambda d: {"level": list(ONCHIP_LEVELS)},
@@ -696,11 +229,11 @@ def bw_onchip(ctx, level: str) -> list[Sample]:
 
     if level not in ONCHIP_LEVELS:
         raise ValueError(f"unknown level {level!r}: choose one of {', '.join(ONCHIP_LEVELS)}")
-    func = _kernel("smem_read" if level == "smem" else "l1_read")
-    blocks = ctx.device["sm_count"] * _blocks_per_sm(func)
+    func = bandwidth_kernel("smem_read" if level == "smem" else "l1_read")
+    blocks = ctx.device["sm_count"] * resident_blocks(func)
     words = cupy.empty(ONCHIP_VECS * 4, dtype=cupy.uint32)
-    _fill(words, seed=0x0C41)
-    total = _sum32(words)
+    fill_hash(words, seed=0x0C41)
+    total = sum32(words)
     sink = Sink(f"{level}_read")
 
     def run(reps: int):
@@ -710,5 +243,6 @@ def bw_onchip(ctx, level: str) -> list[Sample]:
         return launch
 
     reps, _ = calibrate(run, 64, LAUNCH_S)
-    return _measure(ctx, run(reps), sink.reset, lambda: sink.check(blocks * reps * total % 2**32),
-                    float(blocks) * reps * ONCHIP_VECS * 16, per_clk_bound=MAX_BYTES_PER_CLK_SM)
+    return bandwidth_samples(ctx, run(reps), sink.reset, lambda: sink.check(blocks * reps * total % 2**32),
+                             float(blocks) * reps * ONCHIP_VECS * 16, sample_s=SAMPLE_S,
+                             per_clk_bound=MAX_BYTES_PER_CLK_SM)

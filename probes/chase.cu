@@ -5,6 +5,9 @@
 // Loads are inline PTX marked volatile, so the compiler keeps them between the two timer reads and in
 // order.  FLAVOUR 0: ld.global (default caching, through L1: LDG.E.64); 1: ld.global.cg (L2 only:
 // LDG.E.64.STRONG.GPU).  out = {clock64 cycles, %globaltimer ns, final address (the sink)}.
+
+#include "common.cuh"
+
 template <int FLAVOUR>
 __device__ __forceinline__ unsigned long long step(unsigned long long p) {
     unsigned long long next;
@@ -24,15 +27,15 @@ __device__ void chase(unsigned long long start, long long warm_steps, long long 
     unsigned long long p = start;
     for (long long i = 0; i < warm_steps; ++i) p = step<FLAVOUR>(p);  // bring the chain into the cache
     unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
 #pragma unroll 1
     for (long long i = 0; i < steps; i += UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) p = step<FLAVOUR>(p);
     }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
     out[0] = c1 - c0;
     out[1] = t1 - t0;
     out[2] = p;
@@ -61,13 +64,6 @@ extern "C" __global__ void chase_cg_every_sm(const unsigned long long* starts, l
 // the STS and the clock read) goes to shared memory as 16 bits and is copied out after the timed walk, so
 // the record itself adds no global traffic.  Levels that a mixed chain hits (near L2, far L2, HBM) show as
 // separate clusters of intervals.  out = {clock64 cycles, %globaltimer ns, final address (the sink)}.
-__device__ __forceinline__ unsigned int clock_after(unsigned long long p, unsigned int slot) {
-    unsigned int t;
-    asm volatile("st.shared.u32 [%1], %2;\n\tmov.u32 %0, %%clock;"
-                 : "=r"(t) : "r"(slot), "r"((unsigned int)p) : "memory");
-    return t;
-}
-
 extern "C" __global__ void chase_cg_record(unsigned long long start, long long warm_steps, int steps,
                                            unsigned short* intervals, unsigned long long* out) {
     extern __shared__ unsigned short recorded[];  // steps intervals, then one 32-bit slot
@@ -76,8 +72,8 @@ extern "C" __global__ void chase_cg_record(unsigned long long start, long long w
     unsigned long long p = start;
     for (long long i = 0; i < warm_steps; ++i) p = step<1>(p);
     unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
     unsigned int before = clock_after(p, slot);
 #pragma unroll 1
     for (int i = 0; i < steps; i += UNROLL) {
@@ -89,8 +85,8 @@ extern "C" __global__ void chase_cg_record(unsigned long long start, long long w
             before = after;
         }
     }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
     for (int i = 0; i < steps; ++i) intervals[i] = recorded[i];
     out[0] = c1 - c0;
     out[1] = t1 - t0;
@@ -129,15 +125,15 @@ extern "C" __global__ void chase_shared(const unsigned int* next_index, int elem
         asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
     }
     unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
 #pragma unroll 1
     for (long long i = 0; i < steps; i += UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
     }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
     out[0] = c1 - c0;
     out[1] = t1 - t0;
     out[2] = (p - base) / (4u * stride_words);

@@ -12,10 +12,10 @@ The probe proves its own result: the chain is one cycle through every line by co
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
+from probes import kit
 from probes.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
@@ -221,11 +221,7 @@ def chase_smem(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]:
 
 def chase_samples(ctx, out, steps: int, repeat: int, timer: str) -> list[Sample]:
     """The two samples of one timed launch: cycles per step (clock64) and seconds per step (globaltimer)."""
-    cycles, ns = float(out[0]), float(out[1])
-    hz = cycles / ns * 1e9
-    flag = ctx.throttle_flag(hz)
-    return [Sample("latency", cycles / steps, "cycles", repeat, hz, timer, flag),
-            Sample("latency_time", ns * 1e-9 / steps, "s", repeat, hz, "globaltimer", flag)]
+    return kit.clock_samples(ctx, float(out[0]), steps, repeat, timer, ns=float(out[1]))
 
 
 def chain_order(rng: np.random.Generator, elements: int) -> np.ndarray:
@@ -262,9 +258,7 @@ def expected_address(order: np.ndarray, steps: int, stride_bytes: int, base: int
 
 def steps_for(seconds_per_step: float) -> int:
     """Timed steps per launch for a sample of about SAMPLE_S, a multiple of the kernel's unroll."""
-    steps = SAMPLE_S / max(seconds_per_step, 1e-12)
-    steps = min(MAX_STEPS, max(MIN_STEPS, steps))
-    return int(math.ceil(steps / UNROLL) * UNROLL)
+    return kit.steps_for(seconds_per_step, UNROLL, sample_s=SAMPLE_S, low=MIN_STEPS, high=MAX_STEPS)
 
 
 class ChainWalker:

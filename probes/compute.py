@@ -32,7 +32,8 @@ import numpy as np
 
 from probes.cuda import blocks_per_sm
 from probes import telemetry
-from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from probes.harness import Sample, calibrate, repeat_until_stable
+from probes.kit import event_samples
 from probes.registry import probe
 
 LANES = 32
@@ -49,6 +50,8 @@ QUICK_WGMMA_NS = (128, 256)
 VECTOR_OPS = {"fp32": ("fp32_fma", 2, "FLOP"), "fp64": ("fp64_fma", 2, "FLOP"),
               "fp16x2": ("fp16x2_hfma2", 4, "FLOP"), "int32": ("int32_imad", 2, "op")}
 TC_DTYPES = ("bf16", "fp16", "tf32", "e4m3")
+#: FP8 (e4m3) mma.sync exists from compute capability 8.9 on (compute.cu leaves its kernel out below).
+FP8_MMA_CC = (8, 9)
 #: dtype -> (element bytes, mma.sync K, wgmma K): K x element bytes is 32 for every wgmma shape.
 TC_SHAPES = {"bf16": (2, 16, 16), "fp16": (2, 16, 16), "tf32": (4, 8, 8), "e4m3": (1, 32, 32)}
 MMA_M, MMA_N = 16, 8
@@ -198,11 +201,9 @@ def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, boun
     """Event-time ``launch`` until stable: ``per_clk_sm`` (work / clock / SM at the launch's own clock, the
     primary metric) and ``throughput`` (work / s); ``check()`` runs after every sample.  ``power_limited``:
     tensor-core work, whose lower clock is its sustained state, not a throttle (Context.throttle_flag)."""
-    timer = EventTimer(launch, max(ctx.budget.min_sample_s, SAMPLE_S))
     sms = ctx.device["sm_count"]
 
-    def sample(repeat: int) -> list[Sample]:
-        seconds = timer.seconds_per_launch()
+    def after(seconds: float, repeat: int) -> list[Sample]:
         hz = kernel_clock_hz(clocks.get())
         check()
         rate = work_per_launch / seconds
@@ -211,7 +212,7 @@ def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, boun
         return [Sample("per_clk_sm", per_clk, f"{unit}/cycle", repeat, hz, "cuda_event", flag),
                 Sample("throughput", rate, f"{unit}/s", repeat, hz, "cuda_event", flag)]
 
-    return repeat_until_stable(sample, "per_clk_sm", ctx.budget)
+    return event_samples(ctx, launch, after, "per_clk_sm", sample_s=SAMPLE_S)
 
 
 def _occupancy_sample(blocks: int, ctx, metric: str, per_block: int) -> Sample:
@@ -340,8 +341,13 @@ def _check_identical(out: np.ndarray, what: str, units: str) -> None:
         raise RuntimeError(f"{what}: {bad} of {len(out)} {units} differ from the first, with the same operands")
 
 
-@probe("compute.mma_sync",
-       sweeps={"quick": lambda d: {"dtype": list(TC_DTYPES)}, "full": lambda d: {"dtype": list(TC_DTYPES)}},
+def mma_dtypes(device: dict) -> dict:
+    """Every mma.sync dtype the device has: e4m3 only from FP8_MMA_CC on."""
+    cc = tuple(int(x) for x in str(device["compute_capability"]).split("."))
+    return {"dtype": [d for d in TC_DTYPES if d != "e4m3" or cc >= FP8_MMA_CC]}
+
+
+@probe("compute.mma_sync", sweeps={"quick": mma_dtypes, "full": mma_dtypes},
        axes={"dtype": "bf16, fp16 (m16n8k16), tf32 (m16n8k8), e4m3 (m16n8k32); fp32 accumulate"},
        quantities=("tc.bf16.mma_sync_peak_flops", "tc.fp16.mma_sync_peak_flops", "tc.tf32.mma_sync_peak_flops",
                    "tc.fp8.mma_sync_peak_flops"),
@@ -391,7 +397,7 @@ def _wgmma_sweep(ns) -> callable:
                    "tc.bf16.sustained_flops", "tc.fp16.sustained_flops", "tc.tf32.sustained_flops",
                    "tc.fp8.sustained_flops", "tc.bf16.flop_per_clk_sm", "tc.fp16.flop_per_clk_sm",
                    "tc.tf32.flop_per_clk_sm", "tc.fp8.flop_per_clk_sm", "tc.bf16_over_fp32"),
-       kernels=("wgmma.cu",), min_cc=(9, 0))
+       kernels=("wgmma.cu",), min_cc=(9, 0), max_cc=(9, 0))
 def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
     """Hopper wgmma throughput (dense FLOP per clock per SM and per second), operands in shared memory."""
     import cupy

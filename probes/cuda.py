@@ -21,8 +21,19 @@ NVRTC_OPTIONS = ("-std=c++17",)
 CUPY_IMPLICIT_OPTIONS = ("-ftz=true", "--device-as-default-execution-space")
 
 
+_INCLUDE = re.compile(r'^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$', re.MULTILINE)
+
+
 def source(filename: str) -> str:
-    return (KERNEL_DIR / filename).read_text()
+    """The text of a kernel file with its local ``#include "..."`` headers inlined (each once), so NVRTC needs
+    no include path and CuPy's compile cache keys on everything the kernels are built from."""
+    return _inline(filename, set())
+
+
+def _inline(filename: str, seen: set) -> str:
+    seen.add(filename)
+    text = (KERNEL_DIR / filename).read_text()
+    return _INCLUDE.sub(lambda m: "" if m.group(1) in seen else _inline(m.group(1), seen), text)
 
 
 @functools.lru_cache(maxsize=None)

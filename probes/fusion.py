@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 
 from analysis.fusion import LAUNCHES, VARIANTS, softmax_bytes, total_bytes
-from probes.bandwidth import bandwidth_bound
 from probes.harness import Sample, repeat_until_stable
+from probes.kit import bandwidth_bound
 from probes.registry import probe
 
 MATRIX_SIDE = 4096

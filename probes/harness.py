@@ -14,7 +14,8 @@
   one at a time, on ``stream`` (default: the current stream).
 * ``calibrate`` -- the multiple of a unit (trips, passes, reps) for which one launch lasts about a target,
   grown from short trials (``max_count``: a clamp for kernels whose count is a 32-bit int).
-* ``Sink`` -- a 32-bit sum kernels add to, checked against launches x the sum one launch must add.
+* ``Sink`` -- a 32-bit sum kernels add to, checked against launches x the sum one launch must add, or
+  against the sums the host added for the launches so far.
 """
 from __future__ import annotations
 
@@ -195,21 +196,38 @@ def calibrate(run: Callable[[int], Callable[[], None]], unit: int, target_s: flo
 
 
 class Sink:
-    """A 32-bit sum a kernel adds to; checked against launches x the sum one launch must add."""
+    """A 32-bit sum a kernel adds to; checked against launches x the sum one launch must add (``check``), or
+    against the sums ``add``-ed for the launches so far (``check_added``).  With ``errors`` the kernels also
+    count failed waits in a second word, which must stay zero."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, errors: bool = False):
         import cupy
 
         self.what = what
         self.array = cupy.zeros(1, dtype=cupy.uint32)
+        self.errors = cupy.zeros(1, dtype=cupy.uint32) if errors else None
         self.launches = 0
+        self.want = 0
 
     def reset(self) -> None:
         self.array.data.memset_async(0, 4)
         self.launches = 0
+        self.want = 0
+
+    def add(self, value: int) -> None:
+        self.want = (self.want + value) & 0xFFFFFFFF
 
     def check(self, per_launch: int) -> None:
         got, want = int(self.array.get()[0]), (self.launches * per_launch) % 2**32
         if got != want:
             raise RuntimeError(f"{self.what}: checksum mismatch after {self.launches} launches: the kernels "
                                f"summed {got:#010x}, the buffer says {want:#010x}")
+
+    def check_added(self) -> None:
+        got = int(self.array.get()[0])
+        errors = int(self.errors.get()[0]) if self.errors is not None else 0
+        if errors:
+            raise RuntimeError(f"{self.what}: {errors} mbarrier waits timed out")
+        if got != self.want:
+            raise RuntimeError(f"{self.what}: checksum mismatch: the kernels summed {got:#010x}, the buffer "
+                               f"says {self.want:#010x}")

@@ -32,33 +32,14 @@
 //                             op: viaddmax (max(x + b, c)) or vimax3 (max(x, b, c)); impl: dpx (the __vi*
 //                             intrinsic) or emu (viaddmax only: IMAD + VIMNMX, see below).
 
+#include "common.cuh"
+
 constexpr int UNROLL = 32;
 constexpr unsigned long long WAIT_LIMIT_NS = 100000000ull;  // 0.1 s
-
-__device__ __forceinline__ unsigned long long globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-    return t;
-}
-
-__device__ __forceinline__ unsigned long long clock64_now() {
-    unsigned long long c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
-    return c;
-}
-
-__device__ __forceinline__ unsigned int smem_addr(const void* p) {
-    return (unsigned int)__cvta_generic_to_shared(p);
-}
 
 // The words every buffer here holds: word i = i * golden + 0x7F4A7C15 (probes/hopper.py mirrors it).
 __device__ __forceinline__ unsigned int known_word(unsigned long long i) {
     return (unsigned int)i * 0x9E3779B1u + 0x7F4A7C15u;
-}
-
-__device__ __forceinline__ void publish(unsigned int acc, unsigned int* sink) {
-    acc = __reduce_add_sync(0xffffffffu, acc);
-    if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
 }
 
 // ---- thread-block clusters ------------------------------------------------------------------------------
@@ -122,15 +103,15 @@ __device__ __forceinline__ void dsmem_chase(const unsigned int* next_index, int 
         const unsigned long long first = MODE == CHASE_LOCAL ? smem_addr(chain) : map_rank_generic(chain, target);
         unsigned long long p = first + 8ull * start;
         for (long long i = 0; i < warm_steps; ++i) chase_step<MODE>(p);
-        const unsigned long long t0 = globaltimer();
-        const unsigned long long c0 = clock64_now();
+        const unsigned long long t0 = globaltimer_fenced();
+        const unsigned long long c0 = clock64_fenced();
 #pragma unroll 1
         for (long long i = 0; i < steps; i += UNROLL) {
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) chase_step<MODE>(p);
         }
-        const unsigned long long c1 = clock64_now();
-        const unsigned long long t1 = globaltimer();
+        const unsigned long long c1 = clock64_fenced();
+        const unsigned long long t1 = globaltimer_fenced();
         out[3 * blockIdx.x + 0] = c1 - c0;
         out[3 * blockIdx.x + 1] = t1 - t0;
         out[3 * blockIdx.x + 2] = (p - first) / 8ull;
@@ -233,9 +214,9 @@ __device__ __forceinline__ bool mbar_try(unsigned int bar, unsigned int parity) 
 __device__ __forceinline__ void mbar_wait(unsigned int bar, unsigned int parity, bool& failed,
                                           unsigned int* errors) {
     if (failed || mbar_try(bar, parity)) return;
-    const unsigned long long deadline = globaltimer() + WAIT_LIMIT_NS;
+    const unsigned long long deadline = globaltimer_fenced() + WAIT_LIMIT_NS;
     while (!mbar_try(bar, parity)) {
-        if (globaltimer() > deadline) {
+        if (globaltimer_fenced() > deadline) {
             failed = true;
             atomicAdd(errors, 1u);
             return;
@@ -276,20 +257,20 @@ extern "C" __global__ void bulk_latency(const unsigned char* src, unsigned int s
     unsigned long long cycles = 0, t0 = 0, start = 0;
     for (long long k = -warm; k < copies; ++k) {
         if (k == 0) {
-            t0 = globaltimer();
-            start = clock64_now();
+            t0 = globaltimer_fenced();
+            start = clock64_fenced();
         }
         slot = (first + (unsigned int)(k + warm)) * 0x9E3779B1u & (slots - 1u);
-        const unsigned long long c0 = clock64_now();
+        const unsigned long long c0 = clock64_fenced();
         mbar_expect(bar, copy_bytes);
         bulk_copy(dst, src + (unsigned long long)slot * slot_bytes, copy_bytes, bar);
         mbar_wait(bar, parity, failed, errors);
-        const unsigned long long c1 = clock64_now();
+        const unsigned long long c1 = clock64_fenced();
         if (k >= 0) cycles += c1 - c0;
         parity ^= 1u;
     }
-    const unsigned long long end = clock64_now();
-    const unsigned long long t1 = globaltimer();
+    const unsigned long long end = clock64_fenced();
+    const unsigned long long t1 = globaltimer_fenced();
     const unsigned int* words = reinterpret_cast<const unsigned int*>(landing);
     unsigned int sum = 0;
     for (unsigned int i = 0; i < copy_bytes / 4; ++i) sum += words[i];
@@ -332,21 +313,21 @@ extern "C" __global__ void tensor_latency(const unsigned long long* tensor_map, 
     unsigned long long cycles = 0, t0 = 0, start = 0;
     for (long long k = -warm; k < copies; ++k) {
         if (k == 0) {
-            t0 = globaltimer();
-            start = clock64_now();
+            t0 = globaltimer_fenced();
+            start = clock64_fenced();
         }
         box = (first + (unsigned int)(k + warm)) * 0x9E3779B1u & (boxes - 1u);
         const int x = (int)((box % boxes_x) * box_cols), y = (int)((box / boxes_x) * box_rows);
-        const unsigned long long c0 = clock64_now();
+        const unsigned long long c0 = clock64_fenced();
         mbar_expect(bar, box_bytes);
         tensor_copy_2d(dst, tensor_map, x, y, bar);
         mbar_wait(bar, parity, failed, errors);
-        const unsigned long long c1 = clock64_now();
+        const unsigned long long c1 = clock64_fenced();
         if (k >= 0) cycles += c1 - c0;
         parity ^= 1u;
     }
-    const unsigned long long end = clock64_now();
-    const unsigned long long t1 = globaltimer();
+    const unsigned long long end = clock64_fenced();
+    const unsigned long long t1 = globaltimer_fenced();
     const unsigned int* words = reinterpret_cast<const unsigned int*>(reinterpret_cast<const unsigned char*>(raw) +
                                                                       (dst - smem_addr(raw)));
     unsigned int sum = 0;
@@ -506,15 +487,15 @@ __device__ __forceinline__ void dpx_latency(const int* a, const int* b, const in
     int x = a[threadIdx.x];
     const int bb = b[threadIdx.x], cc = c[threadIdx.x];
     __syncwarp();
-    const unsigned long long t0 = globaltimer();
-    const unsigned long long c0 = clock64_now();
+    const unsigned long long t0 = globaltimer_fenced();
+    const unsigned long long c0 = clock64_fenced();
 #pragma unroll 1
     for (long long i = 0; i < steps; i += UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) x = dpx_op<OP, DPX>(x, bb, cc, one);
     }
-    const unsigned long long c1 = clock64_now();
-    const unsigned long long t1 = globaltimer();
+    const unsigned long long c1 = clock64_fenced();
+    const unsigned long long t1 = globaltimer_fenced();
     result[threadIdx.x] = x;
     if (threadIdx.x == 0) {
         out[0] = c1 - c0;

@@ -14,8 +14,7 @@
 // then comes from HBM) and knows exactly which tiles each launch summed.  Every lane folds the words it loaded
 // into a 32-bit sum; one lane per warp adds the warp's total to *sink, which the host checks.
 
-__device__ __forceinline__ unsigned int word_sum(unsigned int v) { return v; }
-__device__ __forceinline__ unsigned int word_sum(uint4 v) { return v.x + v.y + v.z + v.w; }
+#include "common.cuh"
 
 template <typename T, int ILP>
 __device__ __forceinline__ void stream(const T* __restrict__ base, unsigned int tiles, unsigned int first,

@@ -26,9 +26,9 @@ import math
 import numpy as np
 
 from analysis.occupancy import ALLOCATION, occupancy
-from probes.bandwidth import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, _Filled,
-                              _measure, _sum32, bandwidth_bound)
-from probes.harness import Sink, calibrate
+from probes.harness import calibrate
+from probes.kit import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, Filled, Sink,
+                        bandwidth_bound, bandwidth_samples, sum32)
 from probes.registry import probe
 
 LANES = 32
@@ -203,15 +203,15 @@ def measure_throughput(ctx, resident_warps_per_sm: int, ilp: int, load_bytes: in
     warps = blocks * warps_per_block
     tiles = footprint_tiles(device, level, load_bytes, ilp)
     tile = tile_bytes(load_bytes, ilp)
-    words = _Filled.at_least(tiles * tile, device)
-    total = _sum32(words, 0, tiles * tile // 4)
+    words = Filled.at_least(tiles * tile, device)
+    total = sum32(words, 0, tiles * tile // 4)
     sink = _CursorSink(f"{kernel_name(load_bytes, ilp)} at {resident_warps_per_sm} warps/SM ({level})")
     cursor = {"first": 0}
     range_sums: dict[tuple[int, int], int] = {}
 
     def range_sum(start: int, count: int) -> int:
         if (start, count) not in range_sums:
-            range_sums[(start, count)] = _sum32(words, start * tile, count * tile // 4)
+            range_sums[(start, count)] = sum32(words, start * tile, count * tile // 4)
         return range_sums[(start, count)]
 
     def run(trips: int):
@@ -241,8 +241,8 @@ def measure_throughput(ctx, resident_warps_per_sm: int, ilp: int, load_bytes: in
              ("bytes_in_flight_per_sm", float(resident_warps_per_sm * LANES * ilp * load_bytes), "B"))
     budget = dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s, STRIDE_WARMUP_S),
                                  max_repeats=min(ctx.budget.max_repeats, STRIDE_MAX_REPEATS))
-    return _measure(ctx, run(trips), sink.reset, lambda: verify(trips), float(warps * trips * tile),
-                    bound=bandwidth_bound(device, level), sample_s=SAMPLE_S, budget=budget, extra=extra)
+    return bandwidth_samples(ctx, run(trips), sink.reset, lambda: verify(trips), float(warps * trips * tile),
+                             bound=bandwidth_bound(device, level), sample_s=SAMPLE_S, budget=budget, extra=extra)
 
 
 AXES = {

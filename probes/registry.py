@@ -27,9 +27,10 @@ from analysis.results import MEASUREMENT_COLUMNS
 PROFILES = ("quick", "full")
 #: Modules that register probes, in the order a run measures them.
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase", "probes.chase_numba", "probes.smem_banks",
-                 "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.occupancy",
-                 "probes.compute", "probes.execution", "probes.matmul", "probes.fusion", "probes.hopper",
-                 "probes.lecture", "probes.geometry", "probes.links", "probes.collectives")
+                 "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.dram",
+                 "probes.occupancy", "probes.compute", "probes.execution", "probes.matmul", "probes.fusion",
+                 "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.links",
+                 "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
 
@@ -44,6 +45,9 @@ class Probe:
     kernels: tuple = ()  # .cu files beside the module, hashed into the probe version
     min_cc: tuple = (7, 0)
     min_gpus: int = 1  # GPUs the run must see (link and collective probes need a peer)
+    #: The newest compute capability the probe runs on: an architecture-specific target (sm_90a's wgmma) runs
+    #: on its own architecture only.
+    max_cc: tuple | None = None
 
     @property
     def summary(self) -> str:

@@ -144,6 +144,9 @@ def skip_reason(probe: Probe, cc: tuple, gpus: int = 1) -> str | None:
     if gpus < probe.min_gpus:
         return (f"{'one GPU' if gpus == 1 else f'{gpus} GPUs'}: needs {probe.min_gpus} GPUs visible to the run "
                 "(a peer to measure against)")
+    if probe.max_cc is not None and cc > probe.max_cc:
+        return (f"its kernels are built for compute capability {probe.max_cc} only (an architecture-specific "
+                f"target), GPU has {cc}")
     missing = [name for name in BACKEND_PACKAGES.get(probe.backend, ()) if importlib.util.find_spec(name) is None]
     if missing:
         return f"needs {' and '.join(missing)}, not installed here (pip install {' '.join(missing)})"

@@ -19,6 +19,9 @@
 // out = {shared address of the array, then per warp: clock64 start, end, globaltimer start, end};
 // sink[thread] = final p (latency) or the 32-bit sum of every loaded value (throughput): the host checks
 // both against the lane's address.
+
+#include "common.cuh"
+
 constexpr int CHAIN_UNROLL = 32;
 constexpr int BATCH_BYTES = 128;
 
@@ -36,18 +39,6 @@ __device__ __forceinline__ unsigned int load(unsigned int address) {
     return x;
 }
 
-__device__ __forceinline__ unsigned long long read_clock() {
-    unsigned long long c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c) :: "memory");
-    return c;
-}
-
-__device__ __forceinline__ unsigned long long read_globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) :: "memory");
-    return t;
-}
-
 template <int ACCESS, bool DEPENDENT>
 __device__ void bank_probe(int elements, int pitch, int offset, int xor_mask, unsigned int trips,
                            unsigned long long* out, unsigned int* sink) {
@@ -61,22 +52,22 @@ __device__ void bank_probe(int elements, int pitch, int offset, int xor_mask, un
     unsigned int p = base + (unsigned int)(lane * pitch + (offset ^ (lane & xor_mask))) * ACCESS;
     unsigned long long c0, c1, t0, t1;
     if (DEPENDENT) {
-        t0 = read_globaltimer();
-        c0 = read_clock();
+        t0 = globaltimer_fenced();
+        c0 = clock64_fenced();
 #pragma unroll 1
         for (unsigned int t = 0; t < trips; ++t) {
 #pragma unroll
             for (int u = 0; u < CHAIN_UNROLL; ++u) p = load<ACCESS>(p);
         }
-        c1 = read_clock();
-        t1 = read_globaltimer();
+        c1 = clock64_fenced();
+        t1 = globaltimer_fenced();
         sink[threadIdx.x] = p;
     } else {
         unsigned int ping[BATCH], pong[BATCH], sum = 0;
 #pragma unroll
         for (int k = 0; k < BATCH; ++k) ping[k] = load<ACCESS>(p);
-        t0 = read_globaltimer();
-        c0 = read_clock();
+        t0 = globaltimer_fenced();
+        c0 = clock64_fenced();
 #pragma unroll 1
         for (unsigned int t = 0; t < trips; ++t) {
 #pragma unroll
@@ -90,8 +81,8 @@ __device__ void bank_probe(int elements, int pitch, int offset, int xor_mask, un
                 sum += pong[k];
             }
         }
-        c1 = read_clock();
-        t1 = read_globaltimer();
+        c1 = clock64_fenced();
+        t1 = globaltimer_fenced();
 #pragma unroll
         for (int k = 0; k < BATCH; ++k) sum += ping[k];
         sink[threadIdx.x] = sum;

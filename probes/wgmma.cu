@@ -15,6 +15,8 @@
 // matmul (the layout read right) and every launch for finite, identical results in every CTA.  Thread 0
 // records clock64 and %globaltimer around the loop: each launch carries the SM clock it ran at.
 
+#include "common.cuh"
+
 constexpr int WG_THREADS = 128;
 constexpr int STEPS = 4;          // wgmmas per commit group
 constexpr int ROW_BYTES = 32;     // K x element bytes of one operand row, every type
@@ -135,12 +137,6 @@ __device__ __forceinline__ unsigned long long descriptor(const void* smem) {
     const unsigned long long address = (unsigned int)__cvta_generic_to_shared(smem);
     const unsigned long long lbo = 128, sbo = 256;  // see the layout above; swizzle bits 62-63 = 0 (none)
     return ((address & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
-}
-
-__device__ __forceinline__ unsigned long long globaltimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
 }
 
 // Row r's 16-byte half h (row-major source) goes to core matrix (r / 8, h), line r % 8.

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from probes import dram, kit
 from probes.cuda import compile_cubin, resource_usage, sass
 from conftest import COMMITTED_RUN
 
@@ -191,14 +192,14 @@ READ_OPS = {512: "LDG.E.128", 4 * 512: "LDG.E.LTC256B.128", 8 * 512: "LDG.E.LTC2
 
 
 def test_dram_kernels_are_the_declared_ones(cubin, bw):
-    assert set(sass(cubin[0])) >= {f"{name}" for op in bw.DRAM_KERNELS.values() for name, _, _ in op}
-    for op, kernels in bw.DRAM_KERNELS.items():
+    assert set(sass(cubin[0])) >= {f"{name}" for op in dram.DRAM_KERNELS.values() for name, _, _ in op}
+    for op, kernels in dram.DRAM_KERNELS.items():
         for name, unroll, contiguous in kernels:
             assert contiguous in (512, unroll * 512), name  # one warp load, or the whole trip's U loads
             assert ("chunk" in name) == (contiguous > 512), name
 
 
-@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.bandwidth")
+@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.dram")
                                                       .DRAM_KERNELS["read"]])
 def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
@@ -225,13 +226,13 @@ def store_op(store_bytes: int, streaming: bool) -> str:
     return "STG.E" + (".EF" if streaming else "") + (".64" if store_bytes == 8 else f".{store_bytes * 8}")
 
 
-@pytest.mark.parametrize("variant", list(importlib.import_module("probes.bandwidth").WRITE_VARIANTS))
+@pytest.mark.parametrize("variant", list(importlib.import_module("probes.dram").WRITE_VARIANTS))
 def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin, bw, variant):
     """Grid-stride: WRITE_U stores a trip; once: exactly one store, no loop.  The other width and the other
     hint are the negative controls: each variant's SASS must fail to match them."""
-    name, store_bytes, grid_stride, streaming = bw.WRITE_VARIANTS[variant]
+    name, store_bytes, grid_stride, streaming = dram.WRITE_VARIANTS[variant]
     code = sass(cubin[0])[name]
-    want = [store_op(store_bytes, streaming)] * (bw.WRITE_U if grid_stride else 1)
+    want = [store_op(store_bytes, streaming)] * (dram.WRITE_U if grid_stride else 1)
     assert memory_ops(code) == want
     assert memory_ops(code) != [store_op(store_bytes, not streaming)] * len(want)
     assert memory_ops(code) != [store_op(24 - store_bytes, streaming)] * len(want)
@@ -252,17 +253,17 @@ def test_the_one_trip_read_issues_its_loads_before_any_sum_and_has_no_loop(cubin
 
 
 def test_once_grids_write_every_element_once(bw):
-    vecs = bw.dram_vectors(H200, bw.HBM_FOOTPRINT_L2, bw.BLOCK_THREADS, 1)
+    vecs = dram.dram_vectors(H200, kit.HBM_FOOTPRINT_L2, bw.BLOCK_THREADS, 1)
     for store_bytes in (8, 16):
-        blocks = bw.once_blocks(vecs * 16, store_bytes)
+        blocks = dram.once_blocks(vecs * 16, store_bytes)
         assert blocks * bw.BLOCK_THREADS * store_bytes == vecs * 16
     with pytest.raises(ValueError):
-        bw.once_blocks(bw.BLOCK_THREADS * 16 + 16, 16)  # a partial block would leave elements unwritten
+        dram.once_blocks(bw.BLOCK_THREADS * 16 + 16, 16)  # a partial block would leave elements unwritten
     with pytest.raises(ValueError):
-        bw.once_blocks(bw.BLOCK_THREADS * 16 + 4, 8)
+        dram.once_blocks(bw.BLOCK_THREADS * 16 + 4, 8)
 
 
-@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.bandwidth")
+@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.dram")
                                                       .DRAM_KERNELS["copy"]])
 def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
@@ -331,10 +332,9 @@ def test_config_counts_on_the_committed_h200(probes):
     counts = {pid: (len(p.configs(H200, "quick")), len(p.configs(H200, "full"))) for pid, p in probes.items()}
     assert counts == {"bw.stride": (84, 792), "bw.l2": (19, 41), "bw.dram": (9, 9), "bw.onchip": (2, 2),
                       "bw.dram_footprint": (11, 16)}
-    dram = probes["bw.dram"].configs(H200, "full")
-    assert {c["variant"] for c in dram if c["op"] == "write"} == set(importlib.import_module(
-        "probes.bandwidth").WRITE_VARIANTS)
-    assert [c["op"] for c in dram if c["op"] != "write"] == ["read", "copy", "memcpy"]
+    configs = probes["bw.dram"].configs(H200, "full")
+    assert {c["variant"] for c in configs if c["op"] == "write"} == set(dram.WRITE_VARIANTS)
+    assert [c["op"] for c in configs if c["op"] != "write"] == ["read", "copy", "memcpy"]
     full = probes["bw.stride"].configs(H200, "full")
     assert sorted({c["stride_elements"] for c in full}) == [*range(1, 65), 128, 256]
     assert {c["aligned"] for c in full} == {"aligned", "misaligned"}
@@ -359,7 +359,7 @@ def test_l2_sweep_spans_1_mib_to_four_l2s_dense_around_the_l2_of_the_device(bw, 
 def test_stride_footprints_are_sized_from_the_device(bw, device, capped_configs):
     warps = bw.full_occupancy_warps(device)
     assert warps == device["sm_count"] * device["max_threads_per_sm"] // 32
-    cap = device["total_memory_bytes"] * bw.MEMORY_FRACTION
+    cap = device["total_memory_bytes"] * kit.MEMORY_FRACTION
     capped = 0
     for e in bw.ELEMENT_BYTES:
         tile_elements = 32 * bw.STRIDE_KERNELS[e][1]
@@ -370,10 +370,10 @@ def test_stride_footprints_are_sized_from_the_device(bw, device, capped_configs)
             assert dram["elements"] == dram["tiles"] * tile_elements
             assert dram["touched_bytes"] == dram["elements"] * min(pitch, 32)
             assert dram["span_bytes"] + 2 * e <= cap
-            wanted = -(-bw.HBM_FOOTPRINT_L2 * device["l2_bytes"] // min(pitch, 32) // tile_elements // warps) * warps
+            wanted = -(-kit.HBM_FOOTPRINT_L2 * device["l2_bytes"] // min(pitch, 32) // tile_elements // warps) * warps
             if wanted * tile_elements * pitch + 2 * e <= cap:  # room: a pass reads every tile once
                 assert dram["tiles"] % warps == 0 and dram["trips_per_pass"] * warps == dram["tiles"]
-                assert dram["touched_bytes"] >= bw.HBM_FOOTPRINT_L2 * device["l2_bytes"]
+                assert dram["touched_bytes"] >= kit.HBM_FOOTPRINT_L2 * device["l2_bytes"]
             else:  # capped: as many whole tiles as the cap holds, still well beyond L2
                 capped += 1
                 assert (dram["tiles"] + 1) * tile_elements * pitch + 2 * e > cap
@@ -392,38 +392,38 @@ def test_stride_footprints_scale_with_the_l2(bw):
     a = bw.stride_layout(H200, 4, 8, "l2", warps)
     b = bw.stride_layout(small, 4, 8, "l2", warps)
     assert a["tiles"] == 2 * b["tiles"]
-    assert bw.dram_vectors(small, 8, 1024, 4) * 2 == pytest.approx(bw.dram_vectors(H200, 8, 1024, 4), rel=1e-3)
+    assert dram.dram_vectors(small, 8, 1024, 4) * 2 == pytest.approx(dram.dram_vectors(H200, 8, 1024, 4), rel=1e-3)
 
 
 def test_dram_buffers_are_whole_grid_trips_and_several_l2(bw):
     threads = H200["sm_count"] * 2048
     for unroll in (4, 8):
-        vecs = bw.dram_vectors(H200, bw.HBM_FOOTPRINT_L2, threads, unroll)
+        vecs = dram.dram_vectors(H200, kit.HBM_FOOTPRINT_L2, threads, unroll)
         assert vecs % (threads * unroll) == 0
-        assert vecs * 16 >= bw.HBM_FOOTPRINT_L2 * H200["l2_bytes"]
+        assert vecs * 16 >= kit.HBM_FOOTPRINT_L2 * H200["l2_bytes"]
     tiny = {**H200, "total_memory_bytes": 1 << 30}
-    assert bw.dram_vectors(tiny, bw.HBM_FOOTPRINT_L2, threads, 4) * 16 <= (1 << 30) * bw.MEMORY_FRACTION
+    assert dram.dram_vectors(tiny, kit.HBM_FOOTPRINT_L2, threads, 4) * 16 <= (1 << 30) * kit.MEMORY_FRACTION
 
 
 def test_dram_variants_are_each_kernel_at_full_and_half_occupancy(bw):
-    variants = bw.dram_variants([("u4", 4, 512), ("c8", 8, 4096)], [8, 5])
+    variants = dram.dram_variants([("u4", 4, 512), ("c8", 8, 4096)], [8, 5])
     assert [(v.func, v.unroll, v.contiguous_bytes, v.blocks_per_sm) for v in variants] == [
         ("u4", 4, 512, 8), ("u4", 4, 512, 4), ("c8", 8, 4096, 5), ("c8", 8, 4096, 2)]
-    assert [v.blocks_per_sm for v in bw.dram_variants([("copy", 4, 512)], [1])] == [1]
+    assert [v.blocks_per_sm for v in dram.dram_variants([("copy", 4, 512)], [1])] == [1]
 
 
 @pytest.mark.parametrize("device", [H200, OTHER], ids=["h200", "other"])
 def test_footprint_sweep_spans_four_l2s_to_the_top_or_the_memory_cap(bw, device):
     l2 = device["l2_bytes"]
     for per_octave in (2, 3):
-        footprints = bw.footprint_sweep(device, per_octave)
-        top = min(bw.FOOTPRINT_TOP_L2 * l2, device["total_memory_bytes"] * bw.MEMORY_FRACTION)
-        assert footprints[0] == bw.FOOTPRINT_LOW_L2 * l2 and footprints[-1] == pytest.approx(top, abs=1 << 20)
+        footprints = dram.footprint_sweep(device, per_octave)
+        top = min(dram.FOOTPRINT_TOP_L2 * l2, device["total_memory_bytes"] * kit.MEMORY_FRACTION)
+        assert footprints[0] == dram.FOOTPRINT_LOW_L2 * l2 and footprints[-1] == pytest.approx(top, abs=1 << 20)
         assert footprints == sorted(set(footprints)) and all(f % (1 << 20) == 0 for f in footprints)
         steps = np.diff(np.log2(footprints))
         assert np.allclose(steps, 1 / per_octave, atol=0.02)  # per_octave points per doubling, evenly
     small = {**device, "total_memory_bytes": 16 * l2}  # memory, not the L2 multiple, caps the sweep
-    assert bw.footprint_sweep(small, 2)[-1] <= small["total_memory_bytes"] * bw.MEMORY_FRACTION
+    assert dram.footprint_sweep(small, 2)[-1] <= small["total_memory_bytes"] * kit.MEMORY_FRACTION
 
 
 def test_misaligned_start_is_one_element(bw):
@@ -473,12 +473,12 @@ def test_dram_passes_read_every_tile_equally(bw):
 # -- validity -----------------------------------------------------------------------------------------------
 
 def test_dram_bound_comes_from_the_device_properties(bw):
-    peak = bw.dram_peak_bytes_per_s(H200)
+    peak = kit.dram_peak_bytes_per_s(H200)
     assert peak == pytest.approx(3.201e9 * 6016 / 8 * 2)  # 4.81 TB/s
-    assert bw.bandwidth_bound(H200, "dram") == pytest.approx(peak * bw.DRAM_SLACK)
-    assert bw.dram_peak_bytes_per_s(OTHER) == pytest.approx(1.215e9 * 5120 / 8 * 2)
-    assert bw.bandwidth_bound({**H200, "memory_clock_hz": None}, "dram") is None
-    assert bw.bandwidth_bound(H200, "l2") == pytest.approx(132 * 1.98e9 * bw.MAX_BYTES_PER_CLK_SM)
+    assert kit.bandwidth_bound(H200, "dram") == pytest.approx(peak * kit.DRAM_SLACK)
+    assert kit.dram_peak_bytes_per_s(OTHER) == pytest.approx(1.215e9 * 5120 / 8 * 2)
+    assert kit.bandwidth_bound({**H200, "memory_clock_hz": None}, "dram") is None
+    assert kit.bandwidth_bound(H200, "l2") == pytest.approx(132 * 1.98e9 * kit.MAX_BYTES_PER_CLK_SM)
 
 
 class FakeCtx:
@@ -498,14 +498,14 @@ class FakeCtx:
 
 def test_flags_invalid_above_the_bound_and_throttled_below_the_clock(bw):
     ctx = FakeCtx()
-    assert bw.flag_for(ctx, 5e12, 4e12, 1.98e9) == "invalid"
-    assert bw.flag_for(ctx, 3e12, 4e12, 1.98e9) == ""
-    assert bw.flag_for(ctx, 3e12, 4e12, 1.0e9) == "throttled"
-    assert bw.flag_for(ctx, 3e12, None, 1.98e9) == ""
+    assert kit.flag_for(ctx, 5e12, 4e12, 1.98e9) == "invalid"
+    assert kit.flag_for(ctx, 3e12, 4e12, 1.98e9) == ""
+    assert kit.flag_for(ctx, 3e12, 4e12, 1.0e9) == "throttled"
+    assert kit.flag_for(ctx, 3e12, None, 1.98e9) == ""
 
 
 @pytest.fixture
-def fake_timer(bw, monkeypatch):
+def fake_timer(monkeypatch):
     """EventTimer replaced by one that reports fixed seconds per launch and calls launch once per sample."""
     class Timer:
         seconds = 1e-3
@@ -517,7 +517,7 @@ def fake_timer(bw, monkeypatch):
             self.launch()
             return Timer.seconds
 
-    monkeypatch.setattr(bw, "EventTimer", Timer)
+    monkeypatch.setattr(kit, "EventTimer", Timer)
     return Timer
 
 
@@ -526,10 +526,10 @@ def test_measure_reports_bytes_per_clock_per_sm_and_checks_every_sample(bw, fake
     calls = {"launch": 0, "reset": 0, "verify": 0}
     per_launch = 120.0 * 132 * 1.9e9 * 1e-3  # 120 B/clk/SM for 1 ms
 
-    samples = bw._measure(ctx, lambda: calls.__setitem__("launch", calls["launch"] + 1),
-                          lambda: calls.__setitem__("reset", calls["reset"] + 1),
-                          lambda: calls.__setitem__("verify", calls["verify"] + 1),
-                          per_launch, per_clk_bound=bw.MAX_BYTES_PER_CLK_SM)
+    samples = kit.bandwidth_samples(ctx, lambda: calls.__setitem__("launch", calls["launch"] + 1),
+                                    lambda: calls.__setitem__("reset", calls["reset"] + 1),
+                                    lambda: calls.__setitem__("verify", calls["verify"] + 1),
+                                    per_launch, sample_s=bw.SAMPLE_S, per_clk_bound=kit.MAX_BYTES_PER_CLK_SM)
     per_clk = [s for s in samples if s.metric == "bytes_per_clk_sm" and s.repeat >= 0]
     assert len(per_clk) == 3 and all(s.value == pytest.approx(120.0) and s.unit == "B/cycle" for s in per_clk)
     assert {s.flag for s in samples} == {""} and {s.sm_clock_hz for s in samples} == {1.9e9}
@@ -541,8 +541,8 @@ def test_measure_reports_bytes_per_clock_per_sm_and_checks_every_sample(bw, fake
 def test_measure_flags_an_impossible_bandwidth_invalid_and_keeps_it(bw, fake_timer):
     ctx = FakeCtx()
     fake_timer.seconds = 1e-6  # 1e9 bytes in a microsecond: 1 PB/s
-    samples = bw._measure(ctx, lambda: None, lambda: None, lambda: None, 1e9,
-                          bound=bw.bandwidth_bound(H200, "dram"))
+    samples = kit.bandwidth_samples(ctx, lambda: None, lambda: None, lambda: None, 1e9, sample_s=bw.SAMPLE_S,
+                                    bound=kit.bandwidth_bound(H200, "dram"))
     assert samples and all(s.flag == "invalid" for s in samples)
     assert samples[0].value == pytest.approx(1e15)
 

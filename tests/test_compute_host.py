@@ -28,8 +28,9 @@ C_TYPES = {"float": (np.float32, False), "double": (np.float64, False), "int": (
 
 
 def signatures(filename: str) -> dict[str, list[str]]:
-    text = subprocess.run(["cpp", "-P", str(KERNEL_DIR / filename)], capture_output=True, text=True,
-                          check=True).stdout
+    # preprocessed as for sm_90, the target the host logic here is exercised for
+    text = subprocess.run(["cpp", "-P", "-D__CUDA_ARCH__=900", str(KERNEL_DIR / filename)], capture_output=True,
+                          text=True, check=True).stdout
     out = {}
     for m in re.finditer(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(([^)]*)\)', text):
         params = [re.sub(r"\s+", " ", p).strip() for p in m.group(2).split(",")]

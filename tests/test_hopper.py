@@ -9,7 +9,7 @@ import pytest
 
 from analysis.hopper import dpx_rows, dsmem_rows, refused_cluster_sizes, tma_rows
 from analysis.stats import ratio_ci
-from probes import hopper
+from probes import hopper, tensor_map, tma
 from probes.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
 from test_kernels import assert_dependent_chain, timed_region
 
@@ -210,30 +210,30 @@ def test_stream_footprints_sit_in_l2_or_far_beyond_it():
 
 
 def test_tensor_map_arguments_follow_the_encoders_rules():
-    args = hopper.tensor_map_args(4096, 64, 64, 16)
+    args = tensor_map.tensor_map_args(4096, 64, 64, 16)
     assert args == {"dims": [4096, 64], "strides": [16384], "box": [64, 16], "element_strides": [1, 1]}
     for cols, rows, box_cols, box_rows in ((4096, 64, 2, 16), (4096, 64, 512, 1), (4096, 64, 64, 48)):
         with pytest.raises(ValueError):
-            hopper.tensor_map_args(cols, rows, box_cols, box_rows)
+            tensor_map.tensor_map_args(cols, rows, box_cols, box_rows)
 
 
 @pytest.mark.parametrize("box, box_cols, box_rows", [(0, 16, 16), (5, 16, 16), (30, 64, 16), (63, 64, 64)])
 def test_box_sum_is_the_sum_of_the_boxs_words(box, box_cols, box_rows):
     cols, rows = 256, 1024
     tensor = hopper.known_words(0, cols * rows).reshape(rows, cols).astype(np.uint64)
-    x, y, total = hopper.box_sum(box, cols, box_cols, box_rows)
+    x, y, total = tma.box_sum(box, cols, box_cols, box_rows)
     assert (x, y) == (box % (cols // box_cols) * box_cols, box // (cols // box_cols) * box_rows)
     assert total == int(tensor[y:y + box_rows, x:x + box_cols].sum()) & 0xFFFFFFFF
 
 
 def test_tensor_rows_are_a_power_of_two_sized_by_level():
     device = {"l2_bytes": 60 << 20}
-    l2, dram = hopper.tensor_shape(device, "l2"), hopper.tensor_shape(device, "dram")
+    l2, dram = tma.tensor_shape(device, "l2"), tma.tensor_shape(device, "dram")
     assert l2 & (l2 - 1) == 0 and dram & (dram - 1) == 0
-    assert l2 * hopper.TENSOR_COLS * 4 <= 2 << 20 and dram * hopper.TENSOR_COLS * 4 >= 8 * device["l2_bytes"]
-    for box_cols, box_rows in hopper.TENSOR_BOXES:
+    assert l2 * tma.TENSOR_COLS * 4 <= 2 << 20 and dram * tma.TENSOR_COLS * 4 >= 8 * device["l2_bytes"]
+    for box_cols, box_rows in tma.TENSOR_BOXES:
         for rows in (l2, dram):
-            hopper.tensor_map_args(hopper.TENSOR_COLS, rows, box_cols, box_rows)
+            tensor_map.tensor_map_args(tma.TENSOR_COLS, rows, box_cols, box_rows)
 
 
 def test_hopper_probes_need_compute_capability_9():

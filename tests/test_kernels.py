@@ -57,11 +57,17 @@ def test_shared_chase_is_a_dependent_lds_chain(chase_cubin):
     assert_dependent_chain(timed_region(code), "LDS", at_least=32, pattern=LDS)
 
 
+def _reads_both_clocks(code: str) -> bool:
+    return "SR_CLOCKLO" in code and "SR_GLOBALTIMERLO" in code
+
+
 def test_clock_witness_reads_both_clocks():
     cubin, log = compile_cubin("clock.cu")
     code = sass(cubin)["clock_witness"]
-    assert "SR_CLOCKLO" in code and "SR_GLOBALTIMERLO" in code
+    assert _reads_both_clocks(code)
     assert resource_usage(log)["clock_witness"]["stack_bytes"] == 0
+    # negative control: a kernel that reads no timer fails the check
+    assert not _reads_both_clocks(sass(compile_cubin("launch.cu")[0])["empty_kernel"])
 
 
 def test_launch_probe_kernel_is_empty():

@@ -254,8 +254,8 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
     monkeypatch.setattr(probes.cuda, "kernel", lambda filename, name: replay)
     monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: occupancy(
         device, func.num_regs, threads, smem).blocks_per_sm)
-    monkeypatch.setattr(occ._Filled, "at_least", classmethod(lambda cls, nbytes, dev: words))
-    monkeypatch.setattr(occ, "_sum32", lambda w, offset, count: int(w[offset // 4:offset // 4 + count].sum()) % 2**32)
+    monkeypatch.setattr(occ.Filled, "at_least", classmethod(lambda cls, nbytes, dev: words))
+    monkeypatch.setattr(occ, "sum32", lambda w, offset, count: int(w[offset // 4:offset // 4 + count].sum()) % 2**32)
     monkeypatch.setattr(Sink, "__init__", lambda self, what: setattr(self, "array", np.zeros(1, np.uint32).view(
         _Array)) or setattr(self, "launches", 0) or setattr(self, "what", what))
     monkeypatch.setattr(Sink, "reset", lambda self: self.array.fill(0) or setattr(self, "launches", 0))
@@ -271,7 +271,7 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
             checked.append(nbytes)
         return []
 
-    monkeypatch.setattr(occ, "_measure", measure)
+    monkeypatch.setattr(occ, "bandwidth_samples", measure)
     ctx = Context(device=device, budget=Budget())
     for warps, level in ((3, "l2"), (40, "dram")):
         replay.launches.clear()
@@ -280,7 +280,7 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
         assert grid * block == 3 * warps * 32 and smem == occ.plan_residency(device, warps, 22).dynamic_smem_bytes
         assert len({first for *_, first in replay.launches}) > 1  # the cursor moves from launch to launch
     # a kernel that skipped a tile would not match: the check itself can fail
-    monkeypatch.setattr(occ, "_sum32", lambda w, offset, count: 1)
+    monkeypatch.setattr(occ, "sum32", lambda w, offset, count: 1)
     with pytest.raises(RuntimeError, match="checksum mismatch"):
         occ.measure_throughput(ctx, 3, 2, 16, "l2")
 

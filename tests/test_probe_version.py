@@ -73,6 +73,6 @@ def test_the_version_follows_called_helpers_and_kernels_and_ignores_the_rest(tmp
 
 def test_a_borrowed_helper_and_the_shared_kit_are_part_of_a_probes_version():
     sources = version_sources(all_probes()["occupancy.throughput"].func)
-    assert "probes.bandwidth._measure" in sources, "bandwidth's helper that occupancy calls"
-    assert {"probes.harness.calibrate", "occupancy.cu"} <= set(sources)
+    assert "probes.kit.bandwidth_samples" in sources, "the kit's sampler that occupancy calls"
+    assert {"probes.harness.calibrate", "occupancy.cu", "bandwidth.cu"} <= set(sources)
     assert "probes.bandwidth.bw_dram" not in sources, "a probe it does not call"

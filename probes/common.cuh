@@ -1,0 +1,57 @@
+// What every kernel file shares: the timer reads and the small device helpers (probes/cuda.py's source()
+// inlines this file where a kernel file includes it, so every compile path sees the same text).
+//
+// Timers.  %globaltimer counts nanoseconds (updated every ~µs on some parts, so time long loops only);
+// %clock64 counts SM cycles.  The _fenced reads also clobber memory: the compiler moves no load or store
+// across them, so a timed region holds exactly the accesses written inside it.  The plain reads only stay
+// in program order with other volatile asm.
+#pragma once
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ unsigned long long clock64_plain() {
+    unsigned long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+    return c;
+}
+
+__device__ __forceinline__ unsigned long long globaltimer_fenced() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+
+__device__ __forceinline__ unsigned long long clock64_fenced() {
+    unsigned long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    return c;
+}
+
+// %clock (32-bit SM cycles) read right after storing `value` to shared memory at `slot`: the store must wait
+// for whatever produced `value` (a load), so the read times that load's arrival.
+__device__ __forceinline__ unsigned int clock_after(unsigned long long p, unsigned int slot) {
+    unsigned int t;
+    asm volatile("st.shared.u32 [%1], %2;\n\tmov.u32 %0, %%clock;"
+                 : "=r"(t) : "r"(slot), "r"((unsigned int)p) : "memory");
+    return t;
+}
+
+// The 32-bit sum of a loaded element's words: what the checksums fold.
+__device__ __forceinline__ unsigned int word_sum(unsigned short v) { return v; }
+__device__ __forceinline__ unsigned int word_sum(unsigned int v) { return v; }
+__device__ __forceinline__ unsigned int word_sum(uint4 v) { return v.x + v.y + v.z + v.w; }
+
+// One atomic per warp: the warp's sum of every lane's accumulator, added to the sink the host checks.
+__device__ __forceinline__ void publish(unsigned int acc, unsigned int* sink) {
+    acc = __reduce_add_sync(0xffffffffu, acc);
+    if ((threadIdx.x & 31) == 0) atomicAdd(sink, acc);
+}
+
+// The shared-memory address (a 32-bit offset in the shared window) of a generic pointer into shared memory.
+__device__ __forceinline__ unsigned int smem_addr(const void* p) {
+    return (unsigned int)__cvta_generic_to_shared(p);
+}

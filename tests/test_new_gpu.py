@@ -1,0 +1,124 @@
+"""A new GPU just works, proven on CPU: every kernel file compiles for sm_80, sm_89, sm_90a, sm_100 and sm_120
+(or is known not to, for the reason that instruction is missing there), and every probe sizes its sweep from
+the recorded properties of an A100 40 GB, an L4, an H100 PCIe and a B200 (tests/fixtures/devices.json),
+within each device's memory and shared memory, with the Hopper-only probes skipped and their reasons
+stated where the device lacks what they need."""
+import json
+from pathlib import Path
+
+import pytest
+
+from probes import dram, hopper, kit, occupancy, tma
+from probes.bandwidth import full_occupancy_warps, stride_layout
+from probes.cuda import compile_cubin, sass
+from probes.registry import all_probes
+from probes.runner import skip_reason
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICES = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text()).items()
+           if not k.startswith("_")}
+ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100", "sm_120")
+KERNEL_FILES = sorted(p.name for p in (ROOT / "probes").glob("*.cu"))
+#: (file, target) -> why it cannot build there: the instructions it is made of do not exist on that target.
+ABSENT = {
+    **{("hopper.cu", a): "thread-block clusters, cp.async.bulk (TMA) and DPX start at sm_90"
+       for a in ("sm_80", "sm_89")},
+    **{("wgmma.cu", a): "wgmma.mma_async exists on sm_90a only (an architecture-specific target)"
+       for a in ("sm_80", "sm_89", "sm_100", "sm_120")},
+}
+#: Probes each device must skip for its compute capability (their reasons name the capability they need).
+HOPPER_ONLY = {"hopper.dsmem_latency", "hopper.dsmem_bandwidth", "hopper.tma_latency", "hopper.tma_tensor",
+               "hopper.copy_bandwidth", "hopper.dpx", "compute.wgmma"}
+SKIPPED = {"a100-40gb": HOPPER_ONLY, "l4": HOPPER_ONLY, "h100-pcie": set(), "b200": {"compute.wgmma"}}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("filename", KERNEL_FILES)
+def test_every_kernel_file_compiles_for_every_target(filename, arch):
+    if (filename, arch) in ABSENT:
+        with pytest.raises(RuntimeError, match="NVRTC failed"):  # negative control: the reason still holds
+            compile_cubin(filename, arch)
+        pytest.skip(f"{filename} on {arch}: {ABSENT[filename, arch]}")
+    cubin, _ = compile_cubin(filename, arch)
+    assert cubin.startswith(b"\x7fELF") and sass(cubin), f"{filename} built no kernel for {arch}"
+
+
+def test_fp8_mma_is_left_out_below_sm89_and_built_from_it():
+    below = sass(compile_cubin("compute.cu", "sm_80")[0])
+    assert "mma_bf16" in below and "mma_e4m3" not in below
+    assert "mma_e4m3" in sass(compile_cubin("compute.cu", "sm_89")[0])
+
+
+def _cc(device: dict) -> tuple:
+    return tuple(int(x) for x in device["compute_capability"].split("."))
+
+
+@pytest.fixture(scope="module")
+def probes():
+    return all_probes()
+
+
+@pytest.mark.parametrize("name", DEVICES)
+def test_the_right_probes_are_skipped_with_their_reason(name, probes):
+    device = DEVICES[name]
+    skipped = {}
+    for pid, probe in probes.items():
+        reason = skip_reason(probe, _cc(device))
+        if reason and "compute capability" in reason:
+            skipped[pid] = reason
+    assert set(skipped) == SKIPPED[name]
+    for pid, reason in skipped.items():
+        assert str(_cc(device)) in reason and ("(9, 0)" in reason), reason
+
+
+@pytest.mark.parametrize("profile", ("quick", "full"))
+@pytest.mark.parametrize("name", DEVICES)
+def test_every_sweep_fits_the_device(name, profile, probes):
+    """Every probe the device runs has configs, and each fits its memory and shared memory."""
+    device = DEVICES[name]
+    memory, optin = device["total_memory_bytes"], device["smem_per_block_optin_bytes"]
+    buffer_cap = kit.MEMORY_FRACTION * memory
+    for pid, probe in probes.items():
+        if skip_reason(probe, _cc(device)) and pid in SKIPPED[name]:
+            continue
+        configs = probe.configs(device, profile)
+        assert configs, f"{pid} has no config on {name}"
+        for c in configs:
+            what = f"{pid} {c} on {name}"
+            if "footprint_bytes" in c:
+                cap = device["smem_per_block_bytes"] if pid == "chase.smem" else buffer_cap
+                assert 0 < c["footprint_bytes"] <= cap, what
+            if "matrix_side" in c:
+                assert 3 * c["matrix_side"] ** 2 * 4 <= buffer_cap, what
+            if pid == "bw.stride":
+                layout = stride_layout(device, c["element_bytes"], c["stride_elements"], c["level"],
+                                       full_occupancy_warps(device))
+                assert layout["span_bytes"] <= buffer_cap, what
+            if pid == "occupancy.throughput":
+                regs = occupancy.REGISTERS_SM90[(c["load_bytes"], c["ilp"])]
+                plan = occupancy.plan_residency(device, c["resident_warps_per_sm"], regs)
+                assert plan.dynamic_smem_bytes <= optin, what
+                tiles = occupancy.footprint_tiles(device, c["level"], c["load_bytes"], c["ilp"])
+                assert tiles * occupancy.tile_bytes(c["load_bytes"], c["ilp"]) <= buffer_cap, what
+            if pid == "hopper.tma_latency":
+                slots, slot = hopper.latency_slots(device, c["copy_bytes"], c["level"])
+                assert slots * slot <= buffer_cap and c["copy_bytes"] <= optin, what
+            if pid == "hopper.tma_tensor":
+                rows = tma.tensor_shape(device, c["level"])
+                assert rows * tma.TENSOR_COLS * 4 <= buffer_cap, what
+                assert c["box_cols"] * c["box_rows"] * 4 + 128 <= optin, what
+            if pid == "hopper.copy_bandwidth":
+                chunks = hopper.stream_footprint(device, c["chunk_bytes"], c["level"])
+                assert chunks * c["chunk_bytes"] <= buffer_cap, what
+                assert c["chunk_bytes"] * hopper.STAGES <= optin, what
+            if pid == "hopper.dsmem_bandwidth":
+                assert hopper.DSMEM_BUFFER_BYTES <= optin, what
+    assert dram.dram_vectors(device, kit.HBM_FOOTPRINT_L2, 256, 8) * 16 <= buffer_cap
+
+
+def test_the_fit_check_catches_a_sweep_beyond_the_device(probes):
+    """Negative control: the same sweeps on a device with a hundredth of the memory do not all fit."""
+    small = {**DEVICES["h100-pcie"], "total_memory_bytes": DEVICES["h100-pcie"]["total_memory_bytes"] // 100}
+    cap = kit.MEMORY_FRACTION * small["total_memory_bytes"]
+    tlb = probes["chase.tlb"].configs(DEVICES["h100-pcie"], "full")
+    assert max(c["footprint_bytes"] for c in tlb) > cap
