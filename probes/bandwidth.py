@@ -191,7 +191,9 @@ def _stride_sweep(strides) -> callable:
 
 @probe("bw.stride", sweeps={"quick": _stride_sweep(QUICK_STRIDES), "full": _stride_sweep(FULL_STRIDES)},
        axes=STRIDE_AXES,
-       quantities=("coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes"),
+       quantities=("coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes",
+                   "coalescing.efficiency_stride2_fp32", "coalescing.efficiency_misaligned_fp32",
+                   "coalescing.efficiency_stride64_fp16"),
        kernels=("bandwidth.cu",))
 def bw_stride(ctx, element_bytes: int, stride_elements: int, aligned: str, level: str) -> list[Sample]:
     """Useful bandwidth (B/s) when each warp load touches one element per lane at an element stride."""

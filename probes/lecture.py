@@ -84,13 +84,13 @@ def lecture_tile_smem_bytes() -> int:
        kernels=("triton_kernels.py",), min_cc=(8, 0))
 def matmul_lecture_tile(ctx, matrix_side: int) -> list:
     """FLOP/s of a Triton matmul in the lecture's BLOCK 256 x 256 tiles with BLOCK_K 64, row-major launch order."""
-    from probes.matmul import _operands, check_product, measure_flops, triton_matmul
+    from probes.matmul import check_product, operands, measure_flops, triton_matmul
 
     side = int(matrix_side)
     if lecture_tile_smem_bytes() > smem_budget(ctx.device):
         raise ValueError(f"the lecture's tile needs {lecture_tile_smem_bytes()} B of shared memory per block, more "
                          f"than this device allows")
-    a, b, c = _operands(ctx, side)
+    a, b, c = operands(ctx, side)
     launch = triton_matmul(a, b, c, *LECTURE_TILE, 1, LECTURE_WARPS, LECTURE_STAGES)
     launch()
     check_product(c, a, b, f"lecture tile {side}^3", ctx.seed)

@@ -126,7 +126,7 @@ def measure_flops(ctx, launch, flops: float, extra: tuple = ()) -> list[Sample]:
     return repeat_until_stable(sample, "flop_rate", ctx.budget)
 
 
-def _operands(ctx, side: int):
+def operands(ctx, side: int):
     import torch
 
     a, b = random_bf16((side, side), ctx.seed * 7919 + 1), random_bf16((side, side), ctx.seed * 7919 + 2)
@@ -145,7 +145,7 @@ def matmul_library(ctx, impl: str, matrix_side: int) -> list[Sample]:
     import torch
 
     side = int(matrix_side)
-    a, b, c = _operands(ctx, side)
+    a, b, c = operands(ctx, side)
     extra = ()
     if impl == "cublas":
         def launch():
@@ -185,7 +185,7 @@ def matmul_roofline(ctx, block: int, matrix_side: int) -> list[Sample]:
     block, side = int(block), int(matrix_side)
     if tile_smem_bytes(block) > smem_budget(ctx.device):
         raise ValueError(f"BLOCK {block} does not fit this device's shared memory per block")
-    a, b, c = _operands(ctx, side)
+    a, b, c = operands(ctx, side)
     launch = triton_matmul(a, b, c, block, block, block, 1, roofline_warps(block), 2)
     launch()
     check_product(c, a, b, f"square-tiled BLOCK {block}, {side}^3", ctx.seed)

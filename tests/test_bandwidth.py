@@ -240,13 +240,13 @@ def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin
     assert any(hi > lo for lo, hi in innermost_loops(code)) == grid_stride
 
 
-def test_the_one_trip_read_issues_its_loads_before_any_sum_and_has_no_loop(cubin, bw):
+def test_the_one_trip_read_issues_its_loads_before_any_sum_and_has_no_loop(cubin):
     """dram_read_once: ONCE_READ_VECTORS 16-byte loads, all issued before the first add uses them, then one
     reduction atomic; no loop.  Negative control: the grid-stride read has a loop."""
     code = sass(cubin[0])["dram_read_once"]
     ops = memory_ops(code)
-    assert ops[:bw.ONCE_READ_VECTORS] == ["LDG.E.128"] * bw.ONCE_READ_VECTORS
-    assert [o for o in ops if o.startswith("LDG")] == ["LDG.E.128"] * bw.ONCE_READ_VECTORS
+    assert ops[:dram.ONCE_READ_VECTORS] == ["LDG.E.128"] * dram.ONCE_READ_VECTORS
+    assert [o for o in ops if o.startswith("LDG")] == ["LDG.E.128"] * dram.ONCE_READ_VECTORS
     assert [o for o in ops if not o.startswith("LDG")] == ["REDUX.SUM", "REDG.E.ADD.STRONG.GPU"]  # warp sum, one atomic
     assert not any(hi > lo for lo, hi in innermost_loops(code))
     assert any(hi > lo for lo, hi in innermost_loops(sass(cubin[0])["dram_read_u4"]))
@@ -334,7 +334,7 @@ def test_config_counts_on_the_committed_h200(probes):
                       "bw.dram_footprint": (11, 16)}
     configs = probes["bw.dram"].configs(H200, "full")
     assert {c["variant"] for c in configs if c["op"] == "write"} == set(dram.WRITE_VARIANTS)
-    assert [c["op"] for c in configs if c["op"] != "write"] == ["read", "copy", "memcpy"]
+    assert [c["op"] for c in configs if c["op"] != "write"] == ["read", "read", "copy", "memcpy"]
     full = probes["bw.stride"].configs(H200, "full")
     assert sorted({c["stride_elements"] for c in full}) == [*range(1, 65), 128, 256]
     assert {c["aligned"] for c in full} == {"aligned", "misaligned"}
