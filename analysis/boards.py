@@ -20,7 +20,7 @@ from analysis.units import fmt_value
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of repeated runs on one board each, whose derived.csv files give the run-to-run spread.
-REPEAT_RUNS = (REPO / "reports" / "h200-repeat", REPO / "reports" / "h200-board2")
+REPEAT_RUNS = (REPO / "reports" / "h200-repeat",)
 BOARD_COLUMNS = ("board", "run_id", "uuid", "gpu", "quantity", "value", "unit", "median", "deviation",
                  "spread", "outlier")
 

@@ -90,7 +90,7 @@ def best_n(frame: pd.DataFrame) -> int:
 
 
 def _wgmma(measurements, metric: str, dtype: str) -> pd.DataFrame:
-    """wgmma samples on random operands.  The runs in reports/h200-board2 (commit 9339e15) also hold samples on
+    """wgmma samples on random operands.  Runs measured at commit 9339e15 (session 3) also hold samples on
     power-of-two operands, an experiment since removed (its clock gain did not repeat): they are left out."""
     frame = select(measurements, WGMMA_PROBE, metric, dtype=dtype)
     return frame[frame["operands"].fillna("random") == "random"] if "operands" in frame else frame
