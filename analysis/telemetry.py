@@ -35,6 +35,25 @@ def _samples(measurements: pd.DataFrame) -> pd.DataFrame:
     return frame.drop_duplicates(subset=["probe", "elapsed_s"]).sort_values(["probe", "elapsed_s"])
 
 
+#: Points drawn per panel of the strip: a probe's samples are binned in time to at most this many.
+STRIP_POINTS = 150
+
+
+def _binned(group: pd.DataFrame) -> pd.DataFrame:
+    """The probe's samples in at most STRIP_POINTS time bins: median power and clock, and each flag if any
+    sample of the bin carries it."""
+    if len(group) <= STRIP_POINTS:
+        return group
+    bins = pd.cut(group["elapsed_s"], STRIP_POINTS, labels=False)
+    flags = group["telemetry"].astype(str)
+    return pd.DataFrame({
+        "elapsed_s": group.groupby(bins)["elapsed_s"].median(),
+        "power_w": group.groupby(bins)["power_w"].median(),
+        "nvml_sm_clock_hz": group.groupby(bins)["nvml_sm_clock_hz"].median(),
+        "telemetry": flags.groupby(bins).agg(lambda f: "+".join(sorted({x for v in f for x in v.split("+") if x}))),
+    })
+
+
 def clock_power_strip(measurements: pd.DataFrame):
     """Power and NVML SM clock against sample time, one panel per probe; power-capped and thermal samples
     marked along the top of their panel.  Returns the first panel's axes (None without telemetry)."""
@@ -47,7 +66,7 @@ def clock_power_strip(measurements: pd.DataFrame):
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.1 * rows), squeeze=False)
     top_w = float(frame["power_max_w"].max())
     for ax, probe in zip(axes.flat, probes):
-        group = frame[frame["probe"] == probe]
+        group = _binned(frame[frame["probe"] == probe])
         ax.plot(group["elapsed_s"], group["power_w"], ".", color="tab:orange", markersize=2)
         ax.set_ylim(0, top_w * 1.15)
         ax.set_title(probe, fontsize=8)

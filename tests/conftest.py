@@ -12,6 +12,8 @@ settings.load_profile("gpuatlas")
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED_RUN = REPO / "reports" / "h200"
+#: A run in results schema 1 (session 3's quick run, kept as a fixture of the old format): older runs must load.
+SCHEMA1_RUN = REPO / "tests" / "fixtures" / "schema1-run"
 
 
 def _gpu_available() -> bool:

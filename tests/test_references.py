@@ -217,13 +217,13 @@ def test_a_reference_line_is_a_line_and_a_fill_block_a_fill_block(name):
         assert "granularity" in frame.loc[q, "method"].lower(), (name, q)
 
 
-def test_a_schema_1_run_never_compares_its_fill_block_against_a_published_line(committed_run):
-    """The committed run is schema 1: its 32-byte L1 fill block was written as l1.line_bytes.  Compared with
-    mt4g's H100 figures it must sit beside their fill block, and the published 128-byte line beside nothing."""
+def test_a_schema_1_run_never_compares_its_fill_block_against_a_published_line():
+    """A schema-1 run wrote its 32-byte L1 fill block as l1.line_bytes.  Compared with mt4g's H100 figures it
+    must sit beside their fill block, and the published 128-byte line beside nothing."""
     from analysis.compare import compare
-    from conftest import COMMITTED_RUN
+    from conftest import SCHEMA1_RUN
 
-    table = compare([COMMITTED_RUN, "ref:h100-sxm"])
+    table = compare([SCHEMA1_RUN, "ref:h100-sxm"])
     run, ref = [c for c in table.columns if c != "unit" and not c.startswith("ratio")]
     assert pd.isna(table.loc["l1.line_bytes", run]) and table.loc["l1.line_bytes", ref] > 0
     assert table.loc["l1.fill_bytes", run] > 0 and table.loc["l1.fill_bytes", ref] > 0

@@ -8,7 +8,7 @@ from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
-from conftest import COMMITTED_RUN
+from conftest import COMMITTED_RUN, SCHEMA1_RUN
 from fakes import DEVICE, DRAM_FETCH_BYTES, LEVELS, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
 from probes import runner
 
@@ -193,14 +193,14 @@ def test_a_probe_whose_backend_packages_are_missing_is_skipped_with_the_install_
 
 
 def _schema1_rows():
-    """The committed schema-1 run's derived.csv as written, and its run.json."""
-    return pd.read_csv(COMMITTED_RUN / "derived.csv"), json.loads((COMMITTED_RUN / "run.json").read_text())
+    """The schema-1 fixture run's derived.csv as written, and its run.json."""
+    return pd.read_csv(SCHEMA1_RUN / "derived.csv"), json.loads((SCHEMA1_RUN / "run.json").read_text())
 
 
 def test_a_schema_1_run_shows_its_fill_blocks_under_their_names_never_as_a_line():
     raw, meta = _schema1_rows()
     assert meta["schema_version"] == 1 and {"l1.line_bytes", "mem.sector_bytes"} <= set(raw["quantity"])
-    read = RunDir(COMMITTED_RUN).read_derived().set_index("quantity")
+    read = RunDir(SCHEMA1_RUN).read_derived().set_index("quantity")
     assert "l1.line_bytes" not in read.index and "mem.sector_bytes" not in read.index
     old = raw.set_index("quantity")
     for was, now in (("l1.line_bytes", "l1.fill_bytes"), ("mem.sector_bytes", "l2.dram_fetch_bytes")):

@@ -151,7 +151,7 @@ def test_the_polling_recorder_records_the_scripted_device(monkeypatch):
 
 
 def test_a_schema_1_run_still_loads_with_empty_telemetry():
-    meta, measurements = load_run(REPO / "reports" / "h200")
+    meta, measurements = load_run(REPO / "tests" / "fixtures" / "schema1-run")
     assert meta["schema_version"] == 1
     assert set(TELEMETRY_COLUMNS) <= set(measurements.columns)
     assert measurements["power_w"].isna().all() and (measurements["clock_event_reasons"] == 0).all()
