@@ -41,7 +41,7 @@ def rendered(monkeypatch):
 
     calls = []
 
-    def record(meta, measurements, derived, out):
+    def record(meta, measurements, derived, out, **kwargs):
         calls.append((meta, measurements))
         return out / "index.html"
 
