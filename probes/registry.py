@@ -11,11 +11,13 @@ import functools
 import hashlib
 import importlib
 import inspect
+import io
 import itertools
 import math
 import re
 import sys
 import textwrap
+import tokenize
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,18 +194,26 @@ def _annotation_names(obj) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def _syntax(obj) -> str:
-    """The source of ``obj`` as a syntax tree without docstrings (comments never reach the tree)."""
+    """The source of ``obj`` without docstrings, comments, blank lines or trailing blanks: the code that runs.
+    Text, not ``ast.dump``, whose form changes between Python versions (a run measured under one must match
+    the registry under another)."""
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
-    except (OSError, TypeError, SyntaxError):
+        source = textwrap.dedent(inspect.getsource(obj))
+        tree = ast.parse(source)
+        comments = {tok.start[0] - 1: tok.start[1] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                    if tok.type == tokenize.COMMENT}
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):
         return obj.__code__.co_code.hex() if hasattr(obj, "__code__") else obj.__qualname__
+    docstrings = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+            docstrings.update(range(body[0].lineno - 1, body[0].end_lineno))
+    kept = (line[:comments[i]] if i in comments else line for i, line in enumerate(source.splitlines())
+            if i not in docstrings)
+    return "\n".join(line.rstrip() for line in kept if line.strip())
 
 
 def _plain(value) -> str | None:
