@@ -314,7 +314,9 @@ def test_the_in_flight_check_catches_a_dependent_load(tmp_path):
 def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
     axes = {"bw.stride": {"element_bytes", "stride_elements", "aligned", "level"}, "bw.l2": {"footprint_bytes"},
             "bw.dram": {"op", "variant"}, "bw.onchip": {"level"}, "bw.dram_footprint": {"footprint_bytes"}}
-    quantities = {"bw.stride": {"coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes"},
+    quantities = {"bw.stride": {"coalescing.efficiency_stride32_fp32", "coalescing.block_bytes", "l2.sector_bytes",
+                                "coalescing.efficiency_stride2_fp32", "coalescing.efficiency_misaligned_fp32",
+                                "coalescing.efficiency_stride64_fp16"},
                   "bw.l2": {"l2.bandwidth_bytes_per_s", "l2.capacity_bytes"},
                   "bw.dram": {"dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s",
                               "dram.copy_bandwidth_bytes_per_s", "dram.read_bytes_per_clk_sm"},
