@@ -206,8 +206,8 @@ def l2_capacity(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame,
     ax.axvline(device["l2_bytes"], color="tab:red", lw=0.8, ls="--",
                label=f"L2 size reported by the driver: {fmt_bytes(device['l2_bytes'])}")
     ax.set_xlabel("footprint of the chain")
-    ax.set_ylabel("cycles per dependent load (median over SMs)")
-    ax.set_title("L2 capacity the whole GPU uses: an L2-only chase from every SM")
+    ax.set_ylabel("cycles per load (median over SMs)")
+    ax.set_title("L2 capacity, every SM chasing at once")
     _legend(ax)
     return ax
 
