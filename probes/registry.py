@@ -121,7 +121,7 @@ def version_sources(func: Callable, kernels=()) -> dict[str, str]:
                     todo += [getattr(value, n) for n in sorted(names) if _is_own(getattr(value, n, None), root)]
             elif _is_own(value, root):
                 todo.append(value)
-            elif (plain := _plain(value)) is not None:
+            elif not name.startswith("_") and (plain := _plain(value)) is not None:  # private: module state
                 out[f"{obj.__module__}.{name}"] = plain
                 if isinstance(value, str) and _KERNEL_FILE.match(value) and module and module.__file__:
                     files.append(Path(module.__file__).parent / value)
