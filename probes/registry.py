@@ -59,8 +59,8 @@ class Probe:
     def version(self) -> str:
         """Hash of what the probe's samples depend on: results of different versions never mix."""
         h = hashlib.sha256()
-        for name, text in sorted(version_sources(self.func, [KERNEL_DIR / k for k in self.kernels]).items()):
-            h.update(f"{name}\0{text}\0".encode())
+        for label, text in sorted(_version_items(self.func, [KERNEL_DIR / k for k in self.kernels])):
+            h.update(f"{label}\0{text}\0".encode())
         return h.hexdigest()[:12]
 
     def configs(self, device: dict, profile: str, overrides: dict | None = None) -> list[dict]:
@@ -91,8 +91,20 @@ def version_sources(func: Callable, kernels=()) -> dict[str, str]:
     annotation), followed transitively; and the kernel files those name or ``kernels`` lists, with their
     includes.  Sources are compared as syntax trees without docstrings, so comments and docstrings do not
     count, and nothing else in a module does either."""
+    return {key: text for key, _, text in _sources(func, kernels)}
+
+
+def _version_items(func: Callable, kernels=()) -> list[tuple[str, str]]:
+    """What the version hashes: each source under its name without its module (a function's qualified name,
+    a constant's name, a kernel file's name), so moving code between modules leaves the version alone while
+    an edit to it moves the version."""
+    return [(label, text) for _, label, text in _sources(func, kernels)]
+
+
+def _sources(func: Callable, kernels=()) -> list[tuple[str, str, str]]:
+    """(module-qualified name, name without the module, text) of every source ``func``'s samples depend on."""
     root = _project_root(func)
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     files = [Path(k) for k in kernels]
     todo: list = [func]
     while todo:
@@ -100,7 +112,7 @@ def version_sources(func: Callable, kernels=()) -> dict[str, str]:
         key = f"{obj.__module__}.{obj.__qualname__}"
         if key in out:
             continue
-        out[key] = _syntax(obj)
+        out[key] = (obj.__qualname__, _syntax(obj))
         module = sys.modules.get(obj.__module__)
         scope = getattr(obj, "__globals__", None) or vars(module)
         names: set[str] = set()
@@ -122,7 +134,7 @@ def version_sources(func: Callable, kernels=()) -> dict[str, str]:
             elif _is_own(value, root):
                 todo.append(value)
             elif not name.startswith("_") and (plain := _plain(value)) is not None:  # private: module state
-                out[f"{obj.__module__}.{name}"] = plain
+                out[f"{obj.__module__}.{name}"] = (name, plain)
                 if isinstance(value, str) and _KERNEL_FILE.match(value) and module and module.__file__:
                     files.append(Path(module.__file__).parent / value)
     while files:
@@ -130,9 +142,9 @@ def version_sources(func: Callable, kernels=()) -> dict[str, str]:
         if path.name in out or not path.is_file():
             continue
         text = path.read_text()
-        out[path.name] = text
+        out[path.name] = (path.name, text)
         files += [path.parent / name for name in _INCLUDE.findall(text)]
-    return out
+    return [(key, label, text) for key, (label, text) in out.items()]
 
 
 def _project_root(func: Callable) -> Path:

@@ -91,3 +91,52 @@ def test_module_state_does_not_move_a_version(monkeypatch):
     assert {pid: probes[pid].version for pid in before} == before
     monkeypatch.setattr(chase, "RECORDED_ACCESSES", chase.RECORDED_ACCESSES + 1)
     assert probes["chase.access"].version != before["chase.access"]
+
+
+def test_moving_code_between_modules_keeps_the_version_and_editing_it_does_not(tmp_path, monkeypatch):
+    """A module split moves functions without changing what runs: the version stays; the same split with one
+    edited line moves it (the negative control)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    one = '''
+STEPS = 4
+
+
+def helper(x):
+    return x + STEPS
+
+
+def measure(ctx, n):
+    return helper(n)
+'''
+    moved_helper = '''
+STEPS = 4
+
+
+def helper(x):
+    return x + STEPS
+'''
+    moved_probe = '''
+from mkit import helper
+
+
+def measure(ctx, n):
+    return helper(n)
+'''
+
+    def version(files: dict) -> str:
+        for name, text in files.items():
+            (tmp_path / f"{name}.py").write_text(text)
+        for name in ("mone", "mkit", "mprobe"):
+            sys.modules.pop(name, None)
+        module = importlib.import_module("mprobe" if "mprobe" in files else "mone")
+        return Probe("m.probe", module.measure, {}, {}).version
+
+    try:
+        v0 = version({"mone": one})
+        assert version({"mkit": moved_helper, "mprobe": moved_probe}) == v0
+        assert version({"mkit": moved_helper.replace("x + STEPS", "x - STEPS"), "mprobe": moved_probe}) != v0
+        assert version({"mkit": moved_helper.replace("STEPS = 4", "STEPS = 5"), "mprobe": moved_probe}) != v0
+    finally:
+        for name in ("mone", "mkit", "mprobe"):
+            sys.modules.pop(name, None)
