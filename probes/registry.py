@@ -10,6 +10,7 @@ import ast
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import io
 import itertools
@@ -124,6 +125,7 @@ def _sources(func: Callable, kernels=()) -> list[tuple[str, str, str]]:
         names |= _annotation_names(obj)
         for base in getattr(obj, "__bases__", ()):
             names.add(base.__name__)
+        scope = {**scope, **_local_imports(obj, root)}
         for name in sorted(names):
             if name not in scope:
                 continue
@@ -145,6 +147,37 @@ def _sources(func: Callable, kernels=()) -> list[tuple[str, str, str]]:
         out[path.name] = (path.name, text)
         files += [path.parent / name for name in _INCLUDE.findall(text)]
     return [(key, label, text) for key, (label, text) in out.items()]
+
+
+def _local_imports(obj, root: Path) -> dict:
+    """Names that ``obj`` imports inside its body from this project's modules (``from probes.cuda import
+    kernel``), as name -> value: followed like its global names."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if not _is_own_module(node.module, root):
+                continue
+            module = importlib.import_module(node.module)
+            found.update({alias.asname or alias.name: getattr(module, alias.name) for alias in node.names
+                          if hasattr(module, alias.name)})
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is_own_module(alias.name, root):
+                    found[(alias.asname or alias.name).split(".")[0]] = importlib.import_module(alias.name)
+    return found
+
+
+def _is_own_module(name: str, root: Path) -> bool:
+    """Whether module ``name`` is this project's (found without importing it; a missing package is not)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and _is_own_file(spec.origin, root)
 
 
 def _project_root(func: Callable) -> Path:
@@ -206,7 +239,8 @@ def _annotation_names(obj) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def _syntax(obj) -> str:
-    """The source of ``obj`` without docstrings, comments, blank lines or trailing blanks: the code that runs.
+    """The source of ``obj`` without docstrings, comments, imports, blank lines or trailing blanks: the code that
+    runs (where it imports a name from does not matter; what the name is, is followed and hashed).
     Text, not ``ast.dump``, whose form changes between Python versions (a run measured under one must match
     the registry under another)."""
     try:
@@ -216,15 +250,17 @@ def _syntax(obj) -> str:
                     if tok.type == tokenize.COMMENT}
     except (OSError, TypeError, SyntaxError, tokenize.TokenError):
         return obj.__code__.co_code.hex() if hasattr(obj, "__code__") else obj.__qualname__
-    docstrings = set()
+    dropped = set()  # docstrings, and import statements (what they import is followed by name)
     for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            dropped.update(range(node.lineno - 1, node.end_lineno))
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
                 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                 and isinstance(body[0].value.value, str)):
-            docstrings.update(range(body[0].lineno - 1, body[0].end_lineno))
+            dropped.update(range(body[0].lineno - 1, body[0].end_lineno))
     kept = (line[:comments[i]] if i in comments else line for i, line in enumerate(source.splitlines())
-            if i not in docstrings)
+            if i not in dropped)
     return "\n".join(line.rstrip() for line in kept if line.strip())
 
 

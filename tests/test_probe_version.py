@@ -132,9 +132,13 @@ def measure(ctx, n):
         module = importlib.import_module("mprobe" if "mprobe" in files else "mone")
         return Probe("m.probe", module.measure, {}, {}).version
 
+    imported_inside = moved_probe.replace("from mkit import helper\n", "").replace(
+        "    return helper(n)", "    from mkit import helper\n\n    return helper(n)")
     try:
         v0 = version({"mone": one})
         assert version({"mkit": moved_helper, "mprobe": moved_probe}) == v0
+        assert version({"mkit": moved_helper, "mprobe": imported_inside}) == v0, "imported in the function"
+        assert version({"mkit": moved_helper.replace("x + STEPS", "x * STEPS"), "mprobe": imported_inside}) != v0
         assert version({"mkit": moved_helper.replace("x + STEPS", "x - STEPS"), "mprobe": moved_probe}) != v0
         assert version({"mkit": moved_helper.replace("STEPS = 4", "STEPS = 5"), "mprobe": moved_probe}) != v0
     finally:
