@@ -1,4 +1,5 @@
-"""The pointer chase again, written in Numba CUDA: the same chain, warm-up and sink check as chase.py.
+"""The pointer chase again, written in Numba CUDA: the same chain, warm-up and sink check as chase.py (from
+the chain kit, chain.py).
 
 numba-cuda has no clock64, %globaltimer or cache-operator loads, so this module adds them as intrinsics
 that emit the same inline PTX as chase.cu (``mov.u64 %clock64``, ``ld.global.u64``, ``ld.global.cg.u64``):
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from probes.chase import FLAVOURS, UNROLL, measure_chase, three_footprints
+from probes.chain import FLAVOURS, UNROLL, measure_chase, three_footprints
 from probes.harness import Sample
 from probes.registry import probe
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.chase import ChainWalker, fill_chain
+from probes.chain import ChainWalker, fill_chain
 from probes.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
@@ -222,7 +222,7 @@ def geometry_l2_partition(ctx, stride_bytes: int) -> list[Sample]:
     one homed by the far partition, so the record, line by line, is the partition map as this SM sees it."""
     import cupy
 
-    from probes.chase import chain_on_gpu, flush_l2
+    from probes.chain import chain_on_gpu, flush_l2
     from probes.cuda import kernel
 
     footprint = PARTITION_LINES * stride_bytes
@@ -270,7 +270,7 @@ def geometry_const(ctx, footprint_bytes: int) -> list[Sample]:
     footprint: the constant caches' latency staircase."""
     import cupy
 
-    from probes.chase import CALIBRATION_STEPS, chain_order, chase_samples, steps_for
+    from probes.chain import CALIBRATION_STEPS, chain_order, chase_samples, steps_for
     from probes.cuda import kernel, module
 
     if not 2 * CONST_STRIDE <= footprint_bytes <= CONST_BYTES:

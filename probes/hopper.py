@@ -83,7 +83,7 @@ def dpx_reference(op: str, x: np.ndarray, b: np.ndarray, c: np.ndarray, steps: i
 
 
 def chase_next_index(order: np.ndarray) -> np.ndarray:
-    """next_index[order[i]] = order[i + 1]: one cycle through every element, as probes/chase.py builds."""
+    """next_index[order[i]] = order[i + 1]: one cycle through every element, as the chain kit (chain.py) builds."""
     nxt = np.empty(len(order), dtype=np.uint32)
     nxt[order] = np.roll(order, -1)
     return nxt

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 from numba import config, cuda
 
-from probes.chase import UNROLL, chain_order, expected_address, fill_chain
+from probes.chain import UNROLL, chain_order, expected_address, fill_chain
 from probes.chase_numba import make_chase_kernel
 
 assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from analysis.latency import access_bands, hierarchy_rows
-from probes import chase
+from probes import chain, chase_l2
 from probes.cuda import compile_cubin, resource_usage, sass
 
 DEVICE = {"l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10}
@@ -23,7 +23,7 @@ def synthetic_access(far_share=0.45, accesses=4096, seed=0):
     """chase.access rows for access_footprints(DEVICE), and the far-hit values drawn (the answer)."""
     rng = np.random.default_rng(seed)
     rows, far_drawn = [], []
-    for footprint in chase.access_footprints(DEVICE):
+    for footprint in chase_l2.access_footprints(DEVICE):
         fraction = footprint / DEVICE["l2_bytes"]
         if fraction <= 1 / 4:
             values = draw(rng, NEAR, accesses)
@@ -87,10 +87,10 @@ def test_no_far_band_when_misses_overlap_near_hits():
 
 
 def test_footprints_span_one_partition_to_four_l2():
-    full = chase.access_footprints(DEVICE)
+    full = chase_l2.access_footprints(DEVICE)
     l2 = DEVICE["l2_bytes"]
     assert full[0] <= l2 / 4 and full[-1] >= 2 * l2 and any(l2 / 2 < f <= l2 for f in full)
-    quick = chase.access_footprints(DEVICE, quick=True)
+    quick = chase_l2.access_footprints(DEVICE, quick=True)
     assert set(quick) <= set(full) and len(quick) == 3 and access_bands(synthetic_access()[0][
         lambda m: m["footprint_bytes"].isin(quick)], DEVICE) is not None
     assert all(f % 128 == 0 for f in full)
@@ -98,9 +98,9 @@ def test_footprints_span_one_partition_to_four_l2():
 
 def test_walker_checks_the_sink_after_every_launch():
     order = np.array([2, 0, 3, 1])
-    walker = chase.ChainWalker(order, 128, 4096, 512)
+    walker = chain.ChainWalker(order, 128, 4096, 512)
     assert walker.start() == 4096 + 2 * 128
-    walker.advance(5, chase.expected_address(order, 5, 128, 4096))
+    walker.advance(5, chain.expected_address(order, 5, 128, 4096))
     assert walker.start() == 4096 + 0 * 128
     with pytest.raises(RuntimeError, match="sink mismatch"):
         walker.advance(1, 4096)
@@ -120,7 +120,7 @@ def test_recording_kernel_brackets_each_dependent_load_with_one_clock_read():
            and re.match(r"(LDG|STS |CS2R\.32 \S+, SR_CLOCKLO)", l)]
     timed = [(i, *re.search(r"LDG\.E\.64\.STRONG\.GPU (R\d+), desc\[\w+\]\[(R\d+)\.64\]", l).groups())
              for i, l in ops if l.startswith("LDG")]
-    assert len(timed) >= chase.UNROLL
+    assert len(timed) >= chain.UNROLL
     for (i, dest, _), (j, _, next_addr) in zip(timed, timed[1:]):
         between = [l for k, l in ops if i < k < j]
         assert next_addr == dest, "the next load's address is this load's value"

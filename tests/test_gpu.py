@@ -28,7 +28,7 @@ def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_p
 
 
 def test_chase_refuses_a_kernel_that_does_not_follow_the_chain():
-    from probes.chase import measure_chase
+    from probes.chain import measure_chase
     from probes.harness import Budget, Context
     from probes.device import device_properties
 

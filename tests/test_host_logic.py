@@ -7,7 +7,7 @@ import pytest
 from analysis.errors import UsageError
 from analysis.results import config_filename, config_key
 from analysis.units import fmt_bytes, fmt_value
-from probes import chase
+from probes import chain, chase
 from probes.harness import Budget, Sample, calibrate, launch_seconds, rel_iqr, repeat_until_stable
 from probes.registry import all_probes, geom, parse_override, select
 
@@ -15,10 +15,10 @@ from probes.registry import all_probes, geom, parse_override, select
 @pytest.mark.parametrize("elements", [2, 3, 17, 1000])
 def test_chain_is_one_cycle_through_every_element(elements):
     stride = 128
-    order = chase.chain_order(np.random.default_rng(elements), elements)
+    order = chain.chain_order(np.random.default_rng(elements), elements)
     words = np.zeros(elements * stride // 8, dtype=np.uint64)
     base = 0x7F0000000000
-    chase.fill_chain(words, order, stride, base)
+    chain.fill_chain(words, order, stride, base)
     p, seen = base + int(order[0]) * stride, []
     for _ in range(elements):
         seen.append(p)
@@ -30,20 +30,20 @@ def test_chain_is_one_cycle_through_every_element(elements):
 
 def test_expected_address_is_where_the_walk_ends():
     order = np.array([3, 0, 2, 1])
-    assert chase.expected_address(order, 0, 128, 1000) == 1000 + 3 * 128
-    assert chase.expected_address(order, 6, 128, 1000) == 1000 + 2 * 128
+    assert chain.expected_address(order, 0, 128, 1000) == 1000 + 3 * 128
+    assert chain.expected_address(order, 6, 128, 1000) == 1000 + 2 * 128
 
 
 def test_steps_are_a_multiple_of_the_unroll_and_bounded():
-    assert chase.steps_for(1e-9) % chase.UNROLL == 0
-    assert chase.steps_for(1e-12) == chase.MAX_STEPS
-    assert chase.steps_for(1.0) == chase.MIN_STEPS
-    assert abs(chase.steps_for(1e-7) * 1e-7 - chase.SAMPLE_S) < 1e-7 * chase.UNROLL
+    assert chain.steps_for(1e-9) % chain.UNROLL == 0
+    assert chain.steps_for(1e-12) == chain.MAX_STEPS
+    assert chain.steps_for(1.0) == chain.MIN_STEPS
+    assert abs(chain.steps_for(1e-7) * 1e-7 - chain.SAMPLE_S) < 1e-7 * chain.UNROLL
 
 
 def test_footprints_are_sized_from_the_device():
     device = {"smem_per_sm_bytes": 100 << 10, "l2_bytes": 4 << 20}
-    l1, l2, dram = chase.three_footprints(device)
+    l1, l2, dram = chain.three_footprints(device)
     assert l1 < device["smem_per_sm_bytes"] / 4 and l1 % 128 == 0
     assert device["smem_per_sm_bytes"] < l2 < device["l2_bytes"] / 2
     assert dram >= 2 * device["l2_bytes"]
@@ -221,4 +221,4 @@ def test_page_and_line_sweeps_are_sized_from_the_device():
             assert touched >= 2 * device["smem_per_sm_bytes"] and c["footprint_bytes"] <= device["l2_bytes"] / 2
         else:
             assert touched >= 2 * device["l2_bytes"]
-    assert max(chase.smem_footprints(device)) <= device["smem_per_block_bytes"] // 2
+    assert max(chain.smem_footprints(device)) <= device["smem_per_block_bytes"] // 2

@@ -9,7 +9,8 @@ from probes.harness import Budget, Context
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 #: Modules every family may import from: the kit and the house, not another family.
-SHARED = {"probes.kit", "probes.harness", "probes.cuda", "probes.registry", "probes.telemetry", "probes.device"}
+SHARED = {"probes.kit", "probes.chain", "probes.harness", "probes.cuda", "probes.registry", "probes.telemetry",
+          "probes.device"}
 
 
 def _ctx(sm_clock_max_hz=2e9):
@@ -92,8 +93,8 @@ OWN_FAMILY = {"dram": {"probes.bandwidth"}, "dsmem": {"probes.hopper"}, "tma": {
               "dpx": {"probes.hopper"}}
 
 
-@pytest.mark.parametrize("family", ["bandwidth", "dram", "occupancy", "compute", "hopper", "chase", "dsmem", "tma",
-                                    "dpx", "tensor_map"])
+@pytest.mark.parametrize("family", ["bandwidth", "dram", "occupancy", "compute", "hopper", "chase", "chase_l2",
+                                    "geometry", "dsmem", "tma", "dpx", "tensor_map"])
 def test_the_measuring_families_import_only_the_kit(family):
     assert [m for m, _ in _borrowed(PROBES / f"{family}.py") if m not in OWN_FAMILY.get(family, set())] == []
 

@@ -79,17 +79,17 @@ def test_a_borrowed_helper_and_the_shared_kit_are_part_of_a_probes_version():
 
 
 def test_module_state_does_not_move_a_version(monkeypatch):
-    """A cache a probe fills while it runs (chase's L2-flush buffer, telemetry's recorder) is module state,
+    """A cache a probe fills while it runs (the chain kit's L2-flush buffer, telemetry's recorder) is module state,
     not code: the version is the same before and after; a public constant it reads is code."""
-    from probes import chase, telemetry
+    from probes import chain, chase_l2, telemetry
     from probes.registry import all_probes
 
     probes = all_probes()
     before = {pid: probes[pid].version for pid in ("chase.access", "compute.wgmma")}
-    monkeypatch.setitem(chase._FLUSH, 1, object())
+    monkeypatch.setitem(chain._FLUSH, 1, object())
     monkeypatch.setattr(telemetry, "_RECORDER", object())
     assert {pid: probes[pid].version for pid in before} == before
-    monkeypatch.setattr(chase, "RECORDED_ACCESSES", chase.RECORDED_ACCESSES + 1)
+    monkeypatch.setattr(chase_l2, "RECORDED_ACCESSES", chase_l2.RECORDED_ACCESSES + 1)
     assert probes["chase.access"].version != before["chase.access"]
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from analysis.latency import last_octave_slope, tlb_rows
 from analysis.plateaus import MIN_STEP, fit_staircase
-from probes import chase
+from probes import chain, chase
 
 PAGE = 2 << 20
 
@@ -83,30 +83,30 @@ def test_last_octave_slope():
 
 def test_element_offsets_break_power_of_two_aliasing():
     rng = np.random.default_rng(0)
-    offsets = chase.element_offsets(rng, 4096, PAGE)
-    assert (offsets % chase.SECTOR_ALIGN == 0).all() and offsets.min() >= 0 and offsets.max() < PAGE
+    offsets = chain.element_offsets(rng, 4096, PAGE)
+    assert (offsets % chain.SECTOR_ALIGN == 0).all() and offsets.min() >= 0 and offsets.max() < PAGE
     assert len(np.unique(offsets // 128 % 64)) == 64, "the line-in-page bits take every value"
-    assert (chase.element_offsets(rng, 10, 32) == 0).all()
+    assert (chain.element_offsets(rng, 10, 32) == 0).all()
 
 
 def test_fill_chain_with_offsets_is_one_cycle():
     rng = np.random.default_rng(1)
-    order = chase.chain_order(rng, 64)
-    offsets = chase.element_offsets(rng, 64, 256)
+    order = chain.chain_order(rng, 64)
+    offsets = chain.element_offsets(rng, 64, 256)
     words = np.zeros(64 * 256 // 8, dtype=np.uint64)
-    chase.fill_chain(words, order, 256, 4096, offsets)
-    p, seen = chase.expected_address(order, 0, 256, 4096, offsets), []
+    chain.fill_chain(words, order, 256, 4096, offsets)
+    p, seen = chain.expected_address(order, 0, 256, 4096, offsets), []
     for _ in range(64):
         seen.append(p)
         p = int(words[(p - 4096) // 8])
     assert p == seen[0] and len(set(seen)) == 64
-    assert seen[5] == chase.expected_address(order, 5, 256, 4096, offsets)
+    assert seen[5] == chain.expected_address(order, 5, 256, 4096, offsets)
 
 
 def test_warm_walk_only_for_chains_that_may_fit_in_l1():
     device = {"smem_per_sm_bytes": 228 << 10}
-    assert chase.warm_steps(device, 64 << 10, 512) == 512
-    assert chase.warm_steps(device, 64 << 20, 1 << 19) == 0
+    assert chain.warm_steps(device, 64 << 10, 512) == 512
+    assert chain.warm_steps(device, 64 << 20, 1 << 19) == 0
 
 
 class _FakeLaunch:
@@ -134,17 +134,17 @@ def test_a_cold_path_is_never_revisited(monkeypatch):
         rng = ctx.rng(footprint_bytes, stride_bytes)
         elements = footprint_bytes // stride_bytes
         visit = rng.choice(elements, 4096, replace=False)
-        offsets = chase.element_offsets(rng, visit.size, stride_bytes)
+        offsets = chain.element_offsets(rng, visit.size, stride_bytes)
         words = np.zeros(elements * stride_bytes // 8, dtype=np.uint64)
-        chase.fill_chain(words, visit, stride_bytes, 1 << 20, offsets)
+        chain.fill_chain(words, visit, stride_bytes, 1 << 20, offsets)
         made["launch"] = _FakeLaunch(words, 1 << 20)
-        return words, chase.ChainWalker(visit, stride_bytes, 1 << 20, footprint_bytes, offsets)
+        return words, chain.ChainWalker(visit, stride_bytes, 1 << 20, footprint_bytes, offsets)
 
-    monkeypatch.setattr(chase, "chain_on_gpu", chain_on_host)
-    monkeypatch.setattr(chase, "flush_l2", lambda device: None)
+    monkeypatch.setattr(chain, "chain_on_gpu", chain_on_host)
+    monkeypatch.setattr(chain, "flush_l2", lambda device: None)
     ctx = Context(device={"l2_bytes": 1 << 20, "smem_per_sm_bytes": 1 << 16, "sm_clock_max_hz": 2e9},
                   budget=Budget(min_repeats=5, max_repeats=9, time_s=10))
-    samples = chase.measure_chase(ctx, 8 << 20, 128, lambda *a: made["launch"](*a), "clock64", order="path")
+    samples = chain.measure_chase(ctx, 8 << 20, 128, lambda *a: made["launch"](*a), "clock64", order="path")
     loaded = made["launch"].loaded
     assert len(loaded) == len(set(loaded)), "an element was loaded twice"
     assert sum(s.metric == "latency" for s in samples) >= 5
