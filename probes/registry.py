@@ -192,7 +192,7 @@ def _unwrap(obj):
         inner = getattr(obj, attr, None)
         if inspect.isfunction(inner):
             obj = inner
-    return inspect.unwrap(obj) if inspect.isfunction(obj) else obj
+    return inspect.unwrap(obj) if hasattr(obj, "__wrapped__") else obj
 
 
 def _is_own(obj, root: Path) -> bool:

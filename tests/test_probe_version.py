@@ -144,3 +144,32 @@ def measure(ctx, n):
     finally:
         for name in ("mone", "mkit", "mprobe"):
             sys.modules.pop(name, None)
+
+
+def test_a_cached_helper_is_part_of_the_version(tmp_path, monkeypatch):
+    """A helper behind functools.lru_cache (a kernel builder) is code the samples depend on."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    text = '''
+import functools
+
+
+@functools.lru_cache(maxsize=None)
+def build(n):
+    return n + 1
+
+
+def measure(ctx, n):
+    return build(n)
+'''
+
+    def version(source: str) -> str:
+        (tmp_path / "cprobe.py").write_text(source)
+        sys.modules.pop("cprobe", None)
+        return Probe("c.probe", importlib.import_module("cprobe").measure, {}, {}).version
+
+    try:
+        assert version(text) != version(text.replace("n + 1", "n + 2"))
+        assert version(text) == version(text.replace("    return n + 1", "    return n + 1  # comment"))
+    finally:
+        sys.modules.pop("cprobe", None)
