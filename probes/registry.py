@@ -135,7 +135,8 @@ def _sources(func: Callable, kernels=()) -> list[tuple[str, str, str]]:
                     todo += [getattr(value, n) for n in sorted(names) if _is_own(getattr(value, n, None), root)]
             elif _is_own(value, root):
                 todo.append(value)
-            elif not name.startswith("_") and (plain := _plain(value)) is not None:  # private: module state
+            elif (not name.startswith("_") and name not in _rebound(obj.__module__)  # both: module state
+                  and (plain := _plain(value)) is not None):
                 out[f"{obj.__module__}.{name}"] = (name, plain)
                 if isinstance(value, str) and _KERNEL_FILE.match(value) and module and module.__file__:
                     files.append(Path(module.__file__).parent / value)
@@ -147,6 +148,16 @@ def _sources(func: Callable, kernels=()) -> list[tuple[str, str, str]]:
         out[path.name] = (path.name, text)
         files += [path.parent / name for name in _INCLUDE.findall(text)]
     return [(key, label, text) for key, (label, text) in out.items()]
+
+
+@functools.lru_cache(maxsize=None)
+def _rebound(module_name: str) -> frozenset:
+    """Names the module's own functions rebind (``global cuda``): state set while it runs, not code."""
+    try:
+        tree = ast.parse(inspect.getsource(sys.modules[module_name]))
+    except (KeyError, OSError, TypeError, SyntaxError):
+        return frozenset()
+    return frozenset(name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names)
 
 
 def _local_imports(obj, root: Path) -> dict:

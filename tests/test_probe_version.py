@@ -79,15 +79,17 @@ def test_a_borrowed_helper_and_the_shared_kit_are_part_of_a_probes_version():
 
 
 def test_module_state_does_not_move_a_version(monkeypatch):
-    """A cache a probe fills while it runs (the chain kit's L2-flush buffer, telemetry's recorder) is module state,
-    not code: the version is the same before and after; a public constant it reads is code."""
-    from probes import chain, chase_l2, telemetry
+    """A cache a probe fills while it runs (the chain kit's L2-flush buffer, telemetry's recorder) or a global its
+    code rebinds is module state, not code: the version is the same before and after; a public constant it reads
+    is code."""
+    from probes import chain, chase_l2, smem_banks_numba, telemetry
     from probes.registry import all_probes
 
     probes = all_probes()
-    before = {pid: probes[pid].version for pid in ("chase.access", "compute.wgmma")}
+    before = {pid: probes[pid].version for pid in ("chase.access", "compute.wgmma", "smem.banks_numba")}
     monkeypatch.setitem(chain._FLUSH, 1, object())
     monkeypatch.setattr(telemetry, "_RECORDER", object())
+    monkeypatch.setattr(smem_banks_numba, "cuda", object())  # rebound by make_banks_kernel (``global cuda``)
     assert {pid: probes[pid].version for pid in before} == before
     monkeypatch.setattr(chase_l2, "RECORDED_ACCESSES", chase_l2.RECORDED_ACCESSES + 1)
     assert probes["chase.access"].version != before["chase.access"]
