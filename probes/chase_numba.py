@@ -1,9 +1,9 @@
 """The pointer chase again, written in Numba CUDA: the same chain, warm-up and sink check as chase.py (from
 the chain kit, chain.py).
 
-numba-cuda has no clock64, %globaltimer or cache-operator loads, so this module adds them as intrinsics
-that emit the same inline PTX as chase.cu (``mov.u64 %clock64``, ``ld.global.u64``, ``ld.global.cg.u64``):
-the loop, its counters and its code generation are Numba's.  In the CUDA simulator (no PTX) the kernel is
+numba-cuda has no clock64, %globaltimer or cache-operator loads; the Numba kit (numba_kit.py) adds them as
+intrinsics that emit the same inline PTX as chase.cu (``mov.u64 %clock64``, ``ld.global.u64``,
+``ld.global.cg.u64``): the loop, its counters and its code generation are Numba's.  In the CUDA simulator (no PTX) the kernel is
 built with Python stand-ins, so its control flow can be tested on a CPU.
 """
 from __future__ import annotations
@@ -12,9 +12,8 @@ import functools
 
 from probes.chain import FLAVOURS, UNROLL, measure_chase, three_footprints
 from probes.harness import Sample
+from probes.numba_kit import gpu_primitives
 from probes.registry import probe
-
-PTX_LOADS = {"default": "ld.global.u64", "cg": "ld.global.cg.u64"}
 
 
 def make_chase_kernel(cuda, load, clock64, globaltimer):
@@ -42,39 +41,6 @@ def make_chase_kernel(cuda, load, clock64, globaltimer):
         out[2] = p
 
     return chase
-
-
-@functools.lru_cache(maxsize=None)
-def gpu_primitives(flavour: str):
-    """``(load, clock64, globaltimer)`` as Numba intrinsics emitting inline PTX."""
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    i64 = ir.IntType(64)
-
-    def read_register(register: str):
-        @intrinsic
-        def read(typingctx):
-            def codegen(context, builder, sig, args):
-                asm = ir.InlineAsm(ir.FunctionType(i64, []), f"mov.u64 $0, %{register};", "=l",
-                                   side_effect=True)
-                return builder.call(asm, [])
-
-            return types.uint64(), codegen
-
-        return read
-
-    @intrinsic
-    def load(typingctx, chain, address):
-        def codegen(context, builder, sig, args):
-            asm = ir.InlineAsm(ir.FunctionType(i64, [i64]), f"{PTX_LOADS[flavour]} $0, [$1];", "=l,l",
-                               side_effect=True)
-            return builder.call(asm, [args[1]])
-
-        return types.uint64(chain, types.uint64), codegen
-
-    return load, read_register("clock64"), read_register("globaltimer")
 
 
 @functools.lru_cache(maxsize=None)

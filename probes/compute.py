@@ -33,7 +33,7 @@ import numpy as np
 from probes.cuda import blocks_per_sm
 from probes import telemetry
 from probes.harness import Sample, calibrate, repeat_until_stable
-from probes.kit import event_samples
+from probes.kit import event_samples, kernel_clock_hz
 from probes.registry import probe
 
 LANES = 32
@@ -123,15 +123,6 @@ def affine_chain(x0: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.nda
     """x after n steps of x <- a x + b, in float64 (closed form; |a| < 1 so a^n may underflow to 0)."""
     an = np.power(a.astype(np.float64), n)
     return an * x0 + b * (1 - an) / (1 - a)
-
-
-def kernel_clock_hz(clocks: np.ndarray) -> float:
-    """Median over blocks of clock64 cycles per %globaltimer second, from ``(cycles, ns)`` pairs."""
-    pairs = clocks.reshape(-1, 2).astype(float)
-    pairs = pairs[pairs[:, 1] > 0]
-    if not len(pairs):
-        raise RuntimeError("no block recorded a nonzero %globaltimer interval: the launch was too short")
-    return float(np.median(pairs[:, 0] / pairs[:, 1] * 1e9))
 
 
 # -- operand data -------------------------------------------------------------------------------------------

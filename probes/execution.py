@@ -27,9 +27,9 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.execution import OPS
-from probes.compute import kernel_clock_hz
 from probes.cuda import blocks_per_sm
 from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from probes.kit import kernel_clock_hz
 from probes.registry import probe
 
 LANES = 32

@@ -44,7 +44,7 @@ def ring_slots(device: dict, matrix_bytes: int, buffers_per_slot: int) -> int:
 def _slot_buffers(side: int, slots: int, seed: int):
     import torch
 
-    from probes.matmul import random_bf16
+    from probes.torch_kit import random_bf16
 
     def empty(*shape, dtype=torch.bfloat16):
         """NaN-filled: a reused allocation may hold a previous config's (correct) softmax."""
@@ -114,7 +114,7 @@ def _graph(launch):
 def fusion_softmax(ctx, launch: str, variant: str, matrix_side: int) -> list[Sample]:
     """Seconds per row softmax of a bf16 matrix, unfused (three kernels) or fused (one), and the counted bytes
     over that time."""
-    from probes.matmul import torch_timer
+    from probes.torch_kit import torch_timer
 
     if launch not in LAUNCHES:
         raise ValueError(f"unknown launch {launch!r}: choose one of {', '.join(LAUNCHES)}")

@@ -231,3 +231,12 @@ def mismatches(a, b, add: int) -> int:
     """Words of ``a`` that differ from ``b + add`` (``b`` None: from ``add``)."""
     return _reduce("count_mismatches", (a, b if b is not None else np.uint64(0), np.uint32(add),
                                         np.int64(a.size)))
+
+
+def kernel_clock_hz(clocks: np.ndarray) -> float:
+    """Median over blocks of clock64 cycles per %globaltimer second, from ``(cycles, ns)`` pairs."""
+    pairs = clocks.reshape(-1, 2).astype(float)
+    pairs = pairs[pairs[:, 1] > 0]
+    if not len(pairs):
+        raise RuntimeError("no block recorded a nonzero %globaltimer interval: the launch was too short")
+    return float(np.median(pairs[:, 0] / pairs[:, 1] * 1e9))

@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from analysis.roofline import matmul_flops, smem_budget
-from probes.chain import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints, steps_for
+from probes.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints,
+                          steps_for)
 from probes.harness import repeat_until_stable
 from probes.registry import probe
 
@@ -84,7 +85,7 @@ def lecture_tile_smem_bytes() -> int:
        kernels=("triton_kernels.py",), min_cc=(8, 0))
 def matmul_lecture_tile(ctx, matrix_side: int) -> list:
     """FLOP/s of a Triton matmul in the lecture's BLOCK 256 x 256 tiles with BLOCK_K 64, row-major launch order."""
-    from probes.matmul import check_product, operands, measure_flops, triton_matmul
+    from probes.torch_kit import check_product, operands, measure_flops, triton_matmul
 
     side = int(matrix_side)
     if lecture_tile_smem_bytes() > smem_budget(ctx.device):
@@ -190,7 +191,7 @@ def matmul_decode(ctx, batch: int) -> list:
     import torch
 
     from probes.harness import Sample
-    from probes.matmul import check_product, random_bf16, torch_timer
+    from probes.torch_kit import check_product, random_bf16, torch_timer
 
     m, n = int(batch), decode_n(ctx.device)
     a = random_bf16((m, DECODE_K), ctx.seed * 7919 + m)
@@ -297,7 +298,7 @@ def matmul_waves(ctx, tiles: int) -> list:
     import torch
 
     from probes.harness import Sample
-    from probes.matmul import check_product, random_bf16, torch_timer, triton_matmul
+    from probes.torch_kit import check_product, random_bf16, torch_timer, triton_matmul
 
     bm, bn, bk, warps, stages = WAVE_TILE
     a = random_bf16((bm, WAVE_K), ctx.seed * 7919 + 1)

@@ -99,7 +99,7 @@ def gpu_primitives(access_bytes: int):
     from numba import types
     from numba.cuda.extending import intrinsic
 
-    from probes.chase_numba import gpu_primitives as chase_primitives
+    from probes.numba_kit import gpu_primitives as chase_primitives
 
     i32, i64 = ir.IntType(32), ir.IntType(64)
     words = access_bytes // 4

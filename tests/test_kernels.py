@@ -81,7 +81,8 @@ def test_launch_probe_kernel_is_empty():
 def test_numba_chase_compiles_to_the_same_chain(flavour, opcode):
     from numba import cuda, types
 
-    from probes.chase_numba import gpu_primitives, make_chase_kernel
+    from probes.chase_numba import make_chase_kernel
+    from probes.numba_kit import gpu_primitives
 
     kernel = make_chase_kernel(cuda, *gpu_primitives(flavour))
     ptx, _ = cuda.compile_ptx(kernel.py_func, (types.uint64[:], types.uint64, types.int64, types.int64,

@@ -9,8 +9,8 @@ from probes.harness import Budget, Context
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"
 #: Modules every family may import from: the kit and the house, not another family.
-SHARED = {"probes.kit", "probes.chain", "probes.harness", "probes.cuda", "probes.registry", "probes.telemetry",
-          "probes.device"}
+SHARED = {"probes.kit", "probes.chain", "probes.torch_kit", "probes.numba_kit", "probes.triton_kernels",
+          "probes.harness", "probes.cuda", "probes.registry", "probes.telemetry", "probes.device", "probes.doctor"}
 
 
 def _ctx(sm_clock_max_hz=2e9):
@@ -88,13 +88,20 @@ def test_no_probe_module_borrows_another_ones_private_names():
 
 
 #: Probe modules of one family share its public parts (HBM's streams share bandwidth.py's kernel loader, the
-#: Hopper units hopper.py's mirrors and launch helpers, the TMA probes the tensor-map encoder); nothing else.
+#: Hopper units hopper.py's mirrors and launch helpers, the TMA probes the tensor-map encoder, the Numba bank
+#: probe the CuPy one's sweep and checks); nothing else.
 OWN_FAMILY = {"dram": {"probes.bandwidth"}, "dsmem": {"probes.hopper"}, "tma": {"probes.hopper", "probes.tensor_map"},
-              "dpx": {"probes.hopper"}}
+              "dpx": {"probes.hopper"}, "smem_banks_numba": {"probes.smem_banks"}}
+#: Every module under probes/ that is not the kit or the house: a family, or a unit of one.
+FAMILIES = sorted(p.stem for p in PROBES.glob("*.py")
+                  if f"probes.{p.stem}" not in SHARED | {"probes.runner", "probes.__init__"})
 
 
-@pytest.mark.parametrize("family", ["bandwidth", "dram", "occupancy", "compute", "hopper", "chase", "chase_l2",
-                                    "geometry", "dsmem", "tma", "dpx", "tensor_map"])
+def test_the_family_list_is_every_probe_module():
+    assert {"chase", "chase_l2", "geometry", "lecture", "execution", "fusion", "matmul", "chase_numba"} <= set(FAMILIES)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_the_measuring_families_import_only_the_kit(family):
     assert [m for m, _ in _borrowed(PROBES / f"{family}.py") if m not in OWN_FAMILY.get(family, set())] == []
 
