@@ -3,7 +3,7 @@
 Each ``analysis/reference/<name>.csv`` has the derived.csv columns plus ``source``: one row per quantity of
 the vocabulary (analysis/quantities.py), in its SI unit, with ``probe`` = ``published`` and a ``source``
 naming the repository file or page the number comes from. None of these numbers was measured by gpuatlas.
-The files are generated, never typed: ``analysis.reference_build.write_references()`` rebuilds them from
+The files are generated, never typed: ``tools.reference_build.write_references()`` rebuilds them from
 ``../shared/reference`` (raw benchmark outputs, and the curated tables of PUBLISHED.md).
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ def read_reference_csv(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path} is not a reference CSV ({exc.__class__.__name__}): restore it with "
-                         "`python -m analysis.reference_build`") from None
+                         "`python -m tools.reference_build`") from None
     return frame
 
 
@@ -102,6 +102,6 @@ def load_reference(name: str) -> tuple[str, pd.DataFrame]:
     frame = read_reference_csv(path)
     found = problems(frame)
     if found:
-        raise UsageError(f"{path} is damaged ({found[0]}): restore it with `python -m analysis.reference_build`")
+        raise UsageError(f"{path} is damaged ({found[0]}): restore it with `python -m tools.reference_build`")
     bare = path.stem
     return f"{GPU_NAMES.get(bare, bare)} [{PREFIX}{bare}, published]", frame

@@ -74,13 +74,13 @@ def test_unknown_reference_names_the_available_ones(arg):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"published reference files not found at {SHARED}")
 def test_rebuild_reproduces_the_committed_csvs(tmp_path):
-    from analysis.reference_build import write_references
+    from tools.reference_build import write_references
 
     written = write_references(tmp_path, SHARED)
     assert sorted(p.stem for p in written) == NAMES
     for path in written:
         assert path.read_text() == (REFERENCE_DIR / path.name).read_text(), (
-            f"{path.name} differs from its rebuild: run `python -m analysis.reference_build`")
+            f"{path.name} differs from its rebuild: run `python -m tools.reference_build`")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -171,7 +171,7 @@ def test_the_fit_of_a_published_l2_sweep_finds_the_l2_and_the_hbm_behind_it(name
     of 1.5 of the dataset's HBM read bandwidth (other kernels: gpu-stream's read, BabelStream's Dot), far
     from the L2's 2.5-3.5x. A sweep cut at the fitted C never falls below its plateau: no capacity."""
     from analysis.capacity import fit_capacity
-    from analysis.reference_build import read_bandwidth_sweep
+    from tools.reference_build import read_bandwidth_sweep
 
     frame = load_reference(name)[1]
     gpu, size = L2_CURVES[name]

@@ -17,10 +17,10 @@ Two kinds of rows:
   - DRAM read / write / copy bandwidth: the best rate over gpu-stream's occupancy sweep (``gpu-stream__*.txt``);
 * transcribed from the curated tables of ``PUBLISHED.md`` (datasheet peaks, tensor-core rates, figures of
   other suites), each with its source and marker ([R] read in a primary file, [R2] read in a secondary
-  compilation, [I] arithmetic on read values), in ``TRANSCRIBED`` below.
+  compilation, [I] arithmetic on read values), kept as data in ``tools/transcribed.csv``.
 
 Values are in the vocabulary's SI units, rounded to 6 significant digits so that a rebuild on another
-machine writes the same bytes. ``write_references()`` rewrites every CSV; ``python -m analysis.reference_build``
+machine writes the same bytes. ``write_references()`` rewrites every CSV; ``python -m tools.reference_build``
 does the same from the command line.
 """
 from __future__ import annotations
@@ -272,172 +272,17 @@ def stream_rows(curve: Curve) -> list[dict]:
 
 
 # -- transcribed values (PUBLISHED.md) -------------------------------------------------------------------
-def _mt(file: str, section: str) -> str:
-    return f"caps-tum/mt4g sample_results/{file}.json, via {PUB} {section}"
+#: The rows read off PUBLISHED.md's curated tables, one per (gpu, quantity), each with its method, its note
+#: (marker [R], [R2] or [I], and every caveat) and its source.
+TRANSCRIBED_CSV = Path(__file__).with_name("transcribed.csv")
 
 
-#: mt4g's line size is a capacity-in-lines method (its L1 line-size benchmark chases arrays of 1/2 to 3/2 the
-#: L1 size at strides from the fetch granularity up and finds where the stride moves the capacity), so it is
-#: gpuatlas's l1.line_bytes; its fetch granularity is the smallest stride at which every access of a cold
-#: chase misses: a fill block, gpuatlas's l1.fill_bytes / l2.dram_fetch_bytes, never a line.
-MT_LINE = ("mt4g line-size probe: capacity counted in lines (chases around the cache size at strides from its "
-           "fill block up)")
-MT_LINE_NOTE = "[I] method read in caps-tum/mt4g's L1 line-size benchmark source"
-MT_L1_FILL = "mt4g L1 fetch-granularity p-chase: the block the L1 fills per miss"
-MT_L2_FETCH = "mt4g L2 fetch-granularity p-chase (one cold pass, ld.global.ca)"
-MT_L2_FETCH_NOTE = ("[I] mt4g does not say whether its cold pass misses to HBM or hits lines the array's copy left "
-                    "in the L2: if it hits, this is the L1's fill block, not the L2's fetch from HBM")
-
-
-def _mt_geometry(file: str, section: str, where: str, l2: bool) -> list[dict]:
-    """mt4g's line and fetch-granularity results, each under the id of what its method measures."""
-    source = _mt(file, section)
-    rows = [row("l1.line_bytes", 128, MT_LINE, f"[R]{where}; {MT_LINE_NOTE}", source),
-            row("l1.fill_bytes", 32, MT_L1_FILL, f"[R]{where}", source)]
-    if l2:
-        rows += [row("l2.line_bytes", 128, MT_LINE.replace("line-size", "L2 line-size"),
-                     f"[R]{where}; [I] the same method as mt4g's L1 line size assumed (its L2 line-size "
-                     "source not read)", source),
-                 row("l2.dram_fetch_bytes", 32, MT_L2_FETCH, f"[R]{where}; {MT_L2_FETCH_NOTE}", source)]
-    return rows
-
-
-AS_UB = f"ShihengCao/AMALi hardware/NVIDIA_A100_80GB/stat.txt (Accel-Sim GPU_Microbenchmark tuner output), via {PUB}"
-AS_UB_NOTE = ("A100 80GB PCIe ([I] from its 1512 MHz memory clock), not SXM4; SM clock not stated; a per-SM "
-              "cycle count of the GA100 SM, expected the same on SXM4 [I]")
-PC2 = (f"upb-pc2.atlassian.net wiki 'NVIDIA A100 40GB with NVLINK' (datasheet transcription), via {PUB} §1a; "
-       "also glennklockwood.com/garden/processors/A100")
-PC2_NOTE = ("[R] NVIDIA datasheet theoretical peak, not a measurement; read for the A100 40GB SXM4, same SMs and "
-            "clock as the 80GB SXM4 [I]")
-GL = f"glennklockwood.com/garden/processors/h100 (cites NVIDIA datasheet), via {PUB} §2a"
-GL_NOTE = "[R] NVIDIA datasheet theoretical peak (dense), not a measurement"
-DENSE_TC = "datasheet dense tensor-core peak"
-
-AZ_H200 = f"Azure/AI-benchmarking-guide Azure_Results/ND_H200_v5_results.md, via {PUB} §5"
-H200_SPEC = f"lzwjava.github.io/nvidia-h200-gpu-specs-en (H200 vs H100 SXM: 'Identical'), via {PUB} §5"
-H200_SAME = "[R] the H200's compute peaks are the H100 SXM's (same GH100, 132 SMs); dense value from §2a [I]"
-_H100_SXM_PEAKS = [
-    row("fp32.peak_flops", 66.9 * TERA, "datasheet FP32 peak (132 SMs x 128 x 2 x 1.98 GHz)", GL_NOTE, GL),
-    row("fp64.peak_flops", 33.5 * TERA, "datasheet FP64 peak (CUDA cores, not FP64 tensor 66.9 TFLOPS)",
-        f"{GL_NOTE}; datasheet rounds to 34", GL),
-    row("tc.bf16.peak_flops", 989.4 * TERA, f"{DENSE_TC} (1978.9 sparse)",
-        f"{GL_NOTE}; = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM (NVIDIA/cudnn-frontend PR#650)", GL),
-    row("tc.fp16.peak_flops", 989.4 * TERA, f"{DENSE_TC} (1978.9 sparse)",
-        f"{GL_NOTE}; = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM (NVIDIA/cudnn-frontend PR#650)", GL),
-    row("tc.tf32.peak_flops", 494.7 * TERA, f"{DENSE_TC} (989.4 sparse)",
-        f"{GL_NOTE}; the source's column labels are misaligned, dense/sparse assignment [I]", GL),
-    row("tc.fp8.peak_flops", 1978.9 * TERA, f"{DENSE_TC} (3957.8 sparse)",
-        f"{GL_NOTE}; FP8 dense = 2x FP16 (NVIDIA/cudnn-frontend PR#650)", GL),
-]
-
-def _clustered(source: str, values: dict, what: str) -> list[dict]:
-    """Luo et al.'s per-access latencies: each access of a pointer chase timed alone and the times clustered
-    (arXiv 2501.12084 Table 4), the like-for-like comparator of gpuatlas's chase.access clusters."""
-    return [row(quantity, value, f"Luo et al. per-access pointer-chase latency, clustered ({kind})",
-                f"[R2] secondary compilation, primary table not opened; {what}", source)
-            for quantity, (value, kind) in values.items()]
-
-
-ET_C = "yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-gpu-on-chip-communication.md (ET-C)"
-ET_C_A100, ET_C_H800 = f"{ET_C}, L25 Table 4, via {PUB} §1b", f"{ET_C}, L25 Table 4, via {PUB} §4"
-
-TRANSCRIBED: dict[str, list[dict]] = {
-    "a100-sxm4-80gb": [
-        row("smem.latency_cycles", 29.03, "Accel-Sim GPU_Microbenchmark shared_lat (shared-memory pointer chase)",
-            f"[R] shared_lat 29.03 cycles; {AS_UB_NOTE}; Luo et al. (A100 PCIe) 29.0 [R2]", f"{AS_UB} §1b"),
-        row("smem.bandwidth_bytes_per_clk_sm", 127.9, "Accel-Sim GPU_Microbenchmark shared_bw_64",
-            f"[R] shared_bw 127.8, shared_bw_64 127.9 B/clk/SM (theoretical 32 banks x 4 B = 128); {AS_UB_NOTE}",
-            f"{AS_UB} §1d"),
-        row("smem.conflict_cycles_per_way", 2.0, "Sun et al. TPDS'23 (arXiv 2206.02874) Table 10: ld.shared.u32 "
-            "latency at 1/2/4/8-way conflicts 23.0/25.0/29.0/37.0 cycles",
-            "[R2] secondary compilation, primary table not opened; (25-23)/1 = (29-23)/3 = (37-23)/7 = 2 cycles "
-            "per extra way [I]; A100 SKU and clock not stated",
-            f"yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-gpu-on-chip-communication.md "
-            f"(ET-C), via {PUB} §1e"),
-        *_mt_geometry("NVIDIA A100-PCIE-40GB", "§1c",
-                      " measured on an A100-PCIE-40GB, not SXM4; the same GA100 SM and memory system [I]", l2=True),
-        row("fp32.latency_cycles", 4.09, "Accel-Sim GPU_Microbenchmark lat_float (dependent FP32 chain)",
-            f"[R] lat_float; {AS_UB_NOTE}; Abdelkhalik et al. mad.rn.f32 dependent: 4 [R2]", f"{AS_UB} §1b"),
-        row("fp32.peak_flops", 19.5 * TERA, "datasheet FP32 peak (CUDA cores)", PC2_NOTE, PC2),
-        row("fp64.peak_flops", 9.7 * TERA, "datasheet FP64 peak (CUDA cores, not FP64 tensor 19.5 TFLOPS)",
-            PC2_NOTE, PC2),
-        row("tc.bf16.peak_flops", 312 * TERA, f"{DENSE_TC} (624 sparse)",
-            f"{PC2_NOTE}; A100 has no wgmma: mma.sync is its tensor-core path", PC2),
-        row("tc.fp16.peak_flops", 312 * TERA, f"{DENSE_TC} (624 sparse)",
-            f"{PC2_NOTE}; A100 has no wgmma: mma.sync is its tensor-core path", PC2),
-        row("tc.tf32.peak_flops", 156 * TERA, f"{DENSE_TC} (312 sparse)",
-            f"{PC2_NOTE}; A100 has no wgmma: mma.sync is its tensor-core path", PC2),
-    ],
-    "a100-pcie": [
-        *_clustered(ET_C_A100, {"l2.far_latency_cycles": (356.6, "far-partition hit"),
-                                "dram.near_latency_cycles": (474.9, "near-partition miss"),
-                                "dram.far_latency_cycles": (622.7, "far-partition miss")},
-                    "A100 PCIe (Luo et al.'s test GPU; 1395 MHz per their chase file [I]); near hit 208.0"),
-        row("smem.latency_cycles", 29.0, "Luo et al. shared-memory pointer chase (arXiv 2402.13499 Table IV / "
-            "2501.12084 Table 3)",
-            "[R2] secondary compilation, primary table not opened; same A100 PCIe as the chase file; clock "
-            "1395 MHz per the chase file [I]",
-            f"yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-a100-memory-hierarchy.md (ET-A), "
-            f"via {PUB} §1b"),
-        *_mt_geometry("NVIDIA A100-PCIE-40GB", "§1c", " A100-PCIE-40GB", l2=True),
-    ],
-    "h100-sxm": [
-        row("clock.sm_hz", 1980 * MHz, "cudaDeviceProp.clockRate in mt4g's output",
-            "[R] the maximum SM clock, not a measured clock; NVIDIA's tensor peaks assume 1830 MHz, FP32/FP64 "
-            "1980 MHz (glennklockwood.com)", _mt("NVIDIA H100 80GB HBM3", "§2a")),
-        row("smem.latency_cycles", 30, "mt4g shared-memory p-chase, median (p50)",
-            "[R] mean 29.9; cycles of the in-kernel clock, SM clock during the run not stated (max 1980 MHz)",
-            _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        row("l1.latency_cycles", 38, "mt4g L1 p-chase (default loads)",
-            "[R] SM clock during the run not stated (max 1980 MHz); markdewing/AI_kernels: 40 [R] (clocks "
-            "not locked)", _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        row("l2.latency_cycles", 222, "mt4g L2 p-chase, median (p50)",
-            "[R] mean 219.3; near and far partitions not separated; SM clock not stated (max 1980 MHz); "
-            "markdewing/AI_kernels: 291 [R]", _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        row("dram.latency_cycles", 864, "mt4g main-memory p-chase, median (p50)",
-            "[R] mean 834.5, p95 1126; SM clock not stated (max 1980 MHz); markdewing/AI_kernels: 700 [R]",
-            _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        row("l1.capacity_bytes", 238848, "mt4g probe of the L1 size (233.25 KiB)",
-            "[R] a size probe, not a latency knee: compare with care against gpuatlas knees",
-            _mt("NVIDIA H100 80GB HBM3", "§2b")),
-        *_mt_geometry("NVIDIA H100 80GB HBM3", "§2b", "", l2=False),
-        row("l2.capacity_bytes", 52428800, "mt4g l2.size (50 MiB = 52428800 B, as given in bytes)",
-            "[R] the L2 size, not a fitted capacity: the miss-model fit of an all-SM read sweep (gpuatlas's "
-            "l2.capacity_bytes) reads below the size", _mt("NVIDIA H100 80GB HBM3", "§2a")),
-        row("l2.partition_bytes", 26214400, "mt4g segmentSize (25 MiB = 26214400 B, as given in bytes)",
-            "[R] the size of one of the two L2 segments, not a latency knee",
-            _mt("NVIDIA H100 80GB HBM3", "§2a")),
-        row("dram.read_bandwidth_bytes_per_s", 3.18 * TERA, "BabelStream (CUDA) Dot: reads two arrays, no stores",
-            "[R] 3.18 TB/s read as 10^12 B/s; Azure ND H100 v5 (SXM5); Dot includes a reduction; on the A100 "
-            "SXM4 it matches gpu-stream's read kernel (1.75 vs 1.77 TB/s) [I]",
-            f"samuel-bohman/AI-benchmarking-guide (fork of Azure/AI-benchmarking-guide) "
-            f"Azure_Results/ND_H100_v5_results.md, via {PUB} §2b"),
-        row("dram.copy_bandwidth_bytes_per_s", 2.90 * TERA, "BabelStream (CUDA) Copy: bytes read plus written",
-            "[R] 2.90 TB/s read as 10^12 B/s; Azure ND H100 v5 (SXM5); 87% of the 3.35 TB/s datasheet [I]",
-            f"samuel-bohman/AI-benchmarking-guide (fork of Azure/AI-benchmarking-guide) "
-            f"Azure_Results/ND_H100_v5_results.md, via {PUB} §2b"),
-        *_H100_SXM_PEAKS,
-    ],
-    "h100-pcie": [],
-    "h200": [
-        row("dram.read_bandwidth_bytes_per_s", 4.48 * TERA, "BabelStream (CUDA) Dot: reads two arrays, no stores",
-            f"[R] 4.48 TB/s read as 10^12 B/s; Azure ND H200 v5 (H200 SXM); Dot includes a reduction; gpu-stream's "
-            f"read kernel peaks at 2756 GB/s at its largest block size, short of saturation ({PUB} §5 [R])", AZ_H200),
-        row("dram.copy_bandwidth_bytes_per_s", 4.01 * TERA, "BabelStream (CUDA) Copy: bytes read plus written",
-            f"[R] 4.01 TB/s read as 10^12 B/s; Azure ND H200 v5 (H200 SXM); 84% of the 4.8 TB/s spec [I]; "
-            f"gpu-stream's scale kernel: 3165 GB/s ({PUB} §5 [R])", AZ_H200),
-        *[row(r["quantity"], r["value"], r["method"], f"{H200_SAME}; {r['note']}", f"{H200_SPEC}; {r['source']}")
-          for r in _H100_SXM_PEAKS],
-    ],
-    "h800-pcie": [
-        *_clustered(ET_C_H800, {"l2.far_latency_cycles": (414.1, "far-partition hit")},
-                    "H800 PCIe at 1755 MHz (L25 Table 2 [R2]); near hit 258.0 (147.0 ns), far 236.0 ns"),
-        row("smem.latency_cycles", 29, "Luo et al. shared-memory pointer chase (arXiv 2501.12084 Table 3)",
-            "[R2] secondary compilation, primary table not opened; H800 PCIe at 1755 MHz (L25 Table 2 [R2])",
-            f"yaroslavvb/et-soc1-prototyping docs/reports/sources/2026-09-18-gpu-on-chip-communication.md "
-            f"(ET-C), via {PUB} §4"),
-    ],
-}
+def transcribed(path: Path = TRANSCRIBED_CSV) -> dict[str, list[dict]]:
+    """The transcribed rows of ``path``, by reference dataset, in the rows' form (unit from the vocabulary)."""
+    out: dict[str, list[dict]] = {}
+    for r in pd.read_csv(path, dtype=str, keep_default_na=False).itertuples(index=False):
+        out.setdefault(r.gpu, []).append(row(r.quantity, float(r.value), r.method, r.note, r.source))
+    return out
 
 
 def _gb(kind: str, gpu: str) -> str:
@@ -524,9 +369,10 @@ def build(shared: Path | str = SHARED_REFERENCE) -> dict[str, pd.DataFrame]:
     if not shared.is_dir():
         raise FileNotFoundError(f"{shared}: the published reference files are not there")
     order = {q: i for i, q in enumerate(QUANTITIES)}
+    published = transcribed()
     tables = {}
     for name, rows in _computed(shared).items():
-        rows = rows + TRANSCRIBED[name]
+        rows = rows + published.get(name, [])
         quantities = [r["quantity"] for r in rows]
         if len(set(quantities)) != len(quantities):
             raise ValueError(f"{name}: a quantity appears twice in {quantities}")
@@ -551,6 +397,6 @@ def write_references(out_dir: Path | str = REFERENCE_DIR, shared: Path | str = S
     return written
 
 
-if __name__ == "__main__":  # python -m analysis.reference_build [SHARED_REFERENCE_DIR]
+if __name__ == "__main__":  # python -m tools.reference_build [SHARED_REFERENCE_DIR]
     for written in write_references(shared=sys.argv[1] if len(sys.argv) > 1 else SHARED_REFERENCE):
         print(written)
