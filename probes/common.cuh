@@ -31,6 +31,17 @@ __device__ __forceinline__ unsigned long long clock64_fenced() {
     return c;
 }
 
+// The clock a block ran at: thread 0 stores the clock64 cycles and %globaltimer ns since (c0, t0) as the
+// block's pair in `clocks` (the host takes cycles / ns over the blocks).
+__device__ __forceinline__ void record_clock(unsigned long long* clocks, long long c0, unsigned long long t0) {
+    const long long c1 = clock64();
+    const unsigned long long t1 = globaltimer();
+    if (threadIdx.x == 0) {
+        clocks[2 * blockIdx.x] = (unsigned long long)(c1 - c0);
+        clocks[2 * blockIdx.x + 1] = t1 - t0;
+    }
+}
+
 // %clock (32-bit SM cycles) read right after storing `value` to shared memory at `slot`: the store must wait
 // for whatever produced `value` (a load), so the read times that load's arrival.
 __device__ __forceinline__ unsigned int clock_after(unsigned long long p, unsigned int slot) {

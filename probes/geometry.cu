@@ -6,19 +6,15 @@
 // no global traffic that could disturb the L1.  The launch may ask for more dynamic shared memory than the
 // record needs: that allocation is what moves the L1/shared carve-out.
 // out = {clock64 cycles of the recorded walk, %globaltimer ns, final address (the sink)}.
+
+#include "common.cuh"
+
 constexpr int UNROLL = 32;
 
 __device__ __forceinline__ unsigned long long load_l1(unsigned long long p) {
     unsigned long long next;
     asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
     return next;
-}
-
-__device__ __forceinline__ unsigned int clock_after(unsigned long long p, unsigned int slot) {
-    unsigned int t;
-    asm volatile("st.shared.u32 [%1], %2;\n\tmov.u32 %0, %%clock;"
-                 : "=r"(t) : "r"(slot), "r"((unsigned int)p) : "memory");
-    return t;
 }
 
 extern "C" __global__ void l1_record(unsigned long long start, long long warm_steps, int steps,
@@ -29,8 +25,8 @@ extern "C" __global__ void l1_record(unsigned long long start, long long warm_st
     unsigned long long p = start;
     for (long long i = 0; i < warm_steps; ++i) p = load_l1(p);  // the set's steady state
     unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
     unsigned int before = clock_after(p, slot);
 #pragma unroll 1
     for (int i = 0; i < steps; i += UNROLL) {
@@ -42,8 +38,8 @@ extern "C" __global__ void l1_record(unsigned long long start, long long warm_st
             before = after;
         }
     }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
     for (int i = 0; i < steps; ++i) intervals[i] = recorded[i];
     out[0] = c1 - c0;
     out[1] = t1 - t0;
@@ -65,15 +61,15 @@ extern "C" __global__ void const_chase(unsigned int start, long long warm_steps,
     unsigned int p = start + threadIdx.x;  // a per-thread index: LDC, not the uniform datapath's ULDC
     for (long long i = 0; i < warm_steps; ++i) p = const_step(p);
     unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
 #pragma unroll 1
     for (long long i = 0; i < steps; i += UNROLL) {
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u) p = const_step(p);
     }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
     out[0] = c1 - c0;
     out[1] = t1 - t0;
     out[2] = p;
