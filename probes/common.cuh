@@ -31,6 +31,28 @@ __device__ __forceinline__ unsigned long long clock64_fenced() {
     return c;
 }
 
+// The timed walk every chase shares: `warm_steps` untimed steps (bring the chain into the cache), then
+// `steps` timed ones (a multiple of N), N unrolled per trip; out = {clock64 cycles, %globaltimer ns} of the
+// timed steps.  Returns where the walk ended (the sink the host checks).
+template <int N, typename P, typename Step>
+__device__ __forceinline__ P timed_walk(P p, long long warm_steps, long long steps, Step step,
+                                        unsigned long long* out) {
+    for (long long i = 0; i < warm_steps; ++i) p = step(p);
+    unsigned long long c0, c1, t0, t1;
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += N) {
+#pragma unroll
+        for (int u = 0; u < N; ++u) p = step(p);
+    }
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    return p;
+}
+
 // The clock a block ran at: thread 0 stores the clock64 cycles and %globaltimer ns since (c0, t0) as the
 // block's pair in `clocks` (the host takes cycles / ns over the blocks).
 __device__ __forceinline__ void record_clock(unsigned long long* clocks, long long c0, unsigned long long t0) {

@@ -58,21 +58,8 @@ __device__ __forceinline__ unsigned int const_step(unsigned int offset) {
 
 extern "C" __global__ void const_chase(unsigned int start, long long warm_steps, long long steps,
                                        unsigned long long* out) {
-    unsigned int p = start + threadIdx.x;  // a per-thread index: LDC, not the uniform datapath's ULDC
-    for (long long i = 0; i < warm_steps; ++i) p = const_step(p);
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) p = const_step(p);
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
+    // a per-thread start: LDC, not the uniform datapath's ULDC
+    out[2] = timed_walk<UNROLL>(start + threadIdx.x, warm_steps, steps, const_step, out);
 }
 
 // L2 persistence: every thread of the grid reads its share of a hot buffer, then its share of one slice of a

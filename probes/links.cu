@@ -34,19 +34,9 @@ constexpr int UNROLL = 16;
 
 extern "C" __global__ void peer_chase(unsigned long long start, long long warm_steps, long long steps,
                                       unsigned long long* out) {
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; ++i) asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p) :: "memory");
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p) :: "memory");
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
+    const unsigned long long p = timed_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) {
+        asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p) :: "memory");
+        return p;
+    }, out);
     out[2] = p;
 }
