@@ -22,28 +22,7 @@ extern "C" __global__ void l1_record(unsigned long long start, long long warm_st
     extern __shared__ unsigned short recorded[];  // steps intervals, then one 32-bit slot
     const unsigned int slot =
         (unsigned int)__cvta_generic_to_shared(recorded) + ((2u * steps + 3u) & ~3u);
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; ++i) p = load_l1(p);  // the set's steady state
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-    unsigned int before = clock_after(p, slot);
-#pragma unroll 1
-    for (int i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            p = load_l1(p);
-            const unsigned int after = clock_after(p, slot);
-            recorded[i + u] = (unsigned short)min(after - before, 65535u);
-            before = after;
-        }
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    for (int i = 0; i < steps; ++i) intervals[i] = recorded[i];
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
+    out[2] = recorded_walk<UNROLL>(start, warm_steps, steps, load_l1, recorded, slot, intervals, out);
 }
 
 // Constant-cache chase: one thread follows a random single-cycle chain of byte offsets into __constant__
