@@ -1,6 +1,8 @@
 """Robust summaries of repeated samples: the median is the headline, the spread and CI come with it."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pandas as pd
 
@@ -10,15 +12,64 @@ def usable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["flag"].fillna("") == ""]
 
 
+#: Per-probe lookups of the frames inside a ``split_by_probe`` block, by ``id`` (the frame is held there too, so
+#: the id cannot be reused while the block lasts).
+_SPLITS: dict[int, dict] = {}
+
+
+@contextmanager
+def split_by_probe(measurements: pd.DataFrame):
+    """Within the block, ``select`` and ``of_probe`` on ``measurements`` read its rows per probe and metric,
+    each found once, instead of masking the whole frame at every call: a derive reads one frame hundreds of
+    times, and nothing changes it meanwhile (which the block's caller promises)."""
+    codes, probes = pd.factorize(measurements["probe"]) if "probe" in measurements else ([], [])
+    _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes),
+                                 "probes": {probe: code for code, probe in enumerate(probes)}, "rows": {}}
+    try:
+        yield
+    finally:
+        del _SPLITS[id(measurements)]
+
+
+def _split_rows(split: dict, key: tuple) -> pd.DataFrame:
+    """``(probe,)``: every row of the probe, a slice when they are contiguous (as a run writes them);
+    ``(probe, metric)``: its usable samples of the metric."""
+    if key not in split["rows"]:
+        if len(key) == 2:
+            rows = _split_rows(split, key[:1])
+            split["rows"][key] = usable(rows[rows["metric"] == key[1]])
+        else:
+            frame, code = split["frame"], split["probes"].get(key[0], -1)
+            at = np.flatnonzero(split["codes"] == code)
+            contiguous = at.size == 0 or at[-1] - at[0] + 1 == at.size
+            split["rows"][key] = frame.iloc[at[0]:at[-1] + 1] if contiguous and at.size else frame.iloc[at]
+    return split["rows"][key]
+
+
+def of_probe(measurements: pd.DataFrame, probe: str) -> pd.DataFrame:
+    """Every row (flagged ones too) of ``probe``."""
+    split = _SPLITS.get(id(measurements))
+    if split is not None:
+        return _split_rows(split, (probe,))
+    return measurements[measurements["probe"] == probe]
+
+
 def select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.DataFrame:
     """Usable samples of ``probe``'s ``metric`` at the given parameters; none if a parameter's column is
     absent (a run of other probes only)."""
     if any(name not in measurements for name in params):
         return measurements.iloc[:0]
-    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)]
+    split = _SPLITS.get(id(measurements))
+    if split is None:
+        frame = usable(measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)])
+    else:
+        frame = _split_rows(split, (probe, metric))
+    if not params:
+        return frame
+    keep = np.ones(len(frame), dtype=bool)
     for name, value in params.items():
-        frame = frame[frame[name] == value]
-    return usable(frame)
+        keep &= (frame[name] == value).fillna(False).to_numpy(dtype=bool)
+    return frame[keep]
 
 
 def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -27,12 +78,39 @@ def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int
     values = values[np.isfinite(values)]
     if values.size == 0:
         return (np.nan, np.nan, np.nan)
-    rng = np.random.default_rng(seed)
-    medians = np.median(values[rng.integers(0, values.size, (resamples, values.size))], axis=1,
-                        overwrite_input=True)  # the resampled array is a temporary: no copy
+    medians = bootstrap_medians(values, resamples, np.random.default_rng(seed))
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(medians, [tail, 100 - tail])
     return float(np.median(values)), float(lo), float(hi)
+
+
+#: Draws per block of resamples in ``bootstrap_medians``: a block stays in cache.
+BLOCK_DRAWS = 1 << 20
+
+
+def bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``np.median(values[rng.integers(0, n, (resamples, n))], axis=1)``, the same numbers, faster.
+
+    The draws are made a block of rows at a time (the generator's stream does not depend on how it is cut),
+    and each row's median is read off by rank: with ``ranked = sort(values)`` and ``rank[i]`` the place of
+    ``values[i]`` in it, the k-th smallest of ``values[idx]`` is ``ranked[k-th smallest of rank[idx]]``, and
+    the ranks are small integers that partition faster than the floats."""
+    n = values.size
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    rank = np.empty(n, dtype=np.int32)
+    rank[order] = np.arange(n, dtype=np.int32)
+    half = n // 2
+    middle = [half] if n % 2 else [half - 1, half]
+    medians = np.empty(resamples)
+    rows = max(1, BLOCK_DRAWS // n)
+    for start in range(0, resamples, rows):
+        block = rank[rng.integers(0, n, (min(rows, resamples - start), n), dtype=np.int32)]
+        block.partition(middle, axis=1)
+        # an even count's median is the mean of the two middle values, computed as np.median does
+        medians[start:start + len(block)] = (ranked[block[:, half]] if n % 2
+                                             else (ranked[block[:, half - 1]] + ranked[block[:, half]]) / 2)
+    return medians
 
 
 def summarize(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
