@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.capacity import fit_capacity
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, ratio_ci, select, usable
+from analysis.stats import median_ci, ratio_ci, select
 from analysis.units import fmt_bytes, fmt_value
 
 LANES = 32
@@ -92,7 +92,7 @@ def stride_table(measurements: pd.DataFrame) -> pd.DataFrame:
                       *[f"pred_{b}" for b in CANDIDATE_BLOCKS]]
     if "stride_elements" not in measurements:
         return pd.DataFrame(columns=columns)
-    data = usable(measurements[(measurements["probe"] == STRIDE_PROBE) & (measurements["metric"] == "bandwidth")])
+    data = select(measurements, STRIDE_PROBE, "bandwidth")
     if data.empty:
         return pd.DataFrame(columns=columns)
     table = data.groupby(keys)["value"].agg(bandwidth="median", n="size").reset_index()

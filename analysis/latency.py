@@ -19,7 +19,7 @@ import pandas as pd
 from analysis.linesize import fit_line_by_capacity, fit_line_size
 from analysis.plateaus import fit_staircase, noise_step
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, select, usable
+from analysis.stats import median_ci, of_probe, select, usable
 from analysis.units import fmt_bytes
 
 CUPY_PROBE, NUMBA_PROBE, ACCESS_PROBE = "chase.latency", "chase.latency_numba", "chase.access"
@@ -46,7 +46,8 @@ def chase_levels(measurements: pd.DataFrame, device: dict, probe: str = CUPY_PRO
                  flavour: str = "default") -> pd.DataFrame:
     """Per level: median latency (cycles and seconds) with bootstrap CIs, footprints used, samples."""
     rows = []
-    chase = usable(measurements[(measurements["probe"] == probe) & (measurements["flavour"] == flavour)])
+    chase = of_probe(measurements, probe)
+    chase = usable(chase[chase["flavour"] == flavour])
     if chase.empty:
         return pd.DataFrame(columns=["level", "metric", "median", "ci_low", "ci_high", "footprints", "n"])
     levels = chase["footprint_bytes"].map(lambda f: level_of(f, device))
@@ -376,7 +377,7 @@ def access_bands(measurements: pd.DataFrame, device: dict) -> dict | None:
     all but ``MISS_EDGE_PERCENTILE`` % of misses are far-partition hits.  The recording's own cost (the store
     and clock read per access) is the recording loop's cycles per step less the plain chase's over the
     near-only chain, where both walk identical hits.  ``None`` unless all three kinds of footprint were run."""
-    frame = usable(measurements[measurements["probe"] == ACCESS_PROBE]) if "probe" in measurements else None
+    frame = usable(of_probe(measurements, ACCESS_PROBE)) if "probe" in measurements else None
     if frame is None or frame.empty:
         return None
     l2 = device["l2_bytes"]
@@ -536,8 +537,8 @@ def _miss_cross_checks(measurements, device) -> list[str]:
     out = []
     bands = access_bands(measurements, device)
     if bands is not None:
-        cold = usable(measurements[(measurements["probe"] == ACCESS_PROBE) & (measurements["metric"] == "access")
-                                   & (measurements["footprint_bytes"] >= 2 * device["l2_bytes"])])["value"]
+        cold = select(measurements, ACCESS_PROBE, "access")
+        cold = cold[cold["footprint_bytes"] >= 2 * device["l2_bytes"]]["value"]
         misses = bands["misses"]
         valley = bands["miss_split"]
         near = misses[misses < valley] if valley is not None else misses

@@ -9,7 +9,11 @@ import pandas as pd
 
 def usable(frame: pd.DataFrame) -> pd.DataFrame:
     """Samples a fit may use: flagged ones (throttled, invalid, warm-up) are kept on disk but left out."""
-    return frame[frame["flag"].fillna("") == ""]
+    return frame[_unflagged(frame)]
+
+
+def _unflagged(frame: pd.DataFrame) -> pd.Series:
+    return frame["flag"].fillna("") == ""
 
 
 #: Per-probe lookups of the frames inside a ``split_by_probe`` block, by ``id`` (the frame is held there too, so
@@ -37,7 +41,7 @@ def _split_rows(split: dict, key: tuple) -> pd.DataFrame:
     if key not in split["rows"]:
         if len(key) == 2:
             rows = _split_rows(split, key[:1])
-            split["rows"][key] = usable(rows[rows["metric"] == key[1]])
+            split["rows"][key] = rows[(rows["metric"] == key[1]) & _unflagged(rows)]
         else:
             frame, code = split["frame"], split["probes"].get(key[0], -1)
             at = np.flatnonzero(split["codes"] == code)
