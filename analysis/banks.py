@@ -21,6 +21,8 @@ CI.  Nothing here assumes the answer: 32 banks of 4 bytes is one candidate.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 
@@ -52,6 +54,7 @@ def degree_of(addresses, access_bytes: int, banks: int, width_bytes: int) -> int
     return worst
 
 
+@lru_cache(maxsize=None)  # asked for every config and candidate structure by each fit
 def conflict_degree(stride_words: int, access_bytes: int, banks: int = 32, width_bytes: int = 4,
                     offset_words: int = 0, lanes: int = LANES) -> int:
     """The number of distinct words the busiest bank must serve for one warp-wide load at this stride."""

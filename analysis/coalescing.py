@@ -43,6 +43,7 @@ def lane_addresses(stride_elements: int, element_bytes: int, misaligned_bytes: i
     return misaligned_bytes + np.arange(lanes, dtype=np.int64) * stride_elements * element_bytes
 
 
+@functools.lru_cache(maxsize=None)  # asked for every config and candidate block by each fit
 def touched_blocks(stride_elements: int, element_bytes: int, block_bytes: int, misaligned_bytes: int = 0,
                    lanes: int = LANES) -> int:
     """Distinct ``block_bytes`` blocks that one warp-wide access touches (an element may straddle two)."""
