@@ -16,45 +16,61 @@ def _unflagged(frame: pd.DataFrame) -> pd.Series:
     return frame["flag"].fillna("") == ""
 
 
-#: Per-probe lookups of the frames inside a ``split_by_probe`` block, by ``id`` (the frame is held there too, so
-#: the id cannot be reused while the block lasts).
+#: The lookups of the frames inside a ``split_by_probe`` block, by ``id`` (the frame is held there too, so the
+#: id cannot be reused while the block lasts).
 _SPLITS: dict[int, dict] = {}
 
 
 @contextmanager
 def split_by_probe(measurements: pd.DataFrame):
-    """Within the block, ``select`` and ``of_probe`` on ``measurements`` read its rows per probe and metric,
-    each found once, instead of masking the whole frame at every call: a derive reads one frame hundreds of
-    times, and nothing changes it meanwhile (which the block's caller promises)."""
+    """Within the block, ``select`` and ``of_probe`` on ``measurements`` read its rows from one split by probe,
+    metric and parameters, each part found once, instead of masking the whole frame at every call: a derive
+    reads one frame hundreds of times, and nothing changes it meanwhile (which the block's caller promises)."""
     codes, probes = pd.factorize(measurements["probe"]) if "probe" in measurements else ([], [])
     _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes),
-                                 "probes": {probe: code for code, probe in enumerate(probes)}, "rows": {}}
+                                 "probes": {probe: code for code, probe in enumerate(probes)}, "parts": {}}
     try:
         yield
     finally:
         del _SPLITS[id(measurements)]
 
 
-def _split_rows(split: dict, key: tuple) -> pd.DataFrame:
-    """``(probe,)``: every row of the probe, a slice when they are contiguous (as a run writes them);
-    ``(probe, metric)``: its usable samples of the metric."""
-    if key not in split["rows"]:
-        if len(key) == 2:
-            rows = _split_rows(split, key[:1])
-            split["rows"][key] = rows[(rows["metric"] == key[1]) & _unflagged(rows)]
-        else:
-            frame, code = split["frame"], split["probes"].get(key[0], -1)
-            at = np.flatnonzero(split["codes"] == code)
-            contiguous = at.size == 0 or at[-1] - at[0] + 1 == at.size
-            split["rows"][key] = frame.iloc[at[0]:at[-1] + 1] if contiguous and at.size else frame.iloc[at]
-    return split["rows"][key]
+def _part(split: dict, key: tuple, make):
+    if key not in split["parts"]:
+        split["parts"][key] = make()
+    return split["parts"][key]
+
+
+def _probe_rows(split: dict, probe: str) -> pd.DataFrame:
+    """Every row of the probe: a slice when they are contiguous (as a run writes them)."""
+    def make():
+        at = np.flatnonzero(split["codes"] == split["probes"].get(probe, -1))
+        contiguous = at.size and at[-1] - at[0] + 1 == at.size
+        return split["frame"].iloc[at[0]:at[-1] + 1] if contiguous else split["frame"].iloc[at]
+    return _part(split, (probe,), make)
+
+
+def _metric_rows(split: dict, probe: str, metric: str) -> pd.DataFrame:
+    """The probe's usable samples of the metric."""
+    def make():
+        rows = _probe_rows(split, probe)
+        return rows[(rows["metric"] == metric) & _unflagged(rows)]
+    return _part(split, (probe, metric), make)
+
+
+def _param_groups(split: dict, probe: str, metric: str, names: tuple) -> dict:
+    """``{values: rows}``: the probe's usable samples of the metric at each set of values of the parameters
+    ``names``.  A group keeps the rows' order, and a row with a missing value is in none, as with ``==``."""
+    def make():
+        return dict(iter(_metric_rows(split, probe, metric).groupby(list(names), sort=False)))
+    return _part(split, (probe, metric, names), make)
 
 
 def of_probe(measurements: pd.DataFrame, probe: str) -> pd.DataFrame:
     """Every row (flagged ones too) of ``probe``."""
     split = _SPLITS.get(id(measurements))
     if split is not None:
-        return _split_rows(split, (probe,))
+        return _probe_rows(split, probe)
     return measurements[measurements["probe"] == probe]
 
 
@@ -66,14 +82,13 @@ def select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.
     split = _SPLITS.get(id(measurements))
     if split is None:
         frame = usable(measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)])
-    else:
-        frame = _split_rows(split, (probe, metric))
-    if not params:
+        for name, value in params.items():
+            frame = frame[frame[name] == value]
         return frame
-    keep = np.ones(len(frame), dtype=bool)
-    for name, value in params.items():
-        keep &= (frame[name] == value).fillna(False).to_numpy(dtype=bool)
-    return frame[keep]
+    if not params:
+        return _metric_rows(split, probe, metric)
+    groups = _param_groups(split, probe, metric, tuple(params))
+    return groups.get(tuple(params.values()), _metric_rows(split, probe, metric).iloc[:0])
 
 
 def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
