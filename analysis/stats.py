@@ -42,11 +42,12 @@ def _part(split: dict, key: tuple, make):
 
 
 def _probe_rows(split: dict, probe: str) -> pd.DataFrame:
-    """Every row of the probe: a slice when they are contiguous (as a run writes them)."""
+    """Every row of the probe: a slice when they are contiguous (as a run writes them) or none."""
     def make():
         at = np.flatnonzero(split["codes"] == split["probes"].get(probe, -1))
-        contiguous = at.size and at[-1] - at[0] + 1 == at.size
-        return split["frame"].iloc[at[0]:at[-1] + 1] if contiguous else split["frame"].iloc[at]
+        if at.size and at[-1] - at[0] + 1 != at.size:  # scattered
+            return split["frame"].iloc[at]
+        return split["frame"].iloc[at[0]:at[-1] + 1] if at.size else split["frame"].iloc[:0]
     return _part(split, (probe,), make)
 
 
@@ -54,7 +55,7 @@ def _metric_rows(split: dict, probe: str, metric: str) -> pd.DataFrame:
     """The probe's usable samples of the metric."""
     def make():
         rows = _probe_rows(split, probe)
-        return rows[(rows["metric"] == metric) & _unflagged(rows)]
+        return rows[(rows["metric"] == metric) & _unflagged(rows)] if len(rows) else rows
     return _part(split, (probe, metric), make)
 
 
@@ -85,10 +86,10 @@ def select(measurements: pd.DataFrame, probe: str, metric: str, **params) -> pd.
         for name, value in params.items():
             frame = frame[frame[name] == value]
         return frame
-    if not params:
-        return _metric_rows(split, probe, metric)
-    groups = _param_groups(split, probe, metric, tuple(params))
-    return groups.get(tuple(params.values()), _metric_rows(split, probe, metric).iloc[:0])
+    rows = _metric_rows(split, probe, metric)
+    if not params or rows.empty:
+        return rows
+    return _param_groups(split, probe, metric, tuple(params)).get(tuple(params.values()), rows.iloc[:0])
 
 
 def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
