@@ -27,7 +27,7 @@ def split_by_probe(measurements: pd.DataFrame):
     metric and parameters, each part found once, instead of masking the whole frame at every call: a derive
     reads one frame hundreds of times, and nothing changes it meanwhile (which the block's caller promises)."""
     codes, probes = pd.factorize(measurements["probe"]) if "probe" in measurements else ([], [])
-    _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes),
+    _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes), "none": measurements.iloc[:0],
                                  "probes": {probe: code for code, probe in enumerate(probes)}, "parts": {}}
     try:
         yield
@@ -47,7 +47,7 @@ def _probe_rows(split: dict, probe: str) -> pd.DataFrame:
         at = np.flatnonzero(split["codes"] == split["probes"].get(probe, -1))
         if at.size and at[-1] - at[0] + 1 != at.size:  # scattered
             return split["frame"].iloc[at]
-        return split["frame"].iloc[at[0]:at[-1] + 1] if at.size else split["frame"].iloc[:0]
+        return split["frame"].iloc[at[0]:at[-1] + 1] if at.size else split["none"]
     return _part(split, (probe,), make)
 
 
