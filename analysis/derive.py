@@ -66,22 +66,27 @@ def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool) -> li
 
 def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd.DataFrame:
     """Every derived quantity of a run; ``parallel`` spreads the families over the cores (for the CLI)."""
-    with split_by_probe(measurements):  # read, never changed, until the rows are made
-        rows = []
-        clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
-        if len(clock):
-            rows.append(_median_row("clock.sm_hz", clock, "median over repeats, every SM spinning on globaltimer",
-                                    "clock.sm"))
-        for mode, quantity in (("plain", "launch.overhead_s"), ("graph", "launch.graph_overhead_s")):
-            values = select(measurements, "launch.overhead", "launch_interval", mode=mode)["value"]
-            if len(values):
-                rows.append(_median_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
-                                        "launch.overhead"))
-        rows += _family_rows(measurements, meta["device"], parallel)
-        # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
-        rows += matmul_rows(measurements, rows)
-        rows += lecture_rows(measurements, rows, meta["device"])
+    with split_by_probe(measurements):  # only read until the rows are made
+        rows = _rows(meta, measurements, parallel)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
+
+
+def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool) -> list[dict]:
+    rows = []
+    clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
+    if len(clock):
+        rows.append(_median_row("clock.sm_hz", clock, "median over repeats, every SM spinning on globaltimer",
+                                "clock.sm"))
+    for mode, quantity in (("plain", "launch.overhead_s"), ("graph", "launch.graph_overhead_s")):
+        values = select(measurements, "launch.overhead", "launch_interval", mode=mode)["value"]
+        if len(values):
+            rows.append(_median_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
+                                    "launch.overhead"))
+    rows += _family_rows(measurements, meta["device"], parallel)
+    # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
+    rows += matmul_rows(measurements, rows)
+    rows += lecture_rows(measurements, rows, meta["device"])
+    return rows
 
 
 def derived_for(run: RunDir, parallel: bool = False) -> tuple[dict, pd.DataFrame, pd.DataFrame]:

@@ -199,7 +199,9 @@ def _line_fits(measurements) -> dict:
     """``{flavour: fit_line_size}`` of each address-order chase (chase.line) with three strides or more."""
     frame = select(measurements, "chase.line", "latency")
     fits = {}
-    for flavour in ("default", "cg") if not frame.empty else ():
+    if frame.empty:
+        return fits
+    for flavour in ("default", "cg"):
         data = frame[frame["flavour"] == flavour]
         if data["stride_bytes"].nunique() >= 3:
             fits[flavour] = fit_line_size(data["stride_bytes"], data["value"])
