@@ -25,7 +25,8 @@ _SPLITS: dict[int, dict] = {}
 def split_by_probe(measurements: pd.DataFrame):
     """Within the block, ``select`` and ``of_probe`` on ``measurements`` read its rows from one split by probe,
     metric and parameters, each part found once, instead of masking the whole frame at every call: a derive
-    reads one frame hundreds of times, and nothing changes it meanwhile (which the block's caller promises)."""
+    reads one frame hundreds of times, and nothing changes it meanwhile (which the block's caller promises).
+    A part may be handed out again: callers read it and never change it in place."""
     codes, probes = pd.factorize(measurements["probe"]) if "probe" in measurements else ([], [])
     _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes), "none": measurements.iloc[:0],
                                  "probes": {probe: code for code, probe in enumerate(probes)}, "parts": {}}
