@@ -210,7 +210,7 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held:
         distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}"
                               for p, d in policy["distances"].items())
         rows.append(derived_row("l1.replacement_miss_fraction", first["fraction"], first["fraction"],
-                                first["fraction"], f"miss fraction of a cyclic walk of ways+1 lines in one set, "
+                                first["fraction"], "miss fraction of a cyclic walk of ways+1 lines in one set, "
                                                    f"at strides of the set span and beyond", PROBE,
                                 f"replacement: {verdict}; measured miss fraction from {int(points['lines'].min())} "
                                 f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."

@@ -157,7 +157,7 @@ def _l2_rows(frame) -> list[dict]:
     plateaus, knees = fit.plateaus, fit.knees_bytes
     method = "staircase fit of the L2-only (ld.global.cg) chase"
     note = f"plateaus: {_plateau_text(fit)}"
-    near, dram = plateaus[0], plateaus[-1]
+    near = plateaus[0]
     rows = [derived_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
     if len(plateaus) >= 2:
         rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
