@@ -105,9 +105,26 @@ def _progress(line: str) -> None:
     print(f"report: {line}", file=sys.stderr, flush=True)
 
 
+def _derived_with_figures(run):
+    """``(meta, measurements, derived, figures)`` of a run, read, checked and derived as ``derived_for`` does,
+    with its report's figures (a started FigureJob): those that need no derived quantity are drawn on the other
+    cores while it derives, from the one read of the measurements."""
+    import analysis.derive
+    from analysis.render import FigureJob
+
+    meta, measurements = run.read_meta(), run.read_measurements()
+    if run.derived_path.exists():
+        analysis.derive._check_export(run)
+    figures = FigureJob(meta, measurements, _progress)
+    try:
+        return meta, measurements, analysis.derive.derive(meta, measurements, parallel=True), figures
+    except BaseException:
+        figures.close()
+        raise
+
+
 def cmd_report(args) -> int:
     from analysis.compare import comparison, run_label
-    from analysis.derive import derived_for
     from analysis.references import is_reference
     from analysis.render import render, render_comparison
     from analysis.results import RunDir
@@ -127,24 +144,28 @@ def cmd_report(args) -> int:
         raise UsageError("report renders runs: give at least one run directory (a ref:NAME stands beside "
                          "runs on the comparison page; `gpuatlas compare` sets references side by side)")
     loaded, derived_runs = [], {}
-    for source in sources:  # validate and derive every run before writing anything
-        if is_reference(source):
-            continue
-        meta, measurements, derived = derived_for(RunDir(Path(source)), parallel=True)
-        _progress(f"derived {len(derived)} quantities of {source}")
-        loaded.append((meta, measurements, derived))
-        derived_runs[source] = run_label(meta, source, derived)
-    table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
-    out_root = Path(args.out)
-    console = _console()
-    by_gpu: dict[str, dict] = {}
-    for meta, measurements, derived in loaded:
-        by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
-        page = render(meta, measurements, derived, out_root / meta["run_id"], progress=_progress)
-        console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
-    if table is not None:
-        page = render_comparison(table, by_gpu, out_root / "comparison")
-        console.print(f"comparison: {page}")
+    try:
+        for source in sources:  # validate and derive every run before writing anything
+            if is_reference(source):
+                continue
+            loaded.append(_derived_with_figures(RunDir(Path(source))))
+            meta, _, derived, _ = loaded[-1]
+            _progress(f"derived {len(derived)} quantities of {source}")
+            derived_runs[source] = run_label(meta, source, derived)
+        table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
+        out_root = Path(args.out)
+        console = _console()
+        by_gpu: dict[str, dict] = {}
+        for meta, measurements, derived, figures in loaded:
+            by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
+            page = render(meta, measurements, derived, out_root / meta["run_id"], figures=figures)
+            console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+        if table is not None:
+            page = render_comparison(table, by_gpu, out_root / "comparison")
+            console.print(f"comparison: {page}")
+    finally:
+        for *_, figures in loaded:
+            figures.close()
     return 0
 
 
