@@ -83,3 +83,15 @@ def test_no_two_labels_of_a_report_figure_overlap(committed_figures, stem):
     if fig is None:
         pytest.skip(f"the committed run has no data for {stem}")
     assert overlaps(fig) == [], stem
+
+
+@pytest.mark.parametrize("name, n", [(None, None), ("deep", 3), ("deep", 12), ("dark", 5), ("viridis", 7), ("husl", 12)])
+def test_the_figures_palettes_are_seaborns(name, n):
+    """The palettes kept as constants (so a figure does not import seaborn) give seaborn's colours."""
+    import seaborn
+
+    from analysis.figures import color_palette
+
+    assert color_palette(name, n) == [tuple(c) for c in seaborn.color_palette(name, n)]
+    other = "dark" if name != "dark" else "deep"
+    assert color_palette(name, n) != [tuple(c) for c in seaborn.color_palette(other, n)], "negative control"
