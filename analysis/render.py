@@ -399,8 +399,9 @@ def uses_derived(spec: FigureSpec) -> bool:
     """Whether the spec's draw reads its third argument, the derived quantities."""
     import dis
 
-    name = spec.draw.__code__.co_varnames[2]
-    return any(name in (i.argval if isinstance(i.argval, tuple) else (i.argval,))
+    code = spec.draw.__code__
+    name = code.co_varnames[2]
+    return name in code.co_cellvars or any(name in (i.argval if isinstance(i.argval, tuple) else (i.argval,))
                for i in dis.get_instructions(spec.draw) if i.opname.startswith("LOAD_FAST"))
 
 
@@ -454,9 +455,9 @@ class FigureJob:
         return {specs[i].stem: (specs[i], *self.done[i]) for i in sorted(self.done) if self.done[i][0] is not None}
 
     def close(self) -> None:
-        """Stop the workers (a figure not yet begun is dropped)."""
+        """Let the workers go: a figure not yet begun is dropped, one being drawn is left to end on its own."""
         if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+            self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = None
         _JOB.clear()
 

@@ -95,3 +95,17 @@ def test_the_figures_palettes_are_seaborns(name, n):
     assert color_palette(name, n) == [tuple(c) for c in seaborn.color_palette(name, n)]
     other = "dark" if name != "dark" else "deep"
     assert color_palette(name, n) != [tuple(c) for c in seaborn.color_palette(other, n)], "negative control"
+
+
+def test_only_figures_that_read_the_derived_quantities_wait_for_them():
+    """A figure whose draw never reads the derived quantities is started before they are derived."""
+    from analysis.render import FigureSpec, uses_derived
+
+    def spec(draw):
+        return FigureSpec("x", None, "title", "caption", draw)
+
+    assert uses_derived(spec(lambda meta, m, d: (m, d)))
+    assert not uses_derived(spec(lambda meta, m, d: (meta, m))), "negative control: d never read"
+    assert uses_derived(spec(lambda meta, m, derived: (lambda: derived)())), "read inside a closure"
+    assert not uses_derived(next(s for s in FIGURES if s.stem == "divergence"))
+    assert uses_derived(next(s for s in FIGURES if s.stem == "latency-staircase"))
