@@ -117,8 +117,9 @@ def _derived_with_figures(run, read=None):
     if run.derived_path.exists():
         analysis.derive._check_export(run)
     figures = FigureJob(meta, measurements, _progress)
-    try:
-        return meta, measurements, analysis.derive.derive(meta, measurements, parallel=True), figures
+    try:  # with figure workers busy on the other cores, deriving in this process costs less CPU than forking
+        derived = analysis.derive.derive(meta, measurements, parallel=figures.pool is None)
+        return meta, measurements, derived, figures
     except BaseException:
         figures.close()
         raise
