@@ -48,11 +48,12 @@ def committed_figures(committed_run):
     from its committed derived.csv (test_committed_run checks that it is what derive() gives)."""
     import matplotlib.pyplot as plt
 
-    from analysis.render import draw_figures
+    from analysis.render import _figure_specs, draw_figures
     from analysis.results import RunDir
 
     meta, measurements = committed_run
-    drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived())}
+    drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived(),
+                                                          _figure_specs(measurements))}
     yield drawn
     for fig in drawn.values():
         plt.close(fig)
