@@ -211,7 +211,7 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held:
                               for p, d in policy["distances"].items())
         rows.append(derived_row("l1.replacement_miss_fraction", first["fraction"], first["fraction"],
                                 first["fraction"], "miss fraction of a cyclic walk of ways+1 lines in one set, "
-                                                   f"at strides of the set span and beyond", PROBE,
+                                                   "at strides of the set span and beyond", PROBE,
                                 f"replacement: {verdict}; measured miss fraction from {int(points['lines'].min())} "
                                 f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."
                                 f"{points['fraction'].max():.2f}; RMS distance to each model: {distances}"))
