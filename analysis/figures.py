@@ -13,7 +13,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullForma
 from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands,  # noqa: E402
                               capacity_knees)
 from analysis.stats import usable  # noqa: E402
-from analysis.units import fmt_bytes  # noqa: E402
+from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
 LATENCY_LINES = {"smem.latency_cycles": "smem", "l1.latency_cycles": "L1", "l2.latency_cycles": "L2 near",
                  "l2.far_latency_cycles": "L2 far", "dram.latency_cycles": "HBM"}
@@ -276,7 +276,9 @@ def line_by_capacity(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None)
         return _no_data(ax, "Line by capacity: no dense chase at two or more strides")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    plain_log_axis(ax.xaxis)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("stride between chain elements (bytes)")
     ax.set_ylabel("capacity knee (footprint)")
     ax.set_title("Line (tag) size: capacity counted in lines against stride")
@@ -601,6 +603,7 @@ def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     refused = refused_cluster_sizes(measurements, DSMEM_LATENCY)
     ax.set_xscale("log", base=2)
     ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("cluster size (blocks)" + (f"; refused by the driver: {sorted(refused)}" if refused else ""))
     ax.set_ylabel("cycles per dependent load")
     ax.set_title("Distributed shared memory: latency against cluster size")
@@ -705,6 +708,7 @@ def decode_gemm(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     if len(hbm):
         ax.axhline(float(hbm.iat[0]) / 1e12, color="0.4", ls="--", lw=1, label="HBM read bandwidth")
     ax.set_xscale("log", base=2)
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("batch M (tokens decoded together)")
     ax.set_ylabel("TB/s")
     ax.set_ylim(bottom=0)
