@@ -99,11 +99,11 @@ def derived_for(run: RunDir, parallel: bool = False) -> tuple[dict, pd.DataFrame
     meta = run.read_meta()
     measurements = run.read_measurements()
     if run.derived_path.exists():
-        _check_export(run)
+        check_export(run)
     return meta, measurements, derive(meta, measurements, parallel=parallel)
 
 
-def _check_export(run: RunDir) -> None:
+def check_export(run: RunDir) -> None:
     """UsageError if derived.csv is not whole: unreadable, cut short, or with a row missing a field."""
     stored = run.read_derived()
     fix = ("the run is damaged: restore the file, or delete it (report and compare derive from the "

@@ -115,7 +115,7 @@ def _derived_with_figures(run, read=None):
 
     meta, measurements = read or (run.read_meta(), run.read_measurements())
     if run.derived_path.exists():
-        analysis.derive._check_export(run)
+        analysis.derive.check_export(run)
     figures = FigureJob(meta, measurements, _progress)
     try:  # with figure workers busy on the other cores, deriving in this process costs less CPU than forking
         derived = analysis.derive.derive(meta, measurements, parallel=figures.pool is None)
