@@ -68,17 +68,21 @@ def committed_run():
 def committed_figures(committed_run):
     """Every report figure of the committed run, drawn and laid out once per test session ({file stem: Figure}),
     from its committed derived.csv (test_committed_run checks that it is what derive() gives)."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     from analysis.render import _figure_specs, draw_figures
     from analysis.results import RunDir
 
     meta, measurements = committed_run
+    # every report figure stays open for the session: more than matplotlib's 20 is the point, not a leak
+    previous, matplotlib.rcParams["figure.max_open_warning"] = matplotlib.rcParams["figure.max_open_warning"], 0
     drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived(),
                                                           _figure_specs(measurements))}
     yield drawn
     for fig in drawn.values():
         plt.close(fig)
+    matplotlib.rcParams["figure.max_open_warning"] = previous
 
 
 @pytest.fixture(scope="session")
