@@ -96,14 +96,20 @@ def derived_for(run: RunDir, parallel: bool = False) -> tuple[dict, pd.DataFrame
     so both commands see the same numbers by construction, and a run measured before an analysis fix gets
     the fix.  The run's own derived.csv is the export for other tools; it is not read for numbers, but a
     damaged one (not a CSV, cut mid-row, not ending in a newline) marks a damaged run, which is refused."""
-    meta = run.read_meta()
-    measurements = run.read_measurements()
-    if run.derived_path.exists():
-        check_export(run)
+    meta, measurements = read_checked(run)
     return meta, measurements, derive(meta, measurements, parallel=parallel)
 
 
-def check_export(run: RunDir) -> None:
+def read_checked(run: RunDir, read: tuple | None = None) -> tuple[dict, pd.DataFrame]:
+    """``(meta, measurements)`` of a run (``read``, if the caller has read them already), its derived.csv
+    checked whole: what ``derived_for`` derives from."""
+    meta, measurements = read or (run.read_meta(), run.read_measurements())
+    if run.derived_path.exists():
+        _check_export(run)
+    return meta, measurements
+
+
+def _check_export(run: RunDir) -> None:
     """UsageError if derived.csv is not whole: unreadable, cut short, or with a row missing a field."""
     stored = run.read_derived()
     fix = ("the run is damaged: restore the file, or delete it (report and compare derive from the "

@@ -113,9 +113,10 @@ def bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generat
     """``np.median(values[rng.integers(0, n, (resamples, n))], axis=1)``, the same numbers, faster.
 
     The draws are made a block of rows at a time, as 32-bit integers (the generator's stream does not depend
-    on how it is cut, and a range under 2**32 draws the same numbers at either width), and each row's median is read off by rank: with ``ranked = sort(values)`` and ``rank[i]`` the place of
-    ``values[i]`` in it, the k-th smallest of ``values[idx]`` is ``ranked[k-th smallest of rank[idx]]``, and
-    the ranks are small integers that partition faster than the floats.  An even count's lower middle value
+    on how it is cut, and a range under 2**32 draws the same numbers at either width), and each row's median
+    is read off by rank: with ``ranked = sort(values)`` and ``rank[i]`` the place of ``values[i]`` in it, the
+    k-th smallest of ``values[idx]`` is ``ranked[k-th smallest of rank[idx]]``, and the ranks are small
+    integers that partition faster than the floats.  An even count's lower middle value
     is the largest left of the upper one once the row is partitioned there."""
     n = values.size
     order = np.argsort(values, kind="stable")

@@ -110,15 +110,13 @@ def _derived_with_figures(run, read=None):
     measurements), checked and derived as ``derived_for`` does, with its report's figures (a started FigureJob):
     those that need no derived quantity are drawn on the other cores while it derives, from the one read of the
     measurements."""
-    import analysis.derive
+    from analysis.derive import derive, read_checked
     from analysis.render import FigureJob
 
-    meta, measurements = read or (run.read_meta(), run.read_measurements())
-    if run.derived_path.exists():
-        analysis.derive.check_export(run)
+    meta, measurements = read_checked(run, read)
     figures = FigureJob(meta, measurements, _progress)
     try:  # with figure workers busy on the other cores, deriving in this process costs less CPU than forking
-        derived = analysis.derive.derive(meta, measurements, parallel=figures.pool is None)
+        derived = derive(meta, measurements, parallel=figures.pool is None)
         return meta, measurements, derived, figures
     except BaseException:
         figures.close()

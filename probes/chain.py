@@ -143,12 +143,13 @@ PATH_ELEMENTS = 1 << 18
 
 
 def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "random"):
-    """The chain over ``footprint_bytes`` on the GPU: ``(words, ChainWalker)``.  A chain no larger than the L2
-    is then read sector by sector from the whole grid, so it starts resident in the L2; a larger one is not
-    (a chase visits a small part of it per sample, and lines left resident would make those visits hits).  ``order``: ``random`` (a random single cycle through every element, each at a
-    random sector of its block), ``sequential`` (address order at the block starts, then wrap), or ``path``
-    (a random cycle through ``PATH_ELEMENTS`` distinct elements drawn from the footprint, at random sectors:
-    a walk shorter than the path never returns to a line it has loaded)."""
+    """The chain over ``footprint_bytes`` on the GPU: ``(words, ChainWalker)``. A chain no larger than the L2 is
+    then read sector by sector from the whole grid, so it starts resident in the L2; a larger one is not (a chase
+    visits a small part of it per sample, and lines left resident would make those visits hits). ``order``:
+    ``random`` (a random single cycle through every element, each at a random sector of its block), ``sequential``
+    (address order at the block starts, then wrap), or ``path`` (a random cycle through ``PATH_ELEMENTS`` distinct
+    elements drawn from the footprint, at random sectors: a walk shorter than the path never returns to a line it
+    has loaded)."""
     import cupy
 
     from probes.cuda import kernel
