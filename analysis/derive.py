@@ -18,6 +18,7 @@ from analysis.quantities import derived_row
 from analysis.errors import UsageError
 from analysis.results import DERIVED_COLUMNS, RunDir
 from analysis.roofline import matmul_rows
+from analysis.sync import sync_rows
 from analysis.stats import median_ci, select
 
 
@@ -33,7 +34,7 @@ FAMILIES = (
     lambda m, device: bandwidth_rows(m, device),
     lambda m, device: littles_rows(m, device),
     lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
-    lambda m, device: execution_rows(m),
+    lambda m, device: execution_rows(m) + sync_rows(m),
     lambda m, device: geometry_rows(m),
 )
 
