@@ -19,6 +19,7 @@ from analysis.errors import UsageError
 from analysis.results import DERIVED_COLUMNS, RunDir
 from analysis.roofline import matmul_rows
 from analysis.sync import sync_rows
+from analysis.tensor_latency import wgmma_latency_rows
 from analysis.stats import median_ci, select
 
 
@@ -34,7 +35,7 @@ FAMILIES = (
     lambda m, device: bandwidth_rows(m, device),
     lambda m, device: littles_rows(m, device),
     lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
-    lambda m, device: execution_rows(m) + sync_rows(m),
+    lambda m, device: execution_rows(m) + sync_rows(m) + wgmma_latency_rows(m),
     lambda m, device: geometry_rows(m),
 )
 

@@ -278,6 +278,11 @@ QUANTITIES.update({
     "sync.mbarrier_cycles_all_warps": ("cycles", "one mbarrier phase (arrive + try_wait.parity) of the largest "
                                                  "block"),
 })
+for _dtype, _k in (("bf16", 16), ("fp16", 16), ("tf32", 8), ("fp8", 32)):
+    for _n in (64, 256):
+        QUANTITIES[f"tc.{_dtype}.wgmma_latency_cycles_n{_n}"] = ("cycles", f"wgmma m64n{_n}k{_k} {_dtype} latency: "
+                                                                           "one warpgroup's dependent accumulator "
+                                                                           "chain, each step waited for")
 for _size in (2, 4, 8, 16):
     QUANTITIES[f"sync.cluster_barrier_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive + wait of a "
                                                                      f"cluster of {_size} blocks")

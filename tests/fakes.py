@@ -511,6 +511,20 @@ def _exec_barriers(ctx, kind, n):
             for r in range(5)]
 
 
+#: wgmma latency of the simulated tensor cores: a pipeline fill plus the instruction's FLOPs at the SM's dense
+#: wgmma rate (WGMMA_PER_CLK), one warpgroup's wgmma spread over all four tensor cores.
+WGMMA_FILL = 16.0
+WGMMA_K = {"bf16": 16, "fp16": 16, "tf32": 8, "e4m3": 32}
+
+
+def wgmma_latency(dtype, n):
+    return WGMMA_FILL + 2 * 64 * n * WGMMA_K[dtype] / WGMMA_PER_CLK[dtype]
+
+
+def _exec_wgmma_latency(ctx, dtype, n):
+    return [Sample("latency", wgmma_latency(dtype, int(n)), "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
 #: A node of simulated GPUs: NVLinks per GPU at a one-way rate each; copies and kernels reach a fraction of
 #: their sum, a copy of LINK_HALF_BYTES half of its plateau; remote loads cross the link both ways.
 NVLINKS, NVLINK_BYTES_PER_S, NVLINK_VERSION = 18, 25e9, 4
@@ -748,6 +762,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
          "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
          "exec.smem_atomics": _exec_smem_atomics, "exec.barriers": _exec_barriers,
+         "exec.wgmma_latency": _exec_wgmma_latency,
          "link.topology": _topology, "link.memcpy": _memcpy,
          "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives}
 

@@ -1,7 +1,7 @@
-"""Shared-memory atomics and barriers without a GPU: smem_atomics.cu, barriers.cu and barriers_sm90.cu
-compiled for sm_90 with the defining SASS asserted (each with a negative control), the host references and
-sweeps, the probes' host code against an emulated device, and the derivations recovering the fakes'
-physics through a simulated run."""
+"""Shared-memory atomics, barriers and wgmma latency without a GPU: smem_atomics.cu, barriers.cu and
+barriers_sm90.cu compiled for sm_90 (wgmma_latency.cu for sm_90a) with the defining SASS asserted (each with
+a negative control), the host references and sweeps, the probes' host code against an emulated device, and
+the derivations recovering the fakes' physics through a simulated run."""
 import re
 
 import numpy as np
@@ -309,10 +309,11 @@ def test_probes_are_registered_with_fakes_after_the_execution_chapter():
     from probes.registry import PROBE_MODULES
 
     probes = all_probes()
-    for pid in ("exec.smem_atomics", "exec.barriers"):
+    for pid in ("exec.smem_atomics", "exec.barriers", "exec.wgmma_latency"):
         assert pid in probes and pid in fakes.FAKES
     order = list(PROBE_MODULES)
-    assert order.index("probes.execution") < order.index("probes.smem_atomics") < order.index("probes.barriers")
+    assert (order.index("probes.execution") < order.index("probes.smem_atomics") < order.index("probes.barriers")
+            < order.index("probes.wgmma_latency"))
     assert probes["exec.barriers"].kernels == ("barriers.cu", "barriers_sm90.cu")
 
 
@@ -321,7 +322,8 @@ def test_a_simulated_run_recovers_the_fakes_sync_physics(tmp_path):
     from analysis.derive import derive
     from probes import runner
 
-    probes = [p for p in fakes.simulated_probes() if p.id in ("exec.smem_atomics", "exec.barriers")]
+    probes = [p for p in fakes.simulated_probes()
+              if p.id in ("exec.smem_atomics", "exec.barriers", "exec.wgmma_latency")]
     run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
     meta = runner.execute(run, meta, probes, isolate=False)
     assert {s["status"] for s in meta["probes"].values()} == {"ok"}
@@ -340,7 +342,70 @@ def test_a_simulated_run_recovers_the_fakes_sync_physics(tmp_path):
     assert d["sync.grid_sync_cycles_full"] - d["sync.grid_sync_cycles_one_block_per_sm"] == 15 * fakes.DEVICE["sm_count"]
     assert d["sync.mbarrier_cycles_all_warps"] == fakes.MBARRIER_BASE + 32
     assert d["sync.cluster_barrier_cycles_c16"] - d["sync.cluster_barrier_cycles_c2"] == 14
+    assert d["tc.bf16.wgmma_latency_cycles_n256"] == fakes.wgmma_latency("bf16", 256)
+    assert d["tc.fp8.wgmma_latency_cycles_n64"] == fakes.WGMMA_FILL + 2 * 64 * 64 * 32 / fakes.WGMMA_PER_CLK["e4m3"]
     # negative control: without the barrier probe's rows none of its quantities appear
     only = run.read_measurements()
     only = only[only["probe"] == "exec.smem_atomics"]
     assert not any(q.startswith("sync.") for q in derive(meta, only)["quantity"])
+
+
+# -- wgmma latency ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wgmma_lat():
+    return sass(compile_cubin("wgmma_latency.cu", "sm_90a")[0])
+
+
+#: The SASS of one wgmma step on sm_90a (fp8 runs on QGMMA).
+HGMMA = {"bf16": r"HGMMA\.64x{n}x16\.F32\.BF16", "fp16": r"HGMMA\.64x{n}x16\.F32",
+         "tf32": r"HGMMA\.64x{n}x8\.F32\.TF32", "e4m3": r"QGMMA\.64x{n}x32\.F32\.E4M3\.E4M3"}
+
+
+def waited_each_step(body: list[str], opcode: str) -> bool:
+    """Every wgmma of the loop is waited for to completion (DEPBAR.LE gsb0, 0x0) before the next issues."""
+    steps = [i for i, t in enumerate(body) if re.match(rf"{opcode}\b", t.split()[0] + " ")]
+    ends = steps[1:] + [len(body)]
+    return bool(steps) and all(any(re.match(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x0$", t) for t in body[i:j])
+                               for i, j in zip(steps, ends))
+
+
+@pytest.mark.parametrize("dtype", list(HGMMA))
+@pytest.mark.parametrize("n", [64, 256])
+def test_wgmma_latency_kernel_is_one_waited_accumulator_chain(wgmma_lat, dtype, n):
+    from probes import wgmma_latency
+
+    opcode = HGMMA[dtype].format(n=n)
+    body = timed_loop(wgmma_lat[f"wgmma_lat_{dtype}_n{n}"], opcode)
+    check_chain(body, (opcode,), wgmma_latency.WG_LAT_UNROLL)  # each step accumulates into the last's result
+    assert waited_each_step(body, opcode)
+
+
+def test_the_wait_check_rejects_the_pipelined_throughput_kernel(wgmma_lat):
+    """Negative control: wgmma.cu's throughput loop keeps a group in flight (wait_group 1)."""
+    opcode = HGMMA["bf16"].format(n=64)
+    body = timed_loop(wgmma_lat["wgmma_bf16_n64"], opcode)
+    assert not waited_each_step(body, opcode)
+
+
+def test_wgmma_latency_host_flow_on_an_emulated_device(monkeypatch):
+    from probes import wgmma_latency
+
+    def chain(grid, block, args):
+        a_rows, b_rows, trips, out, cycles = args
+        assert a_rows.view(np.uint32).tolist() == [0x3F803F80] * (64 * 8)
+        out[:] = int(trips) * wgmma_latency.WG_LAT_UNROLL * 16
+        cycles[0] = 300 + 70 * int(trips) * wgmma_latency.WG_LAT_UNROLL
+
+    monkeypatch.setattr(_FakeCupy, "full", staticmethod(lambda n, v, dtype: np.full(n, v, dtype).view(_DeviceArray)),
+                        raising=False)
+    ctx = _emulated(monkeypatch, wgmma_latency, {"wgmma_lat_bf16_n64": chain})
+    assert {s.value for s in wgmma_latency.exec_wgmma_latency(ctx, "bf16", 64)} == {70.0}
+
+    def short(grid, block, args):  # an accumulator a step short is refused
+        chain(grid, block, args)
+        args[3][5] -= 16
+
+    ctx = _emulated(monkeypatch, wgmma_latency, {"wgmma_lat_bf16_n64": short})
+    with pytest.raises(RuntimeError, match="expected"):
+        wgmma_latency.exec_wgmma_latency(ctx, "bf16", 64)
