@@ -63,7 +63,7 @@ def barrier_configs(device: dict) -> list[dict]:
     cluster kinds from compute capability 9.0."""
     warps = block_threads(device) // LANES
     configs = [{"kind": "named_partial", "n": w} for w in _doubling(warps)]
-    configs += [{"kind": "named_ids", "n": k} for k in NAMED_IDS if k <= warps]
+    configs += [{"kind": "named_ids", "n": k} for k in NAMED_IDS if warps % k == 0]  # equal groups
     configs += [{"kind": f"fence_{f}", "n": 1} for f in FENCES]
     configs += [{"kind": "grid", "n": b} for b in grid_blocks_per_sm(device)]
     cc = tuple(int(x) for x in str(device.get("compute_capability", "0.0")).split("."))

@@ -8,7 +8,8 @@
 //   dependent chain at one word, no contention), ATOMS_UNROLL a trip, timed with clock64.  The host differences
 //   two trip counts and replays the recurrence exactly: out[0] the last return, out[1] the word.  The address
 //   is words + threadIdx.x, which ptxas cannot prove uniform (else it could aggregate a warp's adds).
-// atoms_thr_<t>: one block; every thread issues `reps` red.shared.add of v to one word for the block (mode 0),
+// atoms_thr_<t>: one block; every thread issues reps x ATOMS_THR_UNROLL red.shared.add of v (unrolled, so the
+//   loop's own instructions do not limit issue) to one word for the block (mode 0),
 //   one per warp (1) or its own (2: lane l on bank l, no bank conflict).  Thread 0 records clock64 and
 //   %globaltimer between barriers around every thread's loop; then every word is copied out for the host to
 //   check against the adds it received.
@@ -17,6 +18,7 @@
 
 constexpr int ATOMS_UNROLL = 32;
 constexpr int ATOMS_WORDS = 1024;
+constexpr int ATOMS_THR_UNROLL = 8;
 
 #define SMEM_ATOMICS(NAME, T, CC, TYPE)                                                                      \
     extern "C" __global__ void atoms_lat_##NAME(T v, int trips, T* out, long long* cycles) {                \
@@ -44,8 +46,10 @@ constexpr int ATOMS_WORDS = 1024;
         __syncthreads();                                                                                     \
         const unsigned long long c0 = clock64_fenced();                                                      \
         const unsigned long long t0 = globaltimer_fenced();                                                  \
-        _Pragma("unroll 1") for (int r = 0; r < reps; ++r)                                                   \
-            asm volatile("red.shared.add." TYPE " [%0], %1;" ::"r"(q), CC(v) : "memory");                   \
+        _Pragma("unroll 1") for (int r = 0; r < reps; ++r) {                                                 \
+            _Pragma("unroll") for (int u = 0; u < ATOMS_THR_UNROLL; ++u)                                     \
+                asm volatile("red.shared.add." TYPE " [%0], %1;" ::"r"(q), CC(v) : "memory");               \
+        }                                                                                                    \
         __syncthreads();                                                                                     \
         const unsigned long long c1 = clock64_fenced();                                                      \
         const unsigned long long t1 = globaltimer_fenced();                                                  \

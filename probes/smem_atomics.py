@@ -3,7 +3,7 @@
 * latency -- one thread's dependent chain of atom.shared.add at one word (each add's operand the previous
   return; the host replays the recurrence exactly): clock64 cycles of 2T trips less T trips, per atomic.
 * same / warp / distinct -- one block of the largest block's threads (up to ATOMS_WORDS) on one SM, every
-  thread issuing red.shared.add of 1 to one word for the block, one per warp or its own: adds per clock of
+  thread issuing red.shared.add of 1 (ATOMS_THR_UNROLL a trip) to one word for the block, one per warp or its own: adds per clock of
   that SM, timed in-kernel (clock64 and %globaltimer of the block's loop, between barriers).  Every word is
   checked against the adds it received.
 
@@ -20,7 +20,7 @@ from probes.registry import probe
 
 LANES = 32
 #: smem_atomics.cu's constants.
-ATOMS_UNROLL, ATOMS_WORDS = 32, 1024
+ATOMS_UNROLL, ATOMS_WORDS, ATOMS_THR_UNROLL = 32, 1024, 8
 ATOMS_TRIPS = 16
 SMEM_ATOMIC_TYPES = {"i32": np.uint32, "f32": np.float32}
 SMEM_ATOMIC_MODES = ("latency", "same", "warp", "distinct")
@@ -41,12 +41,12 @@ def chain_reference(dtype: str, steps: int) -> tuple:
     return x, word
 
 
-def expected_words(dtype: str, mode: str, threads: int, reps: int) -> np.ndarray:
-    """The ATOMS_WORDS words after ``reps`` adds of 1 from each of ``threads`` threads: exact (integers wrap
+def expected_words(dtype: str, mode: str, threads: int, adds_per_thread: int) -> np.ndarray:
+    """The ATOMS_WORDS words after ``adds_per_thread`` adds of 1 from each of ``threads`` threads: exact (integers wrap
     mod 2^32; fp32 stops growing at 2^24, where adding 1 rounds back to even); words nobody adds to stay 0."""
     kind = SMEM_ATOMIC_TYPES[dtype]
     used = {"same": 1, "warp": threads // LANES, "distinct": threads}[mode]
-    adds = threads // used * reps
+    adds = threads // used * adds_per_thread
     value = adds % 2**32 if dtype == "i32" else min(adds, 2**24)
     words = np.zeros(ATOMS_WORDS, dtype=kind)
     words[:used] = value
@@ -95,8 +95,8 @@ def exec_smem_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
         return lambda: func((1,), (threads,), (kind(1), np.int32(THR_MODE[mode]), np.int32(reps), out, clocks))
 
     reps, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_REPS)
-    want = expected_words(dtype, mode, threads, reps)
-    adds = threads * reps
+    want = expected_words(dtype, mode, threads, reps * ATOMS_THR_UNROLL)
+    adds = threads * reps * ATOMS_THR_UNROLL
 
     def sample(repeat: int) -> list[Sample]:
         run(reps)()
