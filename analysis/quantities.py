@@ -286,6 +286,9 @@ for _dtype, _k in (("bf16", 16), ("fp16", 16), ("tf32", 8), ("fp8", 32)):
 for _size in (2, 4, 8, 16):
     QUANTITIES[f"sync.cluster_barrier_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive + wait of a "
                                                                      f"cluster of {_size} blocks")
+    QUANTITIES[f"sync.cluster_barrier_relaxed_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive.relaxed + "
+                                                                             f"wait of a cluster of {_size} blocks "
+                                                                             "(no release fence)")
 QUANTITIES["sync.syncthreads_cycles_one_warp"] = ("cycles", "one __syncthreads (BAR.SYNC) of a one-warp block")
 QUANTITIES["sync.syncthreads_cycles"] = ("cycles", "one __syncthreads (BAR.SYNC) of the largest block")
 for _op in _INST_OPS:

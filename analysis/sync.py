@@ -6,7 +6,8 @@
   are that loop's.
 * ``exec.barriers`` -- cycles per barrier of each kind in a dependent loop (same differencing): named
   barriers against participating warps and barrier ids in use, store + fence per scope, a cooperative grid
-  barrier against blocks per SM, an mbarrier phase against warps, and a cluster barrier against cluster size.
+  barrier against blocks per SM, an mbarrier phase against warps, and a cluster barrier (with and
+  without its release fence) against cluster size.
 """
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ BARRIER_ROWS = (
     ("sync.mbarrier_cycles_all_warps", "mbarrier", "max", "mbarrier arrive + try_wait.parity, a block of n warps"),
     *((f"sync.cluster_barrier_cycles_c{c}", "cluster", c, "barrier.cluster.arrive + wait, a cluster of n blocks")
       for c in (2, 4, 8, 16)),
+    *((f"sync.cluster_barrier_relaxed_cycles_c{c}", "cluster_relaxed", c,
+       "barrier.cluster.arrive.relaxed + wait (no release fence), a cluster of n blocks") for c in (2, 4, 8, 16)),
 )
 
 

@@ -11,7 +11,8 @@ as long less one as long, for each ``kind``:
   meeting the others at a global counter (the algorithm of cooperative groups' grid sync);
 * ``mbarrier`` (sm_90) -- one block of n warps arriving on one shared-memory mbarrier and waiting for its phase;
 * ``cluster`` (sm_90) -- one thread-block cluster of n blocks on barrier.cluster.arrive + wait (16: the
-  non-portable size, opted into; recorded as refused where the driver says no).
+  non-portable size, opted into; recorded as refused where the driver says no); ``cluster_relaxed`` the same
+  with arrive.relaxed, the barrier without the release fence ptxas puts before a default arrive.
 
 Before timing, each barrier kind runs once in its checking variant: every participant writes the step it
 reached before the barrier and reads a neighbour's after it; a neighbour seen behind fails the probe, as does
@@ -36,7 +37,8 @@ NAMED_IDS = (1, 2, 4, 8, 16)  # a block has 16 named barriers
 FENCES = ("none", "cta", "gpu", "sys")
 CLUSTER_SIZES = (2, 4, 8, 16)
 SM90 = (9, 0)
-KINDS = ("named_partial", "named_ids", *(f"fence_{f}" for f in FENCES), "grid", "mbarrier", "cluster")
+KINDS = ("named_partial", "named_ids", *(f"fence_{f}" for f in FENCES), "grid", "mbarrier", "cluster",
+         "cluster_relaxed")
 
 
 def _doubling(top: int) -> list[int]:
@@ -69,7 +71,7 @@ def barrier_configs(device: dict) -> list[dict]:
     cc = tuple(int(x) for x in str(device.get("compute_capability", "0.0")).split("."))
     if cc >= SM90:
         configs += [{"kind": "mbarrier", "n": w} for w in _doubling(warps)]
-        configs += [{"kind": "cluster", "n": c} for c in CLUSTER_SIZES]
+        configs += [{"kind": kind, "n": c} for kind in ("cluster", "cluster_relaxed") for c in CLUSTER_SIZES]
     return configs
 
 
@@ -114,8 +116,9 @@ def layout(kind: str, n: int, device: dict) -> dict:
     if kind == "mbarrier":
         return dict(file="barriers_sm90.cu", name="mbar_rt", blocks=1, threads=n * LANES, participants=n * LANES,
                     unroll=BARRIER_UNROLL, trips=BARRIER_TRIPS)
-    if kind == "cluster":
-        return dict(file="barriers_sm90.cu", name=f"cluster_bar_c{n}", blocks=n, threads=CLUSTER_THREADS,
+    if kind in ("cluster", "cluster_relaxed"):
+        name = f"cluster_bar_c{n}" if kind == "cluster" else f"cluster_bar_relaxed_c{n}"
+        return dict(file="barriers_sm90.cu", name=name, blocks=n, threads=CLUSTER_THREADS,
                     participants=n * CLUSTER_THREADS, unroll=BARRIER_UNROLL, trips=BARRIER_TRIPS)
     raise ValueError(f"unknown barrier kind {kind!r}: choose one of {', '.join(KINDS)}")
 
@@ -125,14 +128,16 @@ def _sweep(device):
 
 
 @probe("exec.barriers", sweeps={"quick": _sweep, "full": _sweep},
-       axes={"kind": "named_partial, named_ids, fence_none/cta/gpu/sys, grid, mbarrier (sm_90), cluster (sm_90)",
+       axes={"kind": "named_partial, named_ids, fence_none/cta/gpu/sys, grid, mbarrier (sm_90), cluster and "
+                     "cluster_relaxed (sm_90)",
              "n": "warps taking part (named_partial, mbarrier), barrier ids at once (named_ids: 1..16), blocks per "
-                  "SM (grid), blocks per cluster (cluster: 2, 4, 8, 16); 1 for the fences"},
+                  "SM (grid), blocks per cluster (cluster, cluster_relaxed: 2, 4, 8, 16); 1 for the fences"},
        quantities=("sync.named_barrier_cycles_one_warp", "sync.named_barrier_cycles_all_warps",
                    "sync.named_barrier_cycles_16_ids", "sync.fence_none_cycles", "sync.fence_cta_cycles",
                    "sync.fence_gpu_cycles", "sync.fence_sys_cycles", "sync.grid_sync_cycles_one_block_per_sm",
                    "sync.grid_sync_cycles_full", "sync.mbarrier_cycles_one_warp", "sync.mbarrier_cycles_all_warps",
-                   *(f"sync.cluster_barrier_cycles_c{c}" for c in CLUSTER_SIZES)),
+                   *(f"sync.cluster_barrier_cycles_c{c}" for c in CLUSTER_SIZES),
+                   *(f"sync.cluster_barrier_relaxed_cycles_c{c}" for c in CLUSTER_SIZES)),
        kernels=("barriers.cu", "barriers_sm90.cu"))
 def exec_barriers(ctx, kind: str, n: int) -> list[Sample]:
     """Cycles per barrier (named, mbarrier, grid, cluster) or per store + memory fence, in a dependent loop."""
@@ -143,7 +148,8 @@ def exec_barriers(ctx, kind: str, n: int) -> list[Sample]:
         raise ValueError(f"bad barrier config {kind!r}, n={n}: see `gpuatlas list` for this device's configs")
     spec = layout(kind, n, ctx.device)
     func = _kernel(spec["file"], spec["name"])
-    check = _kernel(spec["file"], spec["name"] + "_check") if not kind.startswith("fence_") else None
+    unchecked = kind.startswith("fence_") or kind == "cluster_relaxed"  # nothing to order, or orders no memory
+    check = None if unchecked else _kernel(spec["file"], spec["name"] + "_check")
     if kind == "grid" and blocks_per_sm(func, GRID_THREADS) < n:
         raise RuntimeError(f"the driver grants fewer than {n} blocks of {GRID_THREADS} threads per SM")
     scratch = cupy.zeros(1 + max(spec["blocks"], 1), dtype=cupy.uint32)
@@ -168,17 +174,17 @@ def exec_barriers(ctx, kind: str, n: int) -> list[Sample]:
         if kind.startswith("fence_") and int(scratch.get()[0]) != want - 1:
             raise RuntimeError(f"{what}: the stored word holds {int(scratch.get()[0])}, the last step was {want - 1}")
 
-    if check is not None:
-        try:
-            if kind == "cluster":  # the first launch of each kernel: a size the driver refuses is recorded
+    try:
+        if check is not None:
+            if kind == "cluster":  # the first launch of each cluster kernel: a size the driver refuses is recorded
                 cluster_launch(check, n, lambda: launch(check, spec["trips"]))
             else:
                 launch(check, spec["trips"])
             counted(spec["name"] + "_check", spec["trips"])
-            if kind == "cluster":
-                cluster_launch(func, n, lambda: launch(func, spec["trips"]))
-        except ClusterRefused as exc:
-            return refused_samples(exc)
+        if kind.startswith("cluster"):
+            cluster_launch(func, n, lambda: launch(func, spec["trips"]))
+    except ClusterRefused as exc:
+        return refused_samples(exc)
 
     def chain(trips: int) -> float:
         launch(func, trips)

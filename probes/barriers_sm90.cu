@@ -8,7 +8,10 @@
 //                    (mbarrier.arrive.shared::cta.b64) and waits (mbarrier.try_wait.parity.shared::cta.b64,
 //                    retried until the phase completes) -- the round trip of one phase.
 //   cluster_bar_c<N>: one cluster of N blocks (__cluster_dims__); every thread arrives and waits on the
-//                    cluster barrier; the check reads the next block's step through distributed shared memory.
+//                    cluster barrier (arrive.release: ptxas puts a GPU-scope MEMBAR before it; wait.acquire);
+//                    the check reads the next block's step through distributed shared memory.
+//   cluster_bar_relaxed_c<N>: the same with arrive.relaxed (no fence): the barrier alone; no check variant,
+//                    as a relaxed arrive orders no memory.
 
 #include "common.cuh"
 
@@ -71,7 +74,12 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-template <bool CHECK>
+// The arrive without its release fence: the barrier alone (it orders no memory, so it has no check).
+__device__ __forceinline__ void cluster_sync_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+template <bool CHECK, bool RELAXED = false>
 __device__ __forceinline__ void cluster_bar(int trips, unsigned* passed, long long* cycles) {
     __shared__ unsigned slot;
     unsigned rank, size, remote;
@@ -88,7 +96,10 @@ __device__ __forceinline__ void cluster_bar(int trips, unsigned* passed, long lo
         for (int u = 0; u < BARRIER_UNROLL; ++u) {
             ++step;
             if (CHECK && threadIdx.x == 0) *(volatile unsigned*)&slot = step;
-            cluster_sync();
+            if (RELAXED)
+                cluster_sync_relaxed();
+            else
+                cluster_sync();
             if (CHECK && threadIdx.x == 0) {
                 unsigned seen;
                 asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(seen) : "r"(remote) : "memory");
@@ -110,6 +121,10 @@ __device__ __forceinline__ void cluster_bar(int trips, unsigned* passed, long lo
     extern "C" __global__ void __cluster_dims__(N, 1, 1)                                                       \
         cluster_bar_c##N##_check(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {   \
         cluster_bar<true>(trips, passed, cycles);                                                              \
+    }                                                                                                          \
+    extern "C" __global__ void __cluster_dims__(N, 1, 1)                                                       \
+        cluster_bar_relaxed_c##N(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {   \
+        cluster_bar<false, true>(trips, passed, cycles);                                                       \
     }
 
 CLUSTER_BAR(2)

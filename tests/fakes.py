@@ -484,8 +484,9 @@ def _exec_smem_atomics(ctx, dtype, mode):
 #: Barriers of the simulated GPU: a named barrier or an mbarrier phase costs BARRIER_BASE / MBARRIER_BASE plus
 #: one clock per warp it collects; a store issues in STORE_ISSUE clocks and a fence waits for the store to
 #: reach its scope (nothing, the SM, the L2, the system past HBM); a grid barrier is two block barriers and a
-#: global atomic round trip, plus one clock per block at the counter (one add per address per clock); a
-#: cluster barrier is a block barrier and a round trip across the SM-to-SM network, plus one clock per block.
+#: global atomic round trip, plus one clock per block at the counter (one add per address per clock); a relaxed
+#: cluster barrier is a block barrier and a round trip across the SM-to-SM network, plus one clock per block,
+#: and the default one adds its release fence (a GPU-scope fence's wait).
 MBARRIER_BASE, STORE_ISSUE = 12.0, 1.0
 FENCE_WAIT = {"none": 0.0, "cta": 4.0, "gpu": LEVELS["l2"], "sys": LEVELS["dram"]}
 
@@ -503,7 +504,8 @@ def barrier_cycles(kind, n, device=DEVICE):
         return 2 * (BARRIER_BASE + 128 / 32) + ATOMIC_LATENCY + n * device["sm_count"]
     if kind == "mbarrier":
         return MBARRIER_BASE + n
-    return BARRIER_BASE + DSMEM["remote"] + n  # cluster
+    relaxed = BARRIER_BASE + DSMEM["remote"] + n
+    return relaxed if kind == "cluster_relaxed" else relaxed + FENCE_WAIT["gpu"]  # a release fence before arriving
 
 
 def _exec_barriers(ctx, kind, n):

@@ -226,6 +226,10 @@ def test_cluster_barrier_kernel_arrives_and_waits_each_step(bars, size):
     _, sm90 = bars
     body = outer_loop(sm90[f"cluster_bar_c{size}"], r"UCGABAR_ARV")
     assert count(body, r"UCGABAR_ARV") == count(body, r"UCGABAR_WAIT") == barriers.BARRIER_UNROLL
+    assert count(body, r"MEMBAR\.ALL\.GPU") == barriers.BARRIER_UNROLL, "arrive.release: a GPU-scope fence first"
+    relaxed = outer_loop(sm90[f"cluster_bar_relaxed_c{size}"], r"UCGABAR_ARV")
+    assert count(relaxed, r"UCGABAR_ARV") == count(relaxed, r"UCGABAR_WAIT") == barriers.BARRIER_UNROLL
+    assert count(relaxed, r"MEMBAR") == 0, "arrive.relaxed: the barrier alone"
     # negative control: the mbarrier kernel never touches the cluster barrier
     assert "UCGABAR" not in sm90["mbar_rt"]
 
@@ -236,7 +240,7 @@ def test_every_kernel_the_probe_names_exists(bars):
         spec = barriers.layout(config["kind"], config["n"], H100)
         kernels = plain if spec["file"] == "barriers.cu" else sm90
         assert spec["name"] in kernels, spec
-        if not config["kind"].startswith("fence_"):
+        if not config["kind"].startswith("fence_") and config["kind"] != "cluster_relaxed":
             assert spec["name"] + "_check" in kernels, spec
 
 
@@ -247,8 +251,9 @@ def test_barrier_sweep_comes_from_the_device():
     assert [c["n"] for c in h100 if c["kind"] == "named_partial"] == [1, 2, 4, 8, 16, 32]
     assert [c["n"] for c in h100 if c["kind"] == "grid"] == [1, 2, 4, 8, 16]  # 2048 threads / 128
     assert [c["n"] for c in h100 if c["kind"] == "cluster"] == [2, 4, 8, 16]
+    assert [c["n"] for c in h100 if c["kind"] == "cluster_relaxed"] == [2, 4, 8, 16]
     a100 = {c["kind"] for c in barriers.barrier_configs(A100)}
-    assert a100 == set(barriers.KINDS) - {"mbarrier", "cluster"}, "sm_90 kinds only from compute capability 9.0"
+    assert a100 == set(barriers.KINDS) - {"mbarrier", "cluster", "cluster_relaxed"}, "sm_90 kinds only from 9.0"
     small = barriers.barrier_configs({**H100, "max_threads_per_block": 768, "max_threads_per_sm": 1536})
     assert [c["n"] for c in small if c["kind"] == "named_partial"] == [1, 2, 4, 8, 16, 24]
     assert [c["n"] for c in small if c["kind"] == "named_ids"] == [1, 2, 4, 8]  # 24 warps: no 16 equal groups
@@ -343,6 +348,7 @@ def test_a_simulated_run_recovers_the_fakes_sync_physics(tmp_path):
     assert d["sync.grid_sync_cycles_full"] - d["sync.grid_sync_cycles_one_block_per_sm"] == 15 * fakes.DEVICE["sm_count"]
     assert d["sync.mbarrier_cycles_all_warps"] == fakes.MBARRIER_BASE + 32
     assert d["sync.cluster_barrier_cycles_c16"] - d["sync.cluster_barrier_cycles_c2"] == 14
+    assert d["sync.cluster_barrier_cycles_c4"] - d["sync.cluster_barrier_relaxed_cycles_c4"] == fakes.LEVELS["l2"]
     assert d["tc.bf16.wgmma_latency_cycles_n256"] == fakes.wgmma_latency("bf16", 256)
     assert d["tc.fp8.wgmma_latency_cycles_n64"] == fakes.WGMMA_FILL + 2 * 64 * 64 * 32 / fakes.WGMMA_PER_CLK["e4m3"]
     # negative control: without the barrier probe's rows none of its quantities appear
