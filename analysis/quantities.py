@@ -251,6 +251,44 @@ for _type in ("i32", "f32", "f64"):
                          ("distinct", "every thread on its own address")):
         QUANTITIES[f"atomic.global.add_{_type}_ops_per_s_{_mode}"] = ("1/s", f"global red.add.{_type} per second, "
                                                                              f"{_what}")
+for _type, _how in (("i32", "ATOMS.ADD"), ("f32", "a compare-and-swap loop on sm_90: LDS, FADD, ATOMS.CAST.SPIN")):
+    QUANTITIES[f"atomic.shared.add_{_type}_latency_cycles"] = ("cycles", f"shared atom.add.{_type} ({_how}) latency: "
+                                                                         "one thread's chain, each add's operand "
+                                                                         "the previous one's return, one word")
+    for _mode, _what in (("same", "every thread of one full block on one word"),
+                         ("warp", "one word per warp (32 threads adding to it)"),
+                         ("distinct", "every thread on its own word, no bank conflict")):
+        QUANTITIES[f"atomic.shared.add_{_type}_ops_per_clk_sm_{_mode}"] = (
+            "1/cycle", f"shared red.add.{_type} ({_how}) per clock of one SM, {_what}")
+QUANTITIES.update({
+    "sync.named_barrier_cycles_one_warp": ("cycles", "one bar.sync 1, 32 (a named barrier of one warp) in a loop"),
+    "sync.named_barrier_cycles_all_warps": ("cycles", "one bar.sync 1, count of every warp of the largest block"),
+    "sync.named_barrier_cycles_16_ids": ("cycles", "one bar.sync id, blockDim / 16 with the largest block's warps "
+                                                   "split over 16 barrier ids at once"),
+    "sync.fence_none_cycles": ("cycles", "one volatile global store of one thread's loop, no fence (the fences' "
+                                         "baseline)"),
+    "sync.fence_cta_cycles": ("cycles", "one volatile global store + __threadfence_block (MEMBAR.SC.CTA)"),
+    "sync.fence_gpu_cycles": ("cycles", "one volatile global store + __threadfence (MEMBAR.SC.GPU)"),
+    "sync.fence_sys_cycles": ("cycles", "one volatile global store + __threadfence_system (MEMBAR.SC.SYS)"),
+    "sync.grid_sync_cycles_one_block_per_sm": ("cycles", "one grid-wide barrier of a cooperative launch, one block "
+                                                         "per SM"),
+    "sync.grid_sync_cycles_full": ("cycles", "one grid-wide barrier of a cooperative launch, as many blocks per SM "
+                                             "as the SM holds"),
+    "sync.mbarrier_cycles_one_warp": ("cycles", "one mbarrier phase (arrive + try_wait.parity) of a one-warp block"),
+    "sync.mbarrier_cycles_all_warps": ("cycles", "one mbarrier phase (arrive + try_wait.parity) of the largest "
+                                                 "block"),
+})
+for _dtype, _k in (("bf16", 16), ("fp16", 16), ("tf32", 8), ("fp8", 32)):
+    for _n in (64, 256):
+        QUANTITIES[f"tc.{_dtype}.wgmma_latency_cycles_n{_n}"] = ("cycles", f"wgmma m64n{_n}k{_k} {_dtype} latency: "
+                                                                           "one warpgroup's dependent accumulator "
+                                                                           "chain, each step waited for")
+for _size in (2, 4, 8, 16):
+    QUANTITIES[f"sync.cluster_barrier_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive + wait of a "
+                                                                     f"cluster of {_size} blocks")
+    QUANTITIES[f"sync.cluster_barrier_relaxed_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive.relaxed + "
+                                                                             f"wait of a cluster of {_size} blocks "
+                                                                             "(no release fence)")
 QUANTITIES["sync.syncthreads_cycles_one_warp"] = ("cycles", "one __syncthreads (BAR.SYNC) of a one-warp block")
 QUANTITIES["sync.syncthreads_cycles"] = ("cycles", "one __syncthreads (BAR.SYNC) of the largest block")
 for _op in _INST_OPS:

@@ -458,6 +458,75 @@ BARRIER_BASE = 20.0
 
 def _exec_sync(ctx, threads):
     return [Sample("latency", BARRIER_BASE + threads / 32, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+#: Shared-memory atomics of the simulated SM: a native int32 add is one trip through the shared array's atomic
+#: unit; an fp32 add is the compare-and-swap loop (LDS, FADD, CAS), so its latency is the three in a row.  The
+#: unit applies one add per word per clock and SMEM_ATOMIC_LANES adds a clock over distinct words; the fp32 loop
+#: costs two shared accesses (the load and the CAS) per add, and a contended word one loop per add.
+SMEM_ATOMIC_LATENCY, SMEM_ATOMIC_LANES = 40.0, 16
+
+
+def _smem_atomic_latency(dtype):
+    return SMEM_ATOMIC_LATENCY + (LEVELS["smem"] + FFMA_DEPTH if dtype == "f32" else 0.0)
+
+
+def _exec_smem_atomics(ctx, dtype, mode):
+    if mode == "latency":
+        return [Sample("latency", _smem_atomic_latency(dtype), "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+    if mode == "same":
+        per_clk = 1.0 if dtype == "i32" else 1.0 / _smem_atomic_latency(dtype)
+    else:
+        per_clk = SMEM_ATOMIC_LANES / (1.0 if dtype == "i32" else 2.0)
+    return [s for r in range(5) for s in (
+        Sample("ops_per_clk_sm", per_clk, "1/cycle", r, CLOCK_HZ, "clock64"),
+        Sample("ops_per_s_sm", per_clk * CLOCK_HZ, "1/s", r, CLOCK_HZ, "globaltimer"))]
+
+
+#: Barriers of the simulated GPU: a named barrier or an mbarrier phase costs BARRIER_BASE / MBARRIER_BASE plus
+#: one clock per warp it collects; a store issues in STORE_ISSUE clocks and a fence waits for the store to
+#: reach its scope (nothing, the SM, the L2, the system past HBM); a grid barrier is two block barriers and a
+#: global atomic round trip, plus one clock per block at the counter (one add per address per clock); a relaxed
+#: cluster barrier is a block barrier and a round trip across the SM-to-SM network, plus one clock per block,
+#: and the default one adds its release fence (a GPU-scope fence's wait).
+MBARRIER_BASE, STORE_ISSUE = 12.0, 1.0
+FENCE_WAIT = {"none": 0.0, "cta": 4.0, "gpu": LEVELS["l2"], "sys": LEVELS["dram"]}
+
+
+def barrier_cycles(kind, n, device=DEVICE):
+    """The simulated cycles per barrier of (kind, n)."""
+    warps = min(device["max_threads_per_block"], 1024) // 32
+    if kind == "named_partial":
+        return BARRIER_BASE + n
+    if kind == "named_ids":
+        return BARRIER_BASE + warps / n
+    if kind.startswith("fence_"):
+        return STORE_ISSUE + FENCE_WAIT[kind.removeprefix("fence_")]
+    if kind == "grid":
+        return 2 * (BARRIER_BASE + 128 / 32) + ATOMIC_LATENCY + n * device["sm_count"]
+    if kind == "mbarrier":
+        return MBARRIER_BASE + n
+    relaxed = BARRIER_BASE + DSMEM["remote"] + n
+    return relaxed if kind == "cluster_relaxed" else relaxed + FENCE_WAIT["gpu"]  # a release fence before arriving
+
+
+def _exec_barriers(ctx, kind, n):
+    return [Sample("latency", barrier_cycles(kind, int(n), ctx.device), "cycles", r, CLOCK_HZ, "clock64")
+            for r in range(5)]
+
+
+#: wgmma latency of the simulated tensor cores: a pipeline fill plus the instruction's FLOPs at the SM's dense
+#: wgmma rate (WGMMA_PER_CLK), one warpgroup's wgmma spread over all four tensor cores.
+WGMMA_FILL = 16.0
+WGMMA_K = {"bf16": 16, "fp16": 16, "tf32": 8, "e4m3": 32}
+
+
+def wgmma_latency(dtype, n):
+    return WGMMA_FILL + 2 * 64 * n * WGMMA_K[dtype] / WGMMA_PER_CLK[dtype]
+
+
+def _exec_wgmma_latency(ctx, dtype, n):
+    return [Sample("latency", wgmma_latency(dtype, int(n)), "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+
+
 #: A node of simulated GPUs: NVLinks per GPU at a one-way rate each; copies and kernels reach a fraction of
 #: their sum, a copy of LINK_HALF_BYTES half of its plateau; remote loads cross the link both ways.
 NVLINKS, NVLINK_BYTES_PER_S, NVLINK_VERSION = 18, 25e9, 4
@@ -694,6 +763,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "geometry.l2_persist": _l2_persist, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
          "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
+         "exec.smem_atomics": _exec_smem_atomics, "exec.barriers": _exec_barriers,
+         "exec.wgmma_latency": _exec_wgmma_latency,
          "link.topology": _topology, "link.memcpy": _memcpy,
          "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives}
 
