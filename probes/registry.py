@@ -32,8 +32,8 @@ PROFILES = ("quick", "full")
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase_l2", "probes.chase", "probes.chase_numba", "probes.smem_banks",
                  "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.dram",
                  "probes.occupancy", "probes.compute", "probes.execution", "probes.matmul", "probes.fusion",
-                 "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.links",
-                 "probes.collectives")
+                 "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.readonly",
+                 "probes.write_policy", "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
 

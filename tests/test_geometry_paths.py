@@ -1,0 +1,293 @@
+"""The data-path chapter on simulated caches of known geometry: the read-only path's kernels, its sweeps, and
+the rows that recover the simulated latency, capacity, sharing verdict and bandwidth."""
+import re
+
+import pandas as pd
+import pytest
+
+from analysis.geometry_paths import path_rows
+from probes.readonly import ALIGN, knee_footprints, read_footprints, readonly_configs
+from tests import fakes
+
+
+class Ctx:
+    device = fakes.DEVICE
+
+
+def frame(probe: str, fake, configs, **kw) -> pd.DataFrame:
+    return pd.DataFrame([{"probe": probe, "metric": s.metric, "value": s.value, "repeat": s.repeat, "flag": s.flag,
+                          **c} for c in configs for s in fake(Ctx, **c, **kw)])
+
+
+def readonly_frame(**kw) -> pd.DataFrame:
+    return frame("geometry.readonly", fakes._readonly, readonly_configs(fakes.DEVICE), **kw)
+
+
+def rows_of(measurements) -> dict:
+    return {r["quantity"]: r for r in path_rows(measurements, fakes.DEVICE)}
+
+
+# -- the kernels ------------------------------------------------------------------------------------------
+
+def timed_loads(kernel_name: str, filename: str = "readonly.cu") -> list[tuple[str, str, str]]:
+    """(opcode, destination, address register) of every 64-bit LDG between the kernel's two clock reads."""
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin(filename)[0])[kernel_name]
+    lines = [l for l in code.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    clocks = [i for i, l in enumerate(lines) if "SR_CLOCKLO" in l]
+    pattern = re.compile(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]")
+    return [m.groups() for l in lines[clocks[0]:clocks[-1]] if (m := pattern.search(l))]
+
+
+def assert_dependent_chain(loads, opcodes) -> None:
+    """At least 32 loads, each one's address the previous one's value, with the opcodes cycling as given."""
+    assert len(loads) >= 32
+    assert all(addr == dest for (_, dest, _), (_, _, addr) in zip(loads, loads[1:]))
+    assert [op for op, _, _ in loads] == [opcodes[i % len(opcodes)] for i in range(len(loads))], loads
+
+
+def test_the_nc_chase_is_a_dependent_chain_of_read_only_loads():
+    assert_dependent_chain(timed_loads("ro_chase_nc"), ["LDG.E.64.CONSTANT"])
+    assert_dependent_chain(timed_loads("ro_chase_plain"), ["LDG.E.64"])
+    assert_dependent_chain(timed_loads("ro_chase_mixed"), ["LDG.E.64", "LDG.E.64.CONSTANT"])
+
+
+def test_the_plain_chase_is_not_a_read_only_chase():
+    """Negative control: the same check on the plain kernel (and on chase.cu's L2-only one) fails."""
+    with pytest.raises(AssertionError):
+        assert_dependent_chain(timed_loads("ro_chase_plain"), ["LDG.E.64.CONSTANT"])
+    with pytest.raises(AssertionError):
+        assert_dependent_chain(timed_loads("chase_cg", "chase.cu"), ["LDG.E.64"])
+
+
+def test_the_read_kernels_differ_in_the_load_path_only():
+    from probes.cuda import compile_cubin, resource_usage, sass
+
+    cubin, log = compile_cubin("readonly.cu")
+    code = sass(cubin)
+
+    def loads(name):
+        return re.findall(r"(LDG\.E\.128[A-Z0-9.]*) ", code[name])
+
+    assert loads("ro_read_nc") and set(loads("ro_read_nc")) == {"LDG.E.128.CONSTANT"}
+    assert loads("ro_read_plain") and set(loads("ro_read_plain")) == {"LDG.E.128"}
+    assert len(loads("ro_read_nc")) == len(loads("ro_read_plain"))
+    usage = resource_usage(log)
+    assert all(usage[k]["stack_bytes"] == 0 and usage[k].get("spill_stores", 0) == 0 for k in usage)
+
+
+# -- the sweeps -------------------------------------------------------------------------------------------
+
+def test_sweeps_come_from_the_device():
+    small = fakes.DEVICE
+    big = {**small, "smem_per_sm_bytes": 2 * small["smem_per_sm_bytes"], "l2_bytes": 2 * small["l2_bytes"]}
+    assert knee_footprints(small)[0] <= small["smem_per_sm_bytes"] // 4 + ALIGN
+    assert knee_footprints(small)[-1] >= 4 * small["smem_per_sm_bytes"] - ALIGN
+    assert knee_footprints(big)[-1] > knee_footprints(small)[-1]
+    assert read_footprints(big)["l2"] == 2 * read_footprints(small)["l2"]
+    assert all(f % ALIGN == 0 for c in readonly_configs(small) if c["measure"] == "chase" for f in
+               [c["footprint_bytes"]])
+    assert len(readonly_configs(small, quick=True)) < len(readonly_configs(small))
+
+
+def test_a_bad_config_is_refused():
+    from probes.readonly import geometry_readonly
+
+    with pytest.raises(ValueError):
+        geometry_readonly(Ctx, "chase", "nc", ALIGN + 8)
+    with pytest.raises(ValueError):
+        geometry_readonly(Ctx, "read", "mixed", 4096)
+
+
+# -- the rows ---------------------------------------------------------------------------------------------
+
+def test_rows_recover_the_simulated_read_only_path():
+    rows = rows_of(readonly_frame())
+    assert rows["readonly.latency_cycles"]["value"] == pytest.approx(fakes.NC_L1_CYCLES, rel=0.01)
+    assert rows["readonly.capacity_bytes"]["value"] == pytest.approx(fakes.L1_BYTES, rel=0.05)
+    assert rows["readonly.capacity_ratio"]["value"] == pytest.approx(1, rel=0.05)
+    assert rows["readonly.shared_capacity_ratio"]["value"] == pytest.approx(1, rel=0.05)
+    assert rows["readonly.l1_shared"]["value"] == 1.0
+    assert rows["readonly.l2_latency_cycles"]["value"] == pytest.approx(fakes.LEVELS["l2"], rel=0.01)
+    assert rows["readonly.dram_latency_cycles"]["value"] == pytest.approx(fakes.LEVELS["dram"], rel=0.01)
+    assert rows["readonly.l1_bandwidth_bytes_per_clk_sm"]["value"] == fakes.L1_READ_PER_CLK["nc"]
+    assert rows["readonly.l1_bandwidth_ratio"]["value"] == pytest.approx(
+        fakes.L1_READ_PER_CLK["nc"] / fakes.L1_READ_PER_CLK["plain"])
+    assert rows["readonly.l2_bandwidth_ratio"]["value"] == pytest.approx(1.0)
+
+
+def test_a_read_only_array_of_its_own_is_told_apart():
+    """Negative control: with separate arrays the alternating chain holds twice the lines, and the verdict
+    turns."""
+    rows = rows_of(readonly_frame(shares_l1=False))
+    assert rows["readonly.shared_capacity_ratio"]["value"] == pytest.approx(2, rel=0.05)
+    assert rows["readonly.l1_shared"]["value"] == 0.0
+    assert "capacity of its own" in rows["readonly.l1_shared"]["note"]
+
+
+def test_flagged_or_foreign_samples_give_no_rows():
+    m = readonly_frame()
+    assert path_rows(m.assign(flag="throttled"), fakes.DEVICE) == []
+    assert path_rows(m.assign(probe="chase.latency"), fakes.DEVICE) == []
+
+
+def test_a_sweep_too_sparse_for_a_knee_gives_no_capacity():
+    """Negative control: the quick profile's knee sweep has its points, a sweep cut to three footprints
+    does not, and no capacity or verdict is claimed from it."""
+    m = frame("geometry.readonly", fakes._readonly, readonly_configs(fakes.DEVICE, quick=True))
+    assert "readonly.l1_shared" in rows_of(m)
+    chase = m[m["measure"] == "chase"]
+    kept = sorted(chase["footprint_bytes"].unique())[:3]
+    cut = pd.concat([m[m["measure"] == "read"], chase[chase["footprint_bytes"].isin(kept)]])
+    rows = rows_of(cut)
+    assert not {"readonly.capacity_bytes", "readonly.l1_shared"} & set(rows)
+    assert "readonly.l1_bandwidth_ratio" in rows
+
+
+def test_every_derived_id_is_declared_and_in_the_vocabulary():
+    from analysis.quantities import QUANTITIES
+    from probes.registry import all_probes
+
+    probes = all_probes()
+    declared = set(probes["geometry.readonly"].quantities)
+    assert declared <= set(QUANTITIES)
+    assert set(rows_of(readonly_frame())) == declared
+
+
+def test_a_simulated_run_of_the_probes_alone_derives_their_rows(tmp_path):
+    """The runner measures the simulated path probes alone (their own columns only) and derive recovers the
+    simulated L1, its read-only path and every write policy."""
+    from analysis.derive import derive
+    from probes import runner
+
+    probes = [p for p in fakes.simulated_probes() if p.id in ("geometry.readonly", "geometry.write_policy")]
+    run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "full", {}, 0, ["test"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    derived = derive(meta, run.read_measurements())
+    rows = derived.set_index("quantity")
+    assert rows.loc["readonly.capacity_bytes", "value"] == pytest.approx(fakes.L1_BYTES, rel=0.05)
+    assert rows.loc["readonly.l1_shared", "value"] == float(fakes.READONLY_SHARES_L1)
+    assert rows.loc["l1.keeps_stored_lines", "value"] == float(fakes.L1_KEEPS_STORES)
+    assert rows.loc["l2.write_allocates", "value"] == float(fakes.L2_WRITE_ALLOCATES)
+    assert rows.loc["dram.partial_write_rmw", "value"] == float(fakes.PARTIAL_RMW)
+
+
+# -- write policies ---------------------------------------------------------------------------------------
+
+def write_frame(**kw) -> pd.DataFrame:
+    from probes.write_policy import write_configs
+
+    return frame("geometry.write_policy", fakes._write_policy, write_configs(fakes.DEVICE), **kw)
+
+
+def timed_region(kernel_name: str, filename: str = "write_policy.cu") -> list[str]:
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin(filename)[0])[kernel_name]
+    lines = [re.sub(r"\s+", " ", l.split(";")[0].split("*/", 1)[1]).strip() for l in code.splitlines()
+             if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    clocks = [i for i, l in enumerate(lines) if "SR_CLOCKLO" in l]
+    return lines[clocks[0]:clocks[-1]]
+
+
+def assert_stores_each_loaded_word_back(region: list[str]) -> None:
+    """Every L1-caching load of the chain is followed, before the next load, by a store of the loaded register
+    to the very address it was loaded from."""
+    loads = [(i, m.groups()) for i, l in enumerate(region)
+             if (m := re.search(r"LDG\.E\.64 (R\d+), desc\[\w+\]\[(R\d+)\.64\]$", l))]
+    assert len(loads) >= 32
+    for (i, (dest, addr)), (j, (_, next_addr)) in zip(loads, loads[1:]):
+        assert next_addr == dest
+        assert any(re.search(rf"STG\.E\.64 desc\[\w+\]\[{addr}\.64\], {dest}$", l) for l in region[i + 1:j]), \
+            region[i:j + 1]
+
+
+def test_the_store_chase_writes_each_loaded_word_back_before_the_next_load():
+    assert_stores_each_loaded_word_back(timed_region("wp_chase_store"))
+
+
+def test_the_load_only_chase_stores_nothing():
+    """Negative control: the load-only walk (and readonly.cu's plain chase) fail the check; the L2-only walk
+    loads with STRONG.GPU (L1-bypassing) loads."""
+    for name, filename in (("wp_chase_load", "write_policy.cu"), ("ro_chase_plain", "readonly.cu")):
+        with pytest.raises(AssertionError):
+            assert_stores_each_loaded_word_back(timed_region(name, filename))
+    assert_dependent_chain(timed_loads("wp_chase_cg", "write_policy.cu"), ["LDG.E.64.STRONG.GPU"])
+
+
+def test_the_allocate_kernel_writes_then_reads_l2_only_between_barriers():
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin("write_policy.cu")[0])["wp_allocate"]
+    assert re.search(r"STG\.E\.128 ", code) and re.search(r"LDG\.E\.128\.STRONG\.GPU ", code)
+    assert "BAR.SYNC" in code and "SR_CLOCKLO" in code
+    assert not re.search(r"LDG\.E\.128 ", code), "no L1-caching read of the written lines"
+    scatter = sass(compile_cubin("write_policy.cu")[0])["wp_scatter"]
+    assert re.findall(r"(STG\.E[A-Z0-9.]*) ", scatter) == ["STG.E"], "one 4-byte store per word"
+    # negative control: the read-only path's reader caches in L1 and stores nothing
+    plain = sass(compile_cubin("readonly.cu")[0])["ro_read_plain"]
+    assert not re.search(r"LDG\.E\.128\.STRONG\.GPU ", plain) and "STG.E.128" not in plain
+
+
+def test_write_rows_recover_the_simulated_policies():
+    rows = rows_of(write_frame())
+    assert rows["l1.store_reload_cycles"]["value"] == pytest.approx(fakes.write_chase_cycles("store"), rel=0.01)
+    assert rows["l1.keeps_stored_lines"]["value"] == float(fakes.L1_KEEPS_STORES)
+    assert rows["l2.write_allocates"]["value"] == float(fakes.L2_WRITE_ALLOCATES)
+    assert rows["l2.written_hit_fraction"]["value"] == pytest.approx(1.0)
+    assert rows["dram.partial_write_rmw"]["value"] == float(fakes.PARTIAL_RMW)
+    ratio = (1 / (1 / fakes.HBM_WRITE + 1 / fakes.HBM_READ)) / fakes.HBM_WRITE
+    assert rows["dram.partial_write_sector_ratio"]["value"] == pytest.approx(ratio)
+    assert rows["dram.partial_write_useful_bytes_per_s"]["value"] == pytest.approx(
+        fakes.partial_write_bandwidth(8))
+    assert rows["dram.partial_write_sector_bytes_per_s"]["value"] == pytest.approx(8 * fakes.partial_write_bandwidth(8))
+
+
+def test_the_opposite_policies_turn_every_verdict():
+    """Negative control: an L1 that keeps stored lines, an L2 that writes around itself and byte-masked HBM
+    writes give the opposite verdicts from the same analysis."""
+    rows = rows_of(write_frame(keeps=True, allocates=False, rmw=False))
+    assert rows["l1.keeps_stored_lines"]["value"] == 1.0 and rows["l1.store_reload_cycles"]["value"] < 40
+    assert rows["l2.write_allocates"]["value"] == 0.0 and rows["l2.written_hit_fraction"]["value"] == 0.0
+    assert rows["dram.partial_write_rmw"]["value"] == 0.0
+    assert rows["dram.partial_write_sector_ratio"]["value"] == pytest.approx(1.0)
+
+
+def test_a_missing_reference_gives_no_verdict():
+    """Without the L2-only walk there is no split to judge the stored walk by; without whole sectors, no ratio."""
+    m = write_frame()
+    rows = rows_of(m[~((m["measure"] == "store_reload") & (m["access"] == "cg"))
+                     & ~((m["measure"] == "partial_write") & (m["access"] == "full"))])
+    assert not {"l1.keeps_stored_lines", "l1.store_reload_cycles", "dram.partial_write_rmw"} & set(rows)
+    assert "l2.write_allocates" in rows
+
+
+def test_write_policy_ids_are_declared_and_in_the_vocabulary():
+    from analysis.quantities import QUANTITIES
+    from probes.registry import all_probes
+
+    declared = set(all_probes()["geometry.write_policy"].quantities)
+    assert declared <= set(QUANTITIES)
+    assert set(rows_of(write_frame())) == declared
+
+
+def test_a_bad_write_config_is_refused():
+    from probes.write_policy import geometry_write_policy
+
+    with pytest.raises(ValueError):
+        geometry_write_policy(Ctx, "store_reload", "plain")
+    with pytest.raises(ValueError):
+        geometry_write_policy(Ctx, "partial_write", "store")
+
+
+def test_write_sizes_come_from_the_device():
+    from probes.write_policy import allocate_slice_bytes, chain_bytes, partial_span_bytes
+
+    small = fakes.DEVICE
+    big = {**small, "l2_bytes": 2 * small["l2_bytes"], "smem_per_sm_bytes": 2 * small["smem_per_sm_bytes"]}
+    assert partial_span_bytes(big) == 2 * partial_span_bytes(small)
+    assert allocate_slice_bytes(big) >= 2 * allocate_slice_bytes(small) - 16
+    assert chain_bytes(big) == 2 * chain_bytes(small)
+    tiny = {**small, "total_memory_bytes": small["l2_bytes"] * 8}
+    assert partial_span_bytes(tiny) <= tiny["total_memory_bytes"] // 4
