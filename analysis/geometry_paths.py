@@ -1,5 +1,6 @@
 """The data paths beside the plain load: the read-only (ld.global.nc) path's latency, capacity and bandwidth
-against the plain path's (geometry.readonly); the caches' write policies (geometry.write_policy).
+against the plain path's (geometry.readonly); the caches' write policies (geometry.write_policy); the
+instruction caches (geometry.icache).
 
 A random cyclic chase over N lines through an LRU-like cache of C lines hits every step while N <= C and misses
 nearly every step past it, so each path's chase over 1/4..4x the unified array is a staircase whose first knee
@@ -27,7 +28,7 @@ KNEE_POINTS = 6
 
 def path_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     """Every data-path row present in ``measurements``."""
-    return readonly_rows(measurements, device) + write_rows(measurements)
+    return readonly_rows(measurements, device) + write_rows(measurements) + icache_rows(measurements)
 
 
 def _chase(measurements: pd.DataFrame, path: str) -> pd.DataFrame:
@@ -213,3 +214,36 @@ def _partial_rows(measurements: pd.DataFrame) -> list[dict]:
                         f"1 if the sector ratio is below {RMW_SPLIT:.3f} (the geometric mean of 1/2 and 1)",
                         WRITE_PROBE, ("a partial-sector write costs the HBM a read-modify-write: " if rmw
                                       else "the HBM writes partial sectors at the full-sector rate: ") + evidence)]
+
+
+# -- the instruction caches --------------------------------------------------------------------------------
+
+ICACHE_PROBE = "geometry.icache"
+
+
+def icache_rows(measurements: pd.DataFrame) -> list[dict]:
+    """The staircase of cycles per instruction over the loop's code size: the first plateau's rate, each knee
+    a level's capacity, each later plateau's excess over the first that level's miss cost per instruction."""
+    if "code_bytes" not in measurements:
+        return []
+    frame = select(measurements, ICACHE_PROBE, "cycles_per_instruction")
+    if frame["code_bytes"].nunique() < KNEE_POINTS:
+        return []
+    fit = fit_staircase(frame["code_bytes"].to_numpy(), frame["value"].to_numpy(), max_plateaus=4)
+    method = "staircase fit of one warp's cycles per instruction over the loop's straight-line FFMA code size"
+    first = fit.plateaus[0]
+    note = "plateaus: " + ", ".join(f"{p.latency:.2f} from {fmt_bytes(p.lo_bytes)} to {fmt_bytes(p.hi_bytes)}"
+                                    for p in fit.plateaus)
+    rows = [derived_row("icache.l0.cycles_per_instruction", first.latency, first.ci_low, first.ci_high,
+                        method + " (first plateau, bootstrap 95% CI)", ICACHE_PROBE, note)]
+    for level, k in (("l0", 0), ("l1", 1)):
+        if k + 1 >= len(fit.plateaus):
+            break
+        after = fit.plateaus[k + 1]
+        rows += [derived_row(f"icache.{level}.capacity_bytes", fit.knees_bytes[k], *fit.knee_ci[k],
+                             method + ": the knee where it crosses the geometric mean of the levels beside it",
+                             ICACHE_PROBE, note),
+                 derived_row(f"icache.{level}.miss_cycles_per_instruction", after.latency - first.latency,
+                             after.ci_low - first.ci_high, after.ci_high - first.ci_low,
+                             method + ": the plateau past the knee over the first plateau", ICACHE_PROBE, note)]
+    return rows

@@ -264,6 +264,15 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                              "when each sector is read and written back"),
     "dram.partial_write_rmw": ("1", "1 when a partial-sector write costs a read-modify-write at the HBM "
                                     "(partial_write_sector_ratio below 1/sqrt(2)), else 0"),
+    "icache.l0.cycles_per_instruction": ("cycles", "cycles per instruction of one warp looping over independent FFMAs "
+                                                   "that fit the first instruction-cache level (its issue rate)"),
+    "icache.l0.capacity_bytes": ("B", "loop size where one warp's cycles per instruction first step up: the first "
+                                      "instruction-cache level's capacity"),
+    "icache.l0.miss_cycles_per_instruction": ("cycles", "cycles per instruction added once the loop outgrows the "
+                                                        "first instruction-cache level (fetched from the next)"),
+    "icache.l1.capacity_bytes": ("B", "loop size of the second step: the second instruction-cache level's capacity"),
+    "icache.l1.miss_cycles_per_instruction": ("cycles", "cycles per instruction added once the loop outgrows the "
+                                                        "second level too (fetched from beyond it)"),
 }
 #: The instruction table (probes.execution, analysis.execution.OPS): each op's dependent-chain latency and its
 #: full-SM throughput in thread instructions per clock per SM.

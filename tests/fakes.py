@@ -774,6 +774,32 @@ def _write_policy(ctx, measure, access, keeps=L1_KEEPS_STORES, allocates=L2_WRIT
         Sample("stride_words", float(stride), "1", r, CLOCK_HZ, "config"))]
 
 
+#: The simulated instruction caches: an L0 and an L1 of these capacities, LRU, with 128-byte lines of 8
+#: instructions; a line that misses the L0 comes from the L1 in ICACHE_L1_FETCH cycles, one that misses both from
+#: beyond in ICACHE_BEYOND_FETCH.  A warp issues one instruction per cycle from the L0.
+ICACHE_L0_BYTES, ICACHE_L1_BYTES, ICACHE_LINE = 32 << 10, 128 << 10, 128
+ICACHE_L1_FETCH, ICACHE_BEYOND_FETCH = 8.0, 96.0
+
+
+def icache_cycles_per_instruction(code_bytes: int) -> float:
+    """A loop of ``code_bytes`` (and the loop's own instructions) walked cyclically: under LRU it hits the
+    smallest level that holds it on every line and misses every smaller level on every line."""
+    from probes.icache import INSTRUCTION_BYTES, LOOP_INSTRUCTIONS
+
+    size = code_bytes + LOOP_INSTRUCTIONS * INSTRUCTION_BYTES
+    per_line = ICACHE_LINE // INSTRUCTION_BYTES
+    if size <= ICACHE_L0_BYTES:
+        return 1.0
+    return 1.0 + (ICACHE_L1_FETCH if size <= ICACHE_L1_BYTES else ICACHE_BEYOND_FETCH) / per_line
+
+
+def _icache(ctx, code_bytes):
+    rng = np.random.default_rng(code_bytes)
+    cpi = icache_cycles_per_instruction(code_bytes)
+    return [Sample("cycles_per_instruction", cpi * (1 + 0.002 * rng.standard_normal()), "cycles", r, CLOCK_HZ,
+                   "clock64") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "matmul.waves": _waves, "smem.banks": _banks,
@@ -789,7 +815,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
          "geometry.l2_partition": _l2_partition, "geometry.const": _const,
          "geometry.l2_persist": _l2_persist,
-         "geometry.readonly": _readonly, "geometry.write_policy": _write_policy, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
+         "geometry.readonly": _readonly, "geometry.write_policy": _write_policy,
+         "geometry.icache": _icache, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
          "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
          "link.topology": _topology, "link.memcpy": _memcpy,

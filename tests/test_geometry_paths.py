@@ -157,11 +157,12 @@ def test_every_derived_id_is_declared_and_in_the_vocabulary():
 
 def test_a_simulated_run_of_the_probes_alone_derives_their_rows(tmp_path):
     """The runner measures the simulated path probes alone (their own columns only) and derive recovers the
-    simulated L1, its read-only path and every write policy."""
+    simulated L1, its read-only path, every write policy and the instruction cache."""
     from analysis.derive import derive
     from probes import runner
 
-    probes = [p for p in fakes.simulated_probes() if p.id in ("geometry.readonly", "geometry.write_policy")]
+    probes = [p for p in fakes.simulated_probes()
+              if p.id in ("geometry.readonly", "geometry.write_policy", "geometry.icache")]
     run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "full", {}, 0, ["test"])
     meta = runner.execute(run, meta, probes, isolate=False)
     derived = derive(meta, run.read_measurements())
@@ -171,6 +172,7 @@ def test_a_simulated_run_of_the_probes_alone_derives_their_rows(tmp_path):
     assert rows.loc["l1.keeps_stored_lines", "value"] == float(fakes.L1_KEEPS_STORES)
     assert rows.loc["l2.write_allocates", "value"] == float(fakes.L2_WRITE_ALLOCATES)
     assert rows.loc["dram.partial_write_rmw", "value"] == float(fakes.PARTIAL_RMW)
+    assert fakes.ICACHE_L0_BYTES / 2 ** 0.25 <= rows.loc["icache.l0.capacity_bytes", "value"] <= fakes.ICACHE_L0_BYTES
 
 
 # -- write policies ---------------------------------------------------------------------------------------
@@ -291,3 +293,103 @@ def test_write_sizes_come_from_the_device():
     assert chain_bytes(big) == 2 * chain_bytes(small)
     tiny = {**small, "total_memory_bytes": small["l2_bytes"] * 8}
     assert partial_span_bytes(tiny) <= tiny["total_memory_bytes"] // 4
+
+
+# -- the instruction caches -------------------------------------------------------------------------------
+
+def loop_body(instructions: int, arch: str = "sm_90") -> tuple[int, int]:
+    """(instructions, FFMAs) of the generated loop's body, compiled as the probe compiles it: from the target of
+    its one backward branch to that branch."""
+    from cupy.cuda import nvrtc
+
+    from probes.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, sass
+    from probes.icache import loop_source
+
+    program = nvrtc.createProgram(loop_source(instructions), "icache.cu", [], [])
+    nvrtc.compileProgram(program, [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}"])
+    code = sass(nvrtc.getCUBIN(program) + b"\0")["icache_loop"]
+    listing = [(int(m.group(1), 16), m.group(2)) for l in code.splitlines()
+               if (m := re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", l))]
+    back = [(at, int(m.group(1), 16)) for at, text in listing
+            if (m := re.search(r"BRA\S*\s+(?:\S+,\s*)?(0x[0-9a-f]+)$", text)) and int(m.group(1), 16) < at]
+    assert len(back) == 1, back
+    end, start = back[0]
+    body = [text for at, text in listing if start <= at <= end]
+    assert (end - start) // 16 + 1 == len(body)
+    return len(body), sum(text.startswith("FFMA ") for text in body)
+
+
+def assert_loop_of(instructions: int, measured: tuple[int, int], slack: int = 0) -> None:
+    """The body holds the FFMAs asked for and LOOP_INSTRUCTIONS more (give or take ``slack``)."""
+    from probes.icache import LOOP_INSTRUCTIONS
+
+    total, ffma = measured
+    assert ffma == instructions
+    assert abs(total - instructions - LOOP_INSTRUCTIONS) <= slack, (total, instructions)
+
+
+@pytest.mark.parametrize("instructions", [64, 4096, 65536])
+def test_the_loop_body_grows_with_the_code_asked_for(instructions):
+    """sm_90: the loop body is exactly the FFMAs asked for plus the loop's own instructions (1 KiB .. 1 MiB)."""
+    assert_loop_of(instructions, loop_body(instructions))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_100", "sm_120"])
+def test_the_loop_overhead_holds_on_every_target(arch):
+    assert_loop_of(1000, loop_body(1000, arch), slack=2)
+
+
+def test_a_loop_of_another_size_fails_the_check():
+    """Negative control: half the FFMAs asked for, or the loop's overhead counted as code, fails."""
+    measured = loop_body(2048)
+    with pytest.raises(AssertionError):
+        assert_loop_of(4096, measured)
+    with pytest.raises(AssertionError):
+        assert_loop_of(2048, (measured[0] + 3, measured[1]), slack=2)
+
+
+def icache_frame(per_octave: int = 4) -> pd.DataFrame:
+    from probes.icache import code_sizes
+
+    return pd.DataFrame([{"probe": "geometry.icache", "metric": s.metric, "value": s.value, "repeat": s.repeat,
+                          "flag": s.flag, "code_bytes": c}
+                         for c in code_sizes(fakes.DEVICE, per_octave) for s in fakes._icache(Ctx, c)])
+
+
+@pytest.mark.parametrize("per_octave", [4, 2])
+def test_icache_rows_recover_the_simulated_levels(per_octave):
+    """Capacities within one sweep step below the truth (the knee lies between the last point that fits and
+    the first that does not), the issue rate and each level's miss cost per instruction."""
+    rows = rows_of(icache_frame(per_octave))
+    step = 2 ** (1 / per_octave)
+    assert fakes.ICACHE_L0_BYTES / step <= rows["icache.l0.capacity_bytes"]["value"] <= fakes.ICACHE_L0_BYTES
+    assert fakes.ICACHE_L1_BYTES / step <= rows["icache.l1.capacity_bytes"]["value"] <= fakes.ICACHE_L1_BYTES
+    assert rows["icache.l0.cycles_per_instruction"]["value"] == pytest.approx(1.0, rel=0.01)
+    per_line = fakes.ICACHE_LINE / 16
+    assert rows["icache.l0.miss_cycles_per_instruction"]["value"] == pytest.approx(
+        fakes.ICACHE_L1_FETCH / per_line, rel=0.02)
+    assert rows["icache.l1.miss_cycles_per_instruction"]["value"] == pytest.approx(
+        fakes.ICACHE_BEYOND_FETCH / per_line, rel=0.02)
+
+
+def test_one_level_gives_no_capacity():
+    """Negative control: a loop that always fits (a flat staircase) gives the issue rate and no capacity; a
+    sweep of too few sizes gives nothing."""
+    m = icache_frame()
+    flat = m.assign(value=1.0)
+    rows = rows_of(flat)
+    assert set(rows) == {"icache.l0.cycles_per_instruction"}
+    assert rows_of(m[m["code_bytes"] <= 4096]) == {}
+
+
+def test_icache_ids_are_declared_and_the_sweep_is_refused_outside_it():
+    from analysis.quantities import QUANTITIES
+    from probes.icache import HIGHEST, geometry_icache
+    from probes.registry import all_probes
+
+    declared = set(all_probes()["geometry.icache"].quantities)
+    assert declared <= set(QUANTITIES) and set(rows_of(icache_frame())) == declared
+    with pytest.raises(ValueError):
+        geometry_icache(Ctx, 2 * HIGHEST)
+    with pytest.raises(ValueError):
+        geometry_icache(Ctx, 1024 + 8)
