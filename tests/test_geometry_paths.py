@@ -1,7 +1,8 @@
-"""The data-path chapter on simulated caches of known geometry: the read-only path's kernels, its sweeps, and
-the rows that recover the simulated latency, capacity, sharing verdict and bandwidth."""
+"""The data paths, write policies and instruction caches on simulated hardware of known behaviour: the
+kernels' defining instructions, the sweeps, and the rows that recover what the simulation was built with."""
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -393,3 +394,54 @@ def test_icache_ids_are_declared_and_the_sweep_is_refused_outside_it():
         geometry_icache(Ctx, 2 * HIGHEST)
     with pytest.raises(ValueError):
         geometry_icache(Ctx, 1024 + 8)
+
+
+# -- on a GPU ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpu_ctx():
+    from probes.device import device_properties
+    from probes.harness import Budget, Context
+
+    return Context(device=device_properties(), budget=Budget())
+
+
+def _median(samples, metric: str) -> float:
+    return float(np.median([s.value for s in samples if s.metric == metric]))
+
+
+@pytest.mark.gpu
+def test_gpu_readonly_chases_and_reads_pass_their_checks(gpu_ctx):
+    """Every load path's chase walks its chain to the right end, an L1-resident chase is faster than one past
+    the L2, and both read kernels sum every word they read."""
+    from probes.readonly import geometry_readonly, knee_footprints, level_footprints, read_footprints
+
+    device = gpu_ctx.device
+    small, far = knee_footprints(device)[0], level_footprints(device)[-1]
+    for load in ("plain", "nc", "mixed"):
+        assert 0 < _median(geometry_readonly(gpu_ctx, "chase", load, small), "latency") < \
+            _median(geometry_readonly(gpu_ctx, "chase", "plain", far), "latency")
+    for load in ("plain", "nc"):
+        for footprint in read_footprints(device).values():
+            assert _median(geometry_readonly(gpu_ctx, "read", load, footprint), "bytes_per_clk_sm") > 0
+
+
+@pytest.mark.gpu
+def test_gpu_write_policy_walks_and_streams_pass_their_checks(gpu_ctx):
+    from probes.write_policy import geometry_write_policy
+
+    walks = {a: _median(geometry_write_policy(gpu_ctx, "store_reload", a), "latency") for a in ("load", "store", "cg")}
+    assert walks["load"] < walks["cg"] and walks["store"] > 0
+    allocate = geometry_write_policy(gpu_ctx, "write_allocate", "plain")
+    assert _median(allocate, "second_read_cycles") < _median(allocate, "cold_read_cycles")
+    for access in ("full", "word_per_sector"):
+        assert _median(geometry_write_policy(gpu_ctx, "partial_write", access), "bandwidth") > 0
+
+
+@pytest.mark.gpu
+def test_gpu_icache_small_loop_issues_near_one_per_cycle(gpu_ctx):
+    from probes.icache import HIGHEST, LOWEST, geometry_icache
+
+    small = _median(geometry_icache(gpu_ctx, LOWEST), "cycles_per_instruction")
+    assert 0.5 < small < 2.0
+    assert _median(geometry_icache(gpu_ctx, HIGHEST), "cycles_per_instruction") >= small
