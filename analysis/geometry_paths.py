@@ -22,6 +22,7 @@ READONLY_PROBE = "geometry.readonly"
 #: The mixed chain's knee over the plain one's: 1 for one array behind both paths, 2 for two arrays; the
 #: verdict's threshold is their geometric mean.
 SHARED_SPLIT = float(np.sqrt(2.0))
+LOAD_NAMES = {"nc": "ld.global.nc", "tex": "tex1Dfetch"}
 #: Fewest footprints a knee sweep needs for a staircase fit of two levels.
 KNEE_POINTS = 6
 
@@ -49,7 +50,7 @@ def readonly_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     if "measure" not in measurements or not (measurements["probe"] == READONLY_PROBE).any():
         return []
     top = 4 * device["smem_per_sm_bytes"]
-    fits = {path: knee_fit(_chase(measurements, path), top) for path in ("plain", "nc", "mixed")}
+    fits = {path: knee_fit(_chase(measurements, path), top) for path in ("plain", "nc", "mixed", "tex")}
     rows = []
     method = "staircase fit of a random dependent chase over 1/4..4x shared memory per SM"
     nc, plain, mixed = fits["nc"], fits["plain"], fits["mixed"]
@@ -82,26 +83,39 @@ def readonly_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                              "geometric mean of 1 and 2)", READONLY_PROBE,
                              ("the read-only path shares the L1's capacity: " if shared else
                               "the read-only path has capacity of its own: ") + evidence)]
-    for quantity, at in (("readonly.l2_latency_cycles", device["l2_bytes"] // 8),
-                         ("readonly.dram_latency_cycles", 4 * device["l2_bytes"])):
-        rows += _level_row(measurements, quantity, at)
+    tex = fits["tex"]
+    if tex is not None:
+        first = tex.plateaus[0]
+        note = f"ld.global.nc: {nc.plateaus[0].latency:.1f} cycles" if nc is not None else ""
+        rows += [derived_row("readonly.tex_latency_cycles", first.latency, first.ci_low, first.ci_high,
+                             method + " through tex1Dfetch (plateau: bootstrap 95% CI)", READONLY_PROBE, note),
+                 derived_row("readonly.tex_capacity_bytes", tex.knees_bytes[0], *tex.knee_ci[0],
+                             method + " through tex1Dfetch: the knee where latency crosses the geometric mean of its "
+                                      "first two levels", READONLY_PROBE,
+                             f"{first.latency:.1f} -> {tex.plateaus[1].latency:.1f} cycles"
+                             + (f"; nc knee {fmt_bytes(nc.knees_bytes[0])}" if nc is not None else ""))]
+    for quantity, at, path in (("readonly.l2_latency_cycles", device["l2_bytes"] // 8, "nc"),
+                               ("readonly.dram_latency_cycles", 4 * device["l2_bytes"], "nc"),
+                               ("readonly.tex_l2_latency_cycles", device["l2_bytes"] // 8, "tex")):
+        rows += _level_row(measurements, quantity, at, path)
     rows += _bandwidth_rows(measurements, device)
     return rows
 
 
-def _level_row(measurements: pd.DataFrame, quantity: str, footprint: int) -> list[dict]:
-    """The median nc chase latency at the sweep's footprint nearest ``footprint`` (within a factor of 2)."""
-    nc = _chase(measurements, "nc")
-    if nc.empty:
+def _level_row(measurements: pd.DataFrame, quantity: str, footprint: int, path: str) -> list[dict]:
+    """The median chase latency of ``path`` at the sweep's footprint nearest ``footprint`` (within a factor
+    of 2), the plain chase's at the same footprint in the note."""
+    chase = _chase(measurements, path)
+    if chase.empty:
         return []
-    nearest = min(nc["footprint_bytes"].unique(), key=lambda f: abs(np.log2(f / footprint)))
+    nearest = min(chase["footprint_bytes"].unique(), key=lambda f: abs(np.log2(f / footprint)))
     if abs(np.log2(nearest / footprint)) > 1:
         return []
-    value = nc.loc[nc["footprint_bytes"] == nearest, "value"]
+    value = chase.loc[chase["footprint_bytes"] == nearest, "value"]
     plain = _chase(measurements, "plain")
     plain = plain.loc[plain["footprint_bytes"] == nearest, "value"]
     note = f"plain ld.global: {np.median(plain):.1f} cycles" if len(plain) else ""
-    return [derived_row(quantity, *median_ci(value), f"median of the ld.global.nc chase at "
+    return [derived_row(quantity, *median_ci(value), f"median of the {LOAD_NAMES[path]} chase at "
                         f"{fmt_bytes(nearest)} (bootstrap 95% CI)", READONLY_PROBE, note)]
 
 

@@ -247,6 +247,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "readonly.l1_bandwidth_ratio": ("1", "ld.global.nc.v4 over ld.global.v4 read bandwidth, L1-resident regions"),
     "readonly.l2_bandwidth_ratio": ("1", "ld.global.nc.v4 over ld.global.v4 read bandwidth, an L2-resident region "
                                          "read by every SM"),
+    "readonly.tex_latency_cycles": ("cycles", "load-to-use latency of a dependent tex1Dfetch (TLD through a texture "
+                                              "object) over a chain of texel indices the first-level cache holds"),
+    "readonly.tex_capacity_bytes": ("B", "footprint where the texture chase leaves its first-level cache (the "
+                                         "staircase's first knee)"),
+    "readonly.tex_l2_latency_cycles": ("cycles", "the texture chase at a footprint of L2/8: an L2 hit"),
     "l1.store_reload_cycles": ("cycles", "cycles per step of an L1-resident chase that stores each loaded word back "
                                          "into its line: the cost of loading a line the thread last wrote"),
     "l1.keeps_stored_lines": ("1", "1 when a line the thread stored into still hits the L1 (store_reload_cycles "

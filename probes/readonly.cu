@@ -71,6 +71,35 @@ extern "C" __global__ void ro_chase_mixed(unsigned long long start, long long wa
     ro_chase<2>(start, warm_steps, steps, out);
 }
 
+// Texture chase: the chain as 32-bit texel indices in a linear 1-D texture of unsigned ints (a texture object),
+// each fetch (tex.1d, TLD) returning the next element's index.  Launched with one thread.
+// out = {clock64 cycles, %globaltimer ns, final index (the sink)}.
+__device__ __forceinline__ unsigned int tex_step(unsigned long long tex, unsigned int p) {
+    unsigned int next, y, z, w;
+    asm volatile("tex.1d.v4.u32.s32 {%0, %1, %2, %3}, [%4, {%5}];"
+                 : "=r"(next), "=r"(y), "=r"(z), "=r"(w) : "l"(tex), "r"(p) : "memory");
+    return next;
+}
+
+extern "C" __global__ void ro_chase_tex(unsigned long long tex, unsigned int start, long long warm_steps,
+                                        long long steps, unsigned long long* out) {
+    unsigned int p = start;
+    for (long long i = 0; i < warm_steps; ++i) p = tex_step(tex, p);
+    unsigned long long c0, c1, t0, t1;
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) p = tex_step(tex, p);
+    }
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = p;
+}
+
 template <int NC>
 __device__ __forceinline__ uint4 ro_vector(const uint4* at) {
     uint4 v;

@@ -7,10 +7,8 @@ Sharing is told by a chain whose elements alternate between the two paths (reado
 array sits behind both paths, the mixed chain leaves it where the plain chain does (its knee over the plain
 knee is 1); two separate arrays of the plain path's capacity hold it to twice that (a ratio of 2).
 
-Texture fetches (tex1Dfetch through a texture object) are left out: CuPy builds texture objects only for
-CUDA arrays of at most 2^27 elements, a chain of 64-bit absolute addresses cannot be walked through 32-bit
-texel indices without index arithmetic between the loads (which the chase must not have), and since Volta the
-texture and L1 data caches are the same array the nc path reaches.
+The texture path (tex1Dfetch through a texture object, TLD) is chased too, as 32-bit texel indices in a
+linear 1-D texture, each fetch returning the next element's index: over the same knee sweep and at L2/8.
 """
 from __future__ import annotations
 
@@ -18,10 +16,10 @@ import numpy as np
 
 from probes import kit
 from probes.chain import measure_chase
-from probes.harness import Sample, Sink
+from probes.harness import Sample, Sink, repeat_until_stable
 from probes.registry import geom, probe
 
-PATHS = {"plain": "ro_chase_plain", "nc": "ro_chase_nc", "mixed": "ro_chase_mixed"}
+PATHS = {"plain": "ro_chase_plain", "nc": "ro_chase_nc", "mixed": "ro_chase_mixed", "tex": "ro_chase_tex"}
 READ_KERNELS = {"plain": "ro_read_plain", "nc": "ro_read_nc"}
 #: Chain stride: one element per 128-byte block (the chase family's line), so the knee counts lines.
 STRIDE = 128
@@ -59,6 +57,7 @@ def readonly_configs(device: dict, quick: bool = False) -> list[dict]:
     configs = [{"measure": "chase", "load": path, "footprint_bytes": f} for path in PATHS for f in knee]
     configs += [{"measure": "chase", "load": path, "footprint_bytes": f}
                 for path in ("plain", "nc") for f in level_footprints(device)]
+    configs.append({"measure": "chase", "load": "tex", "footprint_bytes": level_footprints(device)[0]})
     configs += [{"measure": "read", "load": path, "footprint_bytes": f}
                 for path in READ_KERNELS for f in read_footprints(device).values()]
     return configs
@@ -86,14 +85,16 @@ def chase_launcher(path: str):
        sweeps={"quick": lambda d: readonly_configs(d, quick=True), "full": readonly_configs},
        axes={"measure": "chase (one thread's dependent loads: cycles per step) or read (every SM reading: bytes "
                         "per clock per SM)",
-             "load": "plain (ld.global), nc (ld.global.nc, the read-only path) or mixed (a chase alternating "
-                     "the two)",
-             "footprint_bytes": "chase: 1/4..4x shared memory per SM (4 per octave; quick: 2), L2/8 and 4x L2; "
+             "load": "plain (ld.global), nc (ld.global.nc, the read-only path), mixed (a chase alternating "
+                     "the two) or tex (tex1Dfetch of a texture object: texel indices)",
+             "footprint_bytes": "chase: 1/4..4x shared memory per SM (4 per octave; quick: 2), L2/8 and 4x L2 (tex: "
+                                "L2/8 only); "
                                 "read: 1/16 of shared memory per SM per block (L1) or L2/4 read by every block"},
        quantities=("readonly.latency_cycles", "readonly.l2_latency_cycles", "readonly.dram_latency_cycles",
                    "readonly.capacity_bytes", "readonly.capacity_ratio", "readonly.shared_capacity_ratio",
                    "readonly.l1_shared", "readonly.l1_bandwidth_bytes_per_clk_sm", "readonly.l1_bandwidth_ratio",
-                   "readonly.l2_bandwidth_ratio"),
+                   "readonly.l2_bandwidth_ratio", "readonly.tex_latency_cycles", "readonly.tex_capacity_bytes",
+                   "readonly.tex_l2_latency_cycles"),
        kernels=("readonly.cu",))
 def geometry_readonly(ctx, measure: str, load: str, footprint_bytes: int) -> list[Sample]:
     """Cycles per dependent load of a random chain through the plain, the read-only (nc) or both paths by
@@ -102,6 +103,8 @@ def geometry_readonly(ctx, measure: str, load: str, footprint_bytes: int) -> lis
         if load not in PATHS or footprint_bytes % ALIGN:
             raise ValueError(f"chase load {load!r} must be one of {', '.join(PATHS)} and footprint_bytes="
                              f"{footprint_bytes} a multiple of {ALIGN}")
+        if load == "tex":
+            return tex_samples(ctx, footprint_bytes)
         return measure_chase(ctx, footprint_bytes, STRIDE, chase_launcher(load), timer="clock64")
     if measure == "read" and load in READ_KERNELS and footprint_bytes % 16 == 0:
         return read_samples(ctx, load, footprint_bytes)
@@ -133,3 +136,47 @@ def read_samples(ctx, path: str, region_bytes: int) -> list[Sample]:
     return kit.bandwidth_samples(ctx, launch, sink.reset, lambda: sink.check(per_launch % 2**32),
                                  float(grid) * passes * region_bytes, sample_s=SAMPLE_S,
                                  per_clk_bound=kit.MAX_BYTES_PER_CLK_SM)
+
+
+def tex_samples(ctx, footprint_bytes: int) -> list[Sample]:
+    """The chase through a texture object: element ``order[i]`` (texel ``order[i] x STRIDE/4`` plus a random
+    sector of its block) holds the texel index of element ``order[i+1]``; after k steps in all the kernel's
+    final index must be the k-th element's, checked on every launch."""
+    import cupy
+    from cupy.cuda import runtime, texture
+
+    from probes.chain import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, element_offsets, \
+        steps_for, warm_steps
+    from probes.cuda import kernel
+
+    elements = footprint_bytes // STRIDE
+    rng = ctx.rng(footprint_bytes, STRIDE)
+    order = chain_order(rng, elements)
+    at = (order * STRIDE + element_offsets(rng, elements, STRIDE)) // 4  # texel of each element, walk order
+    texels = np.zeros(footprint_bytes // 4, dtype=np.uint32)
+    texels[at] = np.roll(at, -1)
+    words = cupy.asarray(texels)
+    channel = texture.ChannelFormatDescriptor(32, 0, 0, 0, runtime.cudaChannelFormatKindUnsigned)
+    resource = texture.ResourceDescriptor(runtime.cudaResourceTypeLinear, arr=words, chDesc=channel,
+                                          sizeInBytes=words.nbytes)
+    tex = texture.TextureObject(resource, texture.TextureDescriptor(filterMode=runtime.cudaFilterModePoint,
+                                                                    readMode=runtime.cudaReadModeElementType))
+    chase = kernel("readonly.cu", "ro_chase_tex")
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    position = 0
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        nonlocal position
+        chase((1,), (1,), (tex, np.uint32(at[position % elements]), np.int64(warm), np.int64(steps), out))
+        result = out.get()
+        position += warm + steps
+        if int(result[2]) != int(at[position % elements]):
+            raise RuntimeError(f"texture chase sink mismatch at footprint {footprint_bytes} B: ended at texel "
+                               f"{int(result[2])}, the chain says {int(at[position % elements])}")
+        return result
+
+    warm = warm_steps(ctx.device, footprint_bytes, elements)
+    first = run(max(warm, min(elements, MAX_WARM_STEPS)), CALIBRATION_STEPS)
+    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(warm, steps), steps, repeat, "clock64"),
+                               "latency", ctx.budget)

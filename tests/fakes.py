@@ -681,6 +681,9 @@ def _l2_persist(ctx, hint):
 #: NC_L1_CYCLES, and past the L1 costs what a plain load does.  Read bandwidth per SM of every SM re-reading
 #: an L1-resident region, per path; an L2-resident region reads at the L2's rate whichever the path.
 READONLY_SHARES_L1, NC_L1_CYCLES = True, 30.0
+#: A texture fetch goes through the same L1 array and costs the texture unit's TEX_EXTRA cycles more than a
+#: plain load at every level.
+TEX_EXTRA = 8.0
 L1_READ_PER_CLK = {"plain": 96.0, "nc": 120.0}
 
 
@@ -695,6 +698,8 @@ def readonly_latency(footprint_bytes: int, path: str, shares_l1: bool = READONLY
         return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
 
     lines = footprint_bytes / LINE_BYTES
+    if path == "tex":
+        return cost("plain", lines) + TEX_EXTRA
     if path != "mixed":
         return cost(path, lines)
     held = lines if shares_l1 else lines / 2

@@ -62,6 +62,25 @@ def test_the_plain_chase_is_not_a_read_only_chase():
         assert_dependent_chain(timed_loads("chase_cg", "chase.cu"), ["LDG.E.64"])
 
 
+def texture_chain(kernel_name: str) -> list[tuple[str, str]]:
+    """(destination, index register) of every texture fetch between the kernel's two clock reads."""
+    from probes.cuda import compile_cubin, sass
+
+    code = sass(compile_cubin("readonly.cu")[0])[kernel_name]
+    lines = [l for l in code.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    clocks = [i for i, l in enumerate(lines) if "SR_CLOCKLO" in l]
+    pattern = re.compile(r"TLD\S* RZ, (R\d+), (R\d+),")
+    return [m.groups() for l in lines[clocks[0]:clocks[-1]] if (m := pattern.search(l))]
+
+
+def test_the_texture_chase_is_a_dependent_chain_of_texture_fetches():
+    """Each TLD's texel index is the previous TLD's result; negative control: the nc chase fetches no texel."""
+    fetches = texture_chain("ro_chase_tex")
+    assert len(fetches) >= 32
+    assert all(index == dest for (dest, _), (_, index) in zip(fetches, fetches[1:]))
+    assert texture_chain("ro_chase_nc") == []
+
+
 def test_the_read_kernels_differ_in_the_load_path_only():
     from probes.cuda import compile_cubin, resource_usage, sass
 
@@ -116,6 +135,11 @@ def test_rows_recover_the_simulated_read_only_path():
     assert rows["readonly.l1_bandwidth_ratio"]["value"] == pytest.approx(
         fakes.L1_READ_PER_CLK["nc"] / fakes.L1_READ_PER_CLK["plain"])
     assert rows["readonly.l2_bandwidth_ratio"]["value"] == pytest.approx(1.0)
+    assert rows["readonly.tex_latency_cycles"]["value"] == pytest.approx(fakes.LEVELS["l1"] + fakes.TEX_EXTRA,
+                                                                          rel=0.01)
+    assert rows["readonly.tex_capacity_bytes"]["value"] == pytest.approx(fakes.L1_BYTES, rel=0.05)
+    assert rows["readonly.tex_l2_latency_cycles"]["value"] == pytest.approx(fakes.LEVELS["l2"] + fakes.TEX_EXTRA,
+                                                                             rel=0.01)
 
 
 def test_a_read_only_array_of_its_own_is_told_apart():
@@ -418,7 +442,7 @@ def test_gpu_readonly_chases_and_reads_pass_their_checks(gpu_ctx):
 
     device = gpu_ctx.device
     small, far = knee_footprints(device)[0], level_footprints(device)[-1]
-    for load in ("plain", "nc", "mixed"):
+    for load in ("plain", "nc", "mixed", "tex"):
         assert 0 < _median(geometry_readonly(gpu_ctx, "chase", load, small), "latency") < \
             _median(geometry_readonly(gpu_ctx, "chase", "plain", far), "latency")
     for load in ("plain", "nc"):
