@@ -174,7 +174,8 @@ def _store_rows(measurements: pd.DataFrame) -> list[dict]:
     keeps = store < split
     evidence = (f"stored walk {store:.1f} cycles per step, load-only walk (L1 hits) {hit:.1f}, L2-only walk (L2 "
                 f"hits) {l2:.1f}; split at their geometric mean {split:.1f}")
-    method = "random dependent chase inside the L1, each loaded word stored back into its line (median, bootstrap 95% CI)"
+    method = ("random dependent chase inside the L1, each loaded word stored back into its line (median, bootstrap "
+              "95% CI)")
     return [derived_row("l1.store_reload_cycles", store, low, high, method, WRITE_PROBE, evidence),
             derived_row("l1.keeps_stored_lines", float(keeps), float(high < split), float(low < split),
                         "1 if the stored walk steps nearer the L1 hit than the L2 hit (geometric mean)", WRITE_PROBE,
