@@ -21,6 +21,8 @@ CI.  Nothing here assumes the answer: 32 banks of 4 bytes is one candidate.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 
@@ -52,6 +54,7 @@ def degree_of(addresses, access_bytes: int, banks: int, width_bytes: int) -> int
     return worst
 
 
+@lru_cache(maxsize=None)  # asked for every config and candidate structure by each fit
 def conflict_degree(stride_words: int, access_bytes: int, banks: int = 32, width_bytes: int = 4,
                     offset_words: int = 0, lanes: int = LANES) -> int:
     """The number of distinct words the busiest bank must serve for one warp-wide load at this stride."""
@@ -169,10 +172,10 @@ def bank_rows(measurements: pd.DataFrame) -> list[dict]:
     """Derived rows: the bank structure and cost per way from the latency form of ``smem.banks``, the
     pipeline's cost per way from its throughput form, and exercise 3's recovery factor."""
     from analysis.quantities import derived_row as row
-    from analysis.stats import median_ci, usable
+    from analysis.stats import median_ci, of_probe, select
 
     rows = []
-    banks = measurements[measurements["probe"] == "smem.banks"]
+    banks = of_probe(measurements, "smem.banks")
     if not banks.empty and "form" in banks:
         fit = fit_banks(banks[banks["form"] == "latency"])
         ranking = "; ".join(f"{int(b)}x{int(w)} B R2 {r:.4f}" for b, w, r in
@@ -190,8 +193,7 @@ def bank_rows(measurements: pd.DataFrame) -> list[dict]:
             rows.append(row("smem.conflict_cycles_per_way_throughput", tfit["slope"], *tfit["slope_ci"],
                             f"slope of the throughput form, {tfit['access_bytes']}-byte loads", "smem.banks",
                             f"{tfit['banks']}x{tfit['width_bytes']} B, R2 {tfit['r2']:.4f}"))
-    column = usable(measurements[(measurements["probe"] == "smem.column_read")
-                                 & (measurements["metric"] == "useful_bandwidth")])
+    column = select(measurements, "smem.column_read", "useful_bandwidth")
     if not column.empty:
         side = column["matrix_side"].min()  # the lecture's 4096
         at = column[column["matrix_side"] == side]

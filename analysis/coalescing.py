@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.capacity import fit_capacity
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, ratio_ci, select, usable
+from analysis.stats import median_ci, ratio_ci, select
 from analysis.units import fmt_bytes, fmt_value
 
 LANES = 32
@@ -43,6 +43,7 @@ def lane_addresses(stride_elements: int, element_bytes: int, misaligned_bytes: i
     return misaligned_bytes + np.arange(lanes, dtype=np.int64) * stride_elements * element_bytes
 
 
+@functools.lru_cache(maxsize=None)  # asked for every config and candidate block by each fit
 def touched_blocks(stride_elements: int, element_bytes: int, block_bytes: int, misaligned_bytes: int = 0,
                    lanes: int = LANES) -> int:
     """Distinct ``block_bytes`` blocks that one warp-wide access touches (an element may straddle two)."""
@@ -92,7 +93,7 @@ def stride_table(measurements: pd.DataFrame) -> pd.DataFrame:
                       *[f"pred_{b}" for b in CANDIDATE_BLOCKS]]
     if "stride_elements" not in measurements:
         return pd.DataFrame(columns=columns)
-    data = usable(measurements[(measurements["probe"] == STRIDE_PROBE) & (measurements["metric"] == "bandwidth")])
+    data = select(measurements, STRIDE_PROBE, "bandwidth")
     if data.empty:
         return pd.DataFrame(columns=columns)
     table = data.groupby(keys)["value"].agg(bandwidth="median", n="size").reset_index()

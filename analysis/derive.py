@@ -19,7 +19,7 @@ from analysis.quantities import derived_row
 from analysis.errors import UsageError
 from analysis.results import DERIVED_COLUMNS, RunDir
 from analysis.roofline import matmul_rows
-from analysis.stats import median_ci, select
+from analysis.stats import median_ci, select, split_by_probe
 
 
 def _median_row(quantity: str, values, method: str, probe: str) -> dict:
@@ -68,6 +68,12 @@ def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool) -> li
 
 def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd.DataFrame:
     """Every derived quantity of a run; ``parallel`` spreads the families over the cores (for the CLI)."""
+    with split_by_probe(measurements):  # only read until the rows are made
+        rows = _rows(meta, measurements, parallel)
+    return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
+
+
+def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool) -> list[dict]:
     rows = []
     clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
     if len(clock):
@@ -82,7 +88,7 @@ def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
     rows += matmul_rows(measurements, rows)
     rows += lecture_rows(measurements, rows, meta["device"])
-    return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
+    return rows
 
 
 def derived_for(run: RunDir, parallel: bool = False) -> tuple[dict, pd.DataFrame, pd.DataFrame]:

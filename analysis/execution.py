@@ -23,6 +23,7 @@ import pandas as pd
 
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, ratio_ci, select
+from analysis.units import plain_log_axis
 
 INST_PROBE, SCHEDULE_PROBE, DIVERGE_PROBE = "exec.inst", "exec.schedule", "exec.diverge"
 
@@ -328,6 +329,7 @@ def schedule_figure(measurements: pd.DataFrame, derived: pd.DataFrame):
                    label=f"plateau: {n:.2f} schedulers x {issue:.3f} instr/clk")
         ax.axvline(round(n), color="grey", ls="--", lw=0.8)
     ax.set_xscale("log", base=2)
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("resident warps per SM")
     ax.set_ylabel("FFMA warp instructions / clock / SM")
     ax.set_ylim(bottom=0)
@@ -348,6 +350,8 @@ def divergence_figure(measurements: pd.DataFrame):
         ax.plot(ways, 1 / ways, "k:", lw=0.8, label="1 / ways")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    plain_log_axis(ax.xaxis)
+    plain_log_axis(ax.yaxis)
     ax.set_xlabel("ways the warp is split")
     ax.set_ylabel("useful FFMA throughput / unsplit")
     ax.legend(fontsize=8)

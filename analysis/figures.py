@@ -7,14 +7,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands,  # noqa: E402
                               capacity_knees)
 from analysis.stats import usable  # noqa: E402
-from analysis.units import fmt_bytes  # noqa: E402
+from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
 LATENCY_LINES = {"smem.latency_cycles": "smem", "l1.latency_cycles": "L1", "l2.latency_cycles": "L2 near",
                  "l2.far_latency_cycles": "L2 far", "dram.latency_cycles": "HBM"}
@@ -57,6 +56,29 @@ def _level_labels(ax, levels):
                     arrowprops=dict(arrowstyle="-", color="lightgrey", lw=0.5, shrinkA=0, shrinkB=0))
 
 
+#: seaborn's "deep" and "dark" palettes, kept here so that drawing a figure does not import seaborn (and, through
+#: it, scipy.stats: a second of the report's start).
+PALETTES = {"deep": ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
+                     "#CCB974", "#64B5CD"),
+            "dark": ("#001C7F", "#B1400D", "#12711C", "#8C0800", "#591E71", "#592F0D", "#A23582", "#3C3C3C",
+                     "#B8850A", "#006374")}
+
+
+def color_palette(name: str | None = None, n: int | None = None) -> list[tuple]:
+    """RGB colours as ``seaborn.color_palette(name, n)`` gives them: the current colour cycle (None), a named
+    palette above cycled to n, "husl" (through seaborn), or n colours sampled inside a matplotlib colormap."""
+    if name == "husl":
+        import seaborn
+
+        return list(seaborn.color_palette("husl", n))
+    if name is None or name in PALETTES:
+        colours = PALETTES[name] if name else plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        n = n if n is not None else len(colours)
+        return [matplotlib.colors.to_rgb(colours[i % len(colours)]) for i in range(n)]
+    cmap = matplotlib.colormaps[name]
+    return [tuple(c) for c in cmap(np.linspace(0, 1, (n or 6) + 2)[1:-1])[:, :3]]
+
+
 def _no_data(ax, title: str):
     ax.set_title(title)
     ax.set_axis_off()
@@ -66,7 +88,7 @@ def _no_data(ax, title: str):
 def _median_lines(ax, frame: pd.DataFrame, x: str, by: str, label) -> None:
     """Median per x with an IQR band, one line per ``by`` group; sparse groups are drawn as points."""
     names = sorted(frame[by].unique())
-    palette = dict(zip(names, sns.color_palette("deep" if len(names) <= 10 else "husl", len(names))))
+    palette = dict(zip(names, color_palette("deep" if len(names) <= 10 else "husl", len(names))))
     for name, group in frame.groupby(by):
         stats = group.groupby(x)["value"].quantile([0.25, 0.5, 0.75]).unstack()
         dense = len(stats) > 8
@@ -89,7 +111,7 @@ def latency_staircase(measurements: pd.DataFrame, device: dict, derived: pd.Data
     _bytes_axis(ax)
     ax.set_ylim(bottom=0)
     d = derived.set_index("quantity")
-    knees = sns.color_palette("dark", len(KNEE_LINES) + 1)
+    knees = color_palette("dark", len(KNEE_LINES) + 1)
     for (quantity, name), colour in zip(KNEE_LINES.items(), knees):
         if quantity in d.index:
             ax.axvline(d.loc[quantity, "value"], color=colour, lw=0.9, ls=":",
@@ -120,7 +142,7 @@ def access_latency(measurements: pd.DataFrame, device: dict, derived: pd.DataFra
         return _no_data(ax, "Single-access latency: no chase.access samples")
     offset = bands["offset"] if bands else 0.0
     footprints = sorted(frame["footprint_bytes"].unique())
-    colours = dict(zip(footprints, sns.color_palette("viridis", len(footprints))))
+    colours = dict(zip(footprints, color_palette("viridis", len(footprints))))
     cycles = frame["value"] - offset
     bins = np.arange(np.floor(cycles.quantile(0.001) / 5) * 5, cycles.quantile(0.995) + 5, 5)
     for footprint, group in frame.groupby("footprint_bytes"):
@@ -254,7 +276,9 @@ def line_by_capacity(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None)
         return _no_data(ax, "Line by capacity: no dense chase at two or more strides")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    plain_log_axis(ax.xaxis)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("stride between chain elements (bytes)")
     ax.set_ylabel("capacity knee (footprint)")
     ax.set_title("Line (tag) size: capacity counted in lines against stride")
@@ -269,7 +293,7 @@ def launch_overhead(measurements: pd.DataFrame, ax=None):
     frame = usable(measurements[measurements["probe"] == "launch.overhead"])
     metrics = {"launch_interval": "GPU time between launches", "host_call": "host time per call"}
     modes = {"plain": "plain launches", "graph": "CUDA graph"}
-    palette = sns.color_palette("deep", len(metrics))
+    palette = color_palette("deep", len(metrics))
     width = 0.8 / len(metrics)
     for j, (metric, label) in enumerate(metrics.items()):
         for i, mode in enumerate(modes):
@@ -294,7 +318,7 @@ def bank_conflicts(measurements: pd.DataFrame, ax=None):
     forms = [f for f in ("latency", "throughput") if f in set(frame["form"])] or ["latency"]
     fig, axes = plt.subplots(1, len(forms), figsize=(5 * len(forms) + 2, 4.2), squeeze=False, sharey=True)
     sizes = sorted({int(a) for a in frame["access_bytes"]})
-    palette = dict(zip(sizes, sns.color_palette("deep", len(sizes))))
+    palette = dict(zip(sizes, color_palette("deep", len(sizes))))
     titles = {"latency": "Latency: dependent loads", "throughput": "Throughput: independent loads"}
     for ax, form in zip(axes[0], forms):
         for (probe, access), group in frame[frame["form"] == form].groupby(["probe", "access_bytes"]):
@@ -327,7 +351,7 @@ def coalescing(measurements: pd.DataFrame, ax=None):
 
     table = stride_table(measurements)
     table = table[(table["level"] == "dram") & (table["aligned"] == "aligned")]
-    for (element, group), colour in zip(table.groupby("element_bytes"), sns.color_palette("deep")):
+    for (element, group), colour in zip(table.groupby("element_bytes"), color_palette("deep")):
         group = group.sort_values("stride_elements")
         ax.plot(group["stride_elements"], group["efficiency"], "o-", markersize=3, color=colour,
                 label=f"{int(element)}-byte elements, measured")
@@ -403,7 +427,7 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
     widths = sorted(table["load_bytes"].unique())
     fig, axes = plt.subplots(len(levels), len(widths), figsize=(6.5 * len(widths), 3.8 * len(levels)),
                              squeeze=False, sharex=True)
-    palette = dict(zip(sorted(table["ilp"].unique()), sns.color_palette("deep")))
+    palette = dict(zip(sorted(table["ilp"].unique()), color_palette("deep")))
     d = derived.set_index("quantity")
     max_warps = device["max_threads_per_sm"] // 32
     for row, level in enumerate(levels):
@@ -450,7 +474,7 @@ def compute_peaks(derived: pd.DataFrame, ax=None):
     ax = ax or plt.figure(figsize=(8, 0.3 * max(len(bars), 4) + 1.2)).gca()
     families = {"FP": "vector", "INT": "vector", "mma.sync": "mma.sync", "wgmma": "wgmma", "cuBLAS": "library",
                 "Triton": "library"}
-    palette = dict(zip(dict.fromkeys(families.values()), sns.color_palette("deep", 4)))
+    palette = dict(zip(dict.fromkeys(families.values()), color_palette("deep", 4)))
     for i, (label, row) in enumerate(bars):
         family = next(f for prefix, f in families.items() if label.startswith(prefix))
         ax.errorbar(row["value"] / 1e12, i, xerr=[[(row["value"] - row["ci_low"]) / 1e12],
@@ -498,7 +522,7 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
             l2 = d[L2_BANDWIDTH]
             ax.plot(x, np.minimum(peak, x * l2), color="black", lw=1.0, ls="--",
                     label=f"L2 roof: {l2 / 1e12:.2f} TB/s,\nsame peak (ridge {peak / l2:.0f} FLOP/B)")
-    for (side, group), colour in zip(table.groupby("matrix_side"), sns.color_palette("deep")):
+    for (side, group), colour in zip(table.groupby("matrix_side"), color_palette("deep")):
         ax.plot(group["intensity"], group["measured_flops"], "o-", color=colour, label=f"{side}³ measured")
         if group["predicted_flops"].notna().any():
             ax.plot(group["intensity"], group["predicted_flops"], "o", mfc="none", color=colour, ms=9,
@@ -533,7 +557,7 @@ def fusion(measurements: pd.DataFrame, ax=None):
         right = ax.twinx()
     table = table.assign(us=table["seconds"] * 1e6, mb=table["bytes"] / 1e6)
     launches = list(dict.fromkeys(table["launch"]))
-    palette = sns.color_palette()
+    palette = color_palette()
     for j, variant in enumerate(("unfused", "fused")):
         for i, launch in enumerate(launches):
             values = table.loc[(table["variant"] == variant) & (table["launch"] == launch), "us"]
@@ -549,7 +573,7 @@ def fusion(measurements: pd.DataFrame, ax=None):
     ax.set_ylabel("time per softmax (µs)")
     ax.set_title("Time")
     sizes = table.drop_duplicates("variant").set_index("variant").reindex(["unfused", "fused"]).dropna()
-    right.bar(sizes.index, sizes["mb"], color=sns.color_palette()[:len(sizes)])
+    right.bar(sizes.index, sizes["mb"], color=color_palette()[:len(sizes)])
     right.set_ylabel("bytes moved, counted (MB)")
     right.set_title("Bytes (5 traversals against 2)")
     return ax
@@ -564,7 +588,7 @@ def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     frame = usable(measurements[(measurements["probe"] == DSMEM_LATENCY) & (measurements["metric"] == "latency")])
     labels = {"remote": "next block's shared memory (mapa + LD)", "self": "own, same generic path",
               "local": "own, LDS"}
-    for (mode, group), colour in zip(frame.groupby("mode"), sns.color_palette("deep")):
+    for (mode, group), colour in zip(frame.groupby("mode"), color_palette("deep")):
         stats = group.groupby("cluster_size")["value"].quantile([0.25, 0.5, 0.75]).unstack()
         ax.errorbar(stats.index, stats[0.5], yerr=[stats[0.5] - stats[0.25], stats[0.75] - stats[0.5]], marker="o",
                     color=colour, label=labels.get(mode, mode), capsize=3)
@@ -579,6 +603,7 @@ def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     refused = refused_cluster_sizes(measurements, DSMEM_LATENCY)
     ax.set_xscale("log", base=2)
     ax.set_xticks([2, 4, 8, 16], ["2", "4", "8", "16"])
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("cluster size (blocks)" + (f"; refused by the driver: {sorted(refused)}" if refused else ""))
     ax.set_ylabel("cycles per dependent load")
     ax.set_title("Distributed shared memory: latency against cluster size")
@@ -624,7 +649,7 @@ def copy_bandwidth(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     ax = ax or plt.figure(figsize=(8, 4.5)).gca()
     frame = usable(measurements[(measurements["probe"] == COPY_BANDWIDTH) & (measurements["metric"] == "bandwidth")])
     names = {"tma": "TMA", "cp_async": "cp.async", "ldg": "ld.global"}
-    palette = dict(zip(names, sns.color_palette("deep")))
+    palette = dict(zip(names, color_palette("deep")))
     for (path, level), group in frame.groupby(["path", "level"]):
         medians = group.groupby("chunk_bytes")["value"].median()
         ax.plot(medians.index, medians.values, marker="o", markersize=4, color=palette.get(path),
@@ -683,6 +708,7 @@ def decode_gemm(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     if len(hbm):
         ax.axhline(float(hbm.iat[0]) / 1e12, color="0.4", ls="--", lw=1, label="HBM read bandwidth")
     ax.set_xscale("log", base=2)
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("batch M (tokens decoded together)")
     ax.set_ylabel("TB/s")
     ax.set_ylim(bottom=0)

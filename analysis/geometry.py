@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.latency import miss_valley
 from analysis.plateaus import fit_staircase
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, select, usable
+from analysis.stats import median_ci, of_probe, select, usable
 from analysis.units import fmt_bytes
 
 PROBE = "geometry.l1"
@@ -30,7 +30,7 @@ POLICY_FIT = 0.15
 def walks(measurements: pd.DataFrame) -> pd.DataFrame:
     """One row per measured chain: stride_bytes, smem_bytes, placement, lines, misses, accesses, fraction,
     missing."""
-    frame = usable(measurements[measurements["probe"] == PROBE])
+    frame = usable(of_probe(measurements, PROBE))
     frame = frame[frame["metric"].isin(("lines", "misses", "accesses"))]
     if frame.empty:
         return pd.DataFrame(columns=[*KEYS, "lines", "misses", "accesses", "fraction", "missing"])
@@ -210,8 +210,8 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held:
         distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}"
                               for p, d in policy["distances"].items())
         rows.append(derived_row("l1.replacement_miss_fraction", first["fraction"], first["fraction"],
-                                first["fraction"], f"miss fraction of a cyclic walk of ways+1 lines in one set, "
-                                                   f"at strides of the set span and beyond", PROBE,
+                                first["fraction"], "miss fraction of a cyclic walk of ways+1 lines in one set, "
+                                                   "at strides of the set span and beyond", PROBE,
                                 f"replacement: {verdict}; measured miss fraction from {int(points['lines'].min())} "
                                 f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."
                                 f"{points['fraction'].max():.2f}; RMS distance to each model: {distances}"))
@@ -229,8 +229,8 @@ UNIFORM_BLOCKS = 0.98
 def partition_map(measurements: pd.DataFrame, stride: int) -> tuple[np.ndarray, float] | None:
     """(far: one bool per line in address order, by the majority of the walks; agreement: the share of lines
     every walk put on the same side) from one stride's cold walks, or None without two miss clusters."""
-    frame = usable(measurements[(measurements["probe"] == PARTITION_PROBE)
-                                & (measurements["stride_bytes"] == stride)])
+    frame = of_probe(measurements, PARTITION_PROBE)
+    frame = usable(frame[frame["stride_bytes"] == stride])
     per_walk = frame.loc[frame["metric"] == "walk_lines", "value"]
     frame = frame[frame["metric"] == "access"].sort_values("repeat")
     if per_walk.empty or frame.empty:
@@ -262,9 +262,9 @@ def interleave_lines(far: np.ndarray) -> int | None:
 
 def partition_rows(measurements: pd.DataFrame) -> list[dict]:
     """l2.partition_interleave_bytes from the finest stride whose walk shows both homes; l2.far_home_fraction."""
-    if "stride_bytes" not in measurements or not (measurements["probe"] == PARTITION_PROBE).any():
+    if "stride_bytes" not in measurements or of_probe(measurements, PARTITION_PROBE).empty:
         return []
-    strides = sorted(measurements.loc[measurements["probe"] == PARTITION_PROBE, "stride_bytes"].unique())
+    strides = sorted(of_probe(measurements, PARTITION_PROBE)["stride_bytes"].unique())
     notes = []
     for stride in strides:
         mapped = partition_map(measurements, int(stride))

@@ -11,7 +11,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from analysis.geometry import MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, walks  # noqa: E402
 from analysis.stats import usable  # noqa: E402
-from analysis.units import fmt_bytes  # noqa: E402
+from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
 
 def _bytes_axis(axis):
@@ -49,6 +49,7 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     left.set_xscale("log", base=2)
     left.set_yscale("log", base=2)
     _bytes_axis(left.xaxis)
+    plain_log_axis(left.yaxis)
     left.set_xlabel("stride between the chain's lines")
     left.set_ylabel("lines held before the first miss")
     left.set_title(f"L1 set construction ({fmt_bytes(smallest)} shared allocated)")
@@ -77,6 +78,8 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     spread.axvline(MISS_FACTOR * hit.median(), color="k", ls="--", lw=0.8, label="miss threshold: 2 x all-hit")
     spread.set_xscale("log")
     spread.set_yscale("log")
+    plain_log_axis(spread.xaxis)
+    plain_log_axis(spread.yaxis)
     spread.set_xlabel("cycles per access (recording included)")
     spread.set_ylabel("accesses")
     spread.set_title("Each access of the first missing walks")
@@ -104,7 +107,6 @@ def l1_carveout(measurements: pd.DataFrame, derived: pd.DataFrame):
     ax.set_title("L1/shared carve-out")
     ax.legend(fontsize=7, frameon=False)
     return ax
-
 
 
 def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, ratio_ci, select
+from analysis.stats import median_ci, of_probe, ratio_ci, select
 
 DSMEM_LATENCY, DSMEM_BANDWIDTH = "hopper.dsmem_latency", "hopper.dsmem_bandwidth"
 TMA_LATENCY, COPY_BANDWIDTH, DPX = "hopper.tma_latency", "hopper.copy_bandwidth", "hopper.dpx"
@@ -25,7 +25,8 @@ PATH_PREFIX = {"tma": "tma", "cp_async": "cp_async", "ldg": "ldg_smem"}
 
 def refused_cluster_sizes(measurements: pd.DataFrame, probe: str) -> dict[int, int]:
     """Cluster sizes the driver would not launch, each with its CUresult (the ``cluster_refused`` records)."""
-    frame = measurements[(measurements["probe"] == probe) & (measurements["metric"] == "cluster_refused")]
+    frame = of_probe(measurements, probe)
+    frame = frame[frame["metric"] == "cluster_refused"]
     if "cluster_size" not in frame:
         return {}
     return {int(size): int(status) for size, status in sorted(zip(frame["cluster_size"], frame["value"]))}

@@ -19,7 +19,7 @@ import pandas as pd
 from analysis.linesize import fit_line_by_capacity, fit_line_size
 from analysis.plateaus import fit_staircase, noise_step
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, select, usable
+from analysis.stats import median_ci, of_probe, select, usable
 from analysis.units import fmt_bytes
 
 CUPY_PROBE, NUMBA_PROBE, ACCESS_PROBE = "chase.latency", "chase.latency_numba", "chase.access"
@@ -46,7 +46,8 @@ def chase_levels(measurements: pd.DataFrame, device: dict, probe: str = CUPY_PRO
                  flavour: str = "default") -> pd.DataFrame:
     """Per level: median latency (cycles and seconds) with bootstrap CIs, footprints used, samples."""
     rows = []
-    chase = usable(measurements[(measurements["probe"] == probe) & (measurements["flavour"] == flavour)])
+    chase = of_probe(measurements, probe)
+    chase = usable(chase[chase["flavour"] == flavour])
     if chase.empty:
         return pd.DataFrame(columns=["level", "metric", "median", "ci_low", "ci_high", "footprints", "n"])
     levels = chase["footprint_bytes"].map(lambda f: level_of(f, device))
@@ -108,14 +109,15 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
         rows += _l2_rows(l2_only)
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
-    rows += _access_rows(measurements, device)
-    rows += _cold_miss_rows(measurements, device)
+    bands, lines = access_bands(measurements, device), _line_fits(measurements)  # each read twice below
+    rows += _access_rows(bands)
+    rows += _cold_miss_rows(measurements, device, bands, lines.get("cg"))
     rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device, rows)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _smem_rows(select(measurements, "chase.smem_index", "latency", stride_bytes=4), "smem.index_latency_cycles",
                        "chase.smem_index", "median of index-computing shared-memory chase samples (IMAD, LEA, LDS "
                        "per step; bootstrap 95% CI)")
-    rows += _line_rows(measurements)
+    rows += _line_rows(lines)
     rows += _line_capacity_rows(measurements, rows)
     rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
@@ -155,7 +157,7 @@ def _l2_rows(frame) -> list[dict]:
     plateaus, knees = fit.plateaus, fit.knees_bytes
     method = "staircase fit of the L2-only (ld.global.cg) chase"
     note = f"plateaus: {_plateau_text(fit)}"
-    near, dram = plateaus[0], plateaus[-1]
+    near = plateaus[0]
     rows = [derived_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
     if len(plateaus) >= 2:
         rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
@@ -193,19 +195,28 @@ def _smem_rows(frame, quantity: str = "smem.latency_cycles", probe: str = "chase
                  probe, f"footprints {', '.join(fmt_bytes(f) for f in sorted(frame['footprint_bytes'].unique()))}")]
 
 
-def _line_rows(measurements) -> list[dict]:
-    """The fill blocks of the address-order chases, and the L1 sector they show."""
+def _line_fits(measurements) -> dict:
+    """``{flavour: fit_line_size}`` of each address-order chase (chase.line) with three strides or more."""
     frame = select(measurements, "chase.line", "latency")
+    fits = {}
     if frame.empty:
-        return []
+        return fits
+    for flavour in ("default", "cg"):
+        data = frame[frame["flavour"] == flavour]
+        if data["stride_bytes"].nunique() >= 3:
+            fits[flavour] = fit_line_size(data["stride_bytes"], data["value"])
+    return fits
+
+
+def _line_rows(fits: dict) -> list[dict]:
+    """The fill blocks of the address-order chases (``_line_fits``), and the L1 sector they show."""
     rows = []
     method = "hinge fit hit + (miss-hit)*min(stride/L, 1), L a power of two"
     for quantity, flavour, what in (("l1.fill_bytes", "default", "L1 fill block (chain beyond L1, inside L2)"),
                                     ("l2.dram_fetch_bytes", "cg", "L2 fill block from HBM (chain beyond L2)")):
-        data = frame[frame["flavour"] == flavour]
-        if data["stride_bytes"].nunique() < 3:
+        if flavour not in fits:
             continue
-        fit = fit_line_size(data["stride_bytes"], data["value"])
+        fit = fits[flavour]
         note = f"{what}: hit {fit['hit']:.1f}, miss {fit['miss']:.1f} cycles, R2 {fit['r2']:.3f}"
         rows.append(derived_row(quantity, fit["block_bytes"], *fit["ci"], method, "chase.line", note))
         if quantity == "l1.fill_bytes":
@@ -376,7 +387,7 @@ def access_bands(measurements: pd.DataFrame, device: dict) -> dict | None:
     all but ``MISS_EDGE_PERCENTILE`` % of misses are far-partition hits.  The recording's own cost (the store
     and clock read per access) is the recording loop's cycles per step less the plain chase's over the
     near-only chain, where both walk identical hits.  ``None`` unless all three kinds of footprint were run."""
-    frame = usable(measurements[measurements["probe"] == ACCESS_PROBE]) if "probe" in measurements else None
+    frame = usable(of_probe(measurements, ACCESS_PROBE)) if "probe" in measurements else None
     if frame is None or frame.empty:
         return None
     l2 = device["l2_bytes"]
@@ -431,9 +442,9 @@ def miss_valley(misses: np.ndarray) -> float | None:
 MIN_FAR_HITS = 100
 
 
-def _access_rows(measurements, device) -> list[dict]:
-    """The far latency and the two miss latencies from chase.access, each when its cluster is there."""
-    bands = access_bands(measurements, device)
+def _access_rows(bands) -> list[dict]:
+    """The far latency and the two miss latencies from chase.access (``access_bands``), each when its cluster
+    is there."""
     if bands is None:
         return []
     return _far_row(bands) + _miss_rows(bands)
@@ -492,7 +503,7 @@ def _span(frame, lo: float, hi: float):
     return frame[(frame["footprint_bytes"] >= lo) & (frame["footprint_bytes"] <= hi)]
 
 
-def _cold_miss_rows(measurements, device) -> list[dict]:
+def _cold_miss_rows(measurements, device, bands, line_fit) -> list[dict]:
     """HBM latency of a plain dependent load from chase.miss's cold paths (every access a miss): the first
     plateau, inside the TLBs' reach, and the last, where translations miss too; with the L2-only path beside
     it and the other methods' figures in the note."""
@@ -509,7 +520,7 @@ def _cold_miss_rows(measurements, device) -> list[dict]:
         plateaus = f"; plateaus: {_plateau_text(fit)}"
     else:
         spans, plateaus, past = [(plain["footprint_bytes"].min(), plain["footprint_bytes"].max())], "", None
-    checks = "; ".join(_miss_cross_checks(measurements, device))
+    checks = "; ".join(_miss_cross_checks(measurements, device, bands, line_fit))
     rows = []
     for (lo, hi), cycles_id, ns_id in zip(spans, ("dram.latency_cycles", "dram.latency_tlb_miss_cycles"),
                                           ("dram.latency_ns", "dram.latency_tlb_miss_ns")):
@@ -531,13 +542,13 @@ def _cold_miss_rows(measurements, device) -> list[dict]:
     return rows
 
 
-def _miss_cross_checks(measurements, device) -> list[str]:
-    """The other methods' HBM latency, and the L2 hits the cold paths' access record shows."""
+def _miss_cross_checks(measurements, device, bands, line_fit) -> list[str]:
+    """The other methods' HBM latency, and the L2 hits the cold paths' access record shows (``bands``, of
+    ``access_bands``; ``line_fit``, the L2-only address-order chase's, or None)."""
     out = []
-    bands = access_bands(measurements, device)
     if bands is not None:
-        cold = usable(measurements[(measurements["probe"] == ACCESS_PROBE) & (measurements["metric"] == "access")
-                                   & (measurements["footprint_bytes"] >= 2 * device["l2_bytes"])])["value"]
+        cold = select(measurements, ACCESS_PROBE, "access")
+        cold = cold[cold["footprint_bytes"] >= 2 * device["l2_bytes"]]["value"]
         misses = bands["misses"]
         valley = bands["miss_split"]
         near = misses[misses < valley] if valley is not None else misses
@@ -552,10 +563,8 @@ def _miss_cross_checks(measurements, device) -> list[str]:
         out.append(f"the warm staircase (chain just written, walked in part, so partly L2-resident) reads "
                    f"{warm['value'].median():.0f} cycles at {fmt_bytes(warm['footprint_bytes'].min())}.."
                    f"{fmt_bytes(warm['footprint_bytes'].max())}")
-    line = select(measurements, "chase.line", "latency", flavour="cg")
-    if line["stride_bytes"].nunique() >= 3:
-        fit = fit_line_size(line["stride_bytes"], line["value"])
-        out.append(f"address-order line chase past the L2: {fit['miss']:.0f} cycles (L2-only)")
+    if line_fit is not None:
+        out.append(f"address-order line chase past the L2: {line_fit['miss']:.0f} cycles (L2-only)")
     return out
 
 

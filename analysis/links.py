@@ -6,13 +6,13 @@ import pandas as pd
 
 from analysis.collectives import COLLECTIVES
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, usable
+from analysis.stats import median_ci, select
 
 
 def _of(measurements: pd.DataFrame, probe: str, metric: str) -> pd.DataFrame:
     if "probe" not in measurements or not len(measurements):
         return measurements.iloc[:0]
-    return usable(measurements[(measurements["probe"] == probe) & (measurements["metric"] == metric)])
+    return select(measurements, probe, metric)
 
 
 def pair_medians(frame: pd.DataFrame, by=("src", "dst")) -> pd.Series:

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from analysis.quantities import derived_row
-from analysis.stats import median_ci, ratio_ci, select, usable
+from analysis.stats import median_ci, ratio_ci, select
 
 
 def model(concurrency, bytes_per_load: float, latency_s: float, peak_bytes_per_s: float):
@@ -65,7 +65,7 @@ def throughput_samples(measurements: pd.DataFrame) -> pd.DataFrame:
     """Usable bandwidth samples of the occupancy sweep, with loads in flight per SM = resident warps x ILP."""
     if any(c not in measurements for c in CONFIG):
         return pd.DataFrame(columns=CONFIG + ["value", "sm_clock_hz", "loads_per_sm"])
-    frame = usable(measurements[(measurements["probe"] == PROBE) & (measurements["metric"] == "bandwidth")])
+    frame = select(measurements, PROBE, "bandwidth")
     frame = frame.astype({"load_bytes": int, "ilp": int, "resident_warps_per_sm": int})
     return frame.assign(loads_per_sm=frame["resident_warps_per_sm"] * frame["ilp"])
 
@@ -163,7 +163,7 @@ def _full_occupancy_rows(measurements: pd.DataFrame, table: pd.DataFrame) -> lis
         return []
     top = dram[dram["resident_warps_per_sm"] == dram["resident_warps_per_sm"].max()]
     best = top.loc[top["bandwidth"].idxmax()]
-    frame = usable(measurements[(measurements["probe"] == PROBE) & (measurements["metric"] == "bandwidth")])
+    frame = select(measurements, PROBE, "bandwidth")
     samples = frame[(frame["level"] == "dram") & (frame["load_bytes"].astype(int) == best["load_bytes"])
                     & (frame["ilp"].astype(int) == best["ilp"])
                     & (frame["resident_warps_per_sm"].astype(int) == best["resident_warps_per_sm"])]["value"]

@@ -278,9 +278,11 @@ HOPPER_FIGURES = (
 #: NVML's clock and power, drawn when the run recorded telemetry (results schema 2).
 TELEMETRY_FIGURES = (
     FigureSpec("clock-power", None, "Clock and power per probe (NVML)",
-               "NVML's board power and SM clock against time within each probe, one panel per probe; samples "
-               "taken while the SW power cap or a thermal slowdown was set are marked.",
-               lambda meta, m, d: _telemetry().clock_power_strip(m)),
+               "NVML's board power and SM clock over the run, one slot per probe in run order: within its slot, a "
+               "probe's samples lie by the time since it began, over its last sample's time (in brackets under "
+               "it), in 60 time bins (point: the bin's median; bar: its min to max); bins with a sample taken "
+               "while the SW power cap or a thermal slowdown was set are marked along the top.",
+               lambda meta, m, d: _telemetry().clock_power_strip(m, list(meta.get("probes", ())))),
     FigureSpec("power-trace", "compute.wgmma", "Clock and power over back-to-back tensor-core launches (NVML)",
                "Board power and SM clock read by NVML every 10 ms over a second and a half of back-to-back wgmma "
                "launches per data type: the clock the power limit allows once the board reaches its cap.",
@@ -318,15 +320,42 @@ def drawn_figures(measurements) -> list[str]:
 
 def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
     """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
-    closes them."""
+    closes them.  Each is made at the PNG's resolution, so laying it out measures its text at the size the
+    PNG draws it (and the PNG reuses those measures)."""
+    import matplotlib as mpl
+
     measured = set(measurements["probe"].unique())
     for spec in which:
         if spec.probe in measured or spec.probe is None:
-            ax = spec.draw(meta, measurements, derived)
-            if ax is None:  # nothing of its kind in this run (an NVML trace, say)
-                continue
-            ax.figure.tight_layout()
+            with mpl.rc_context({"figure.dpi": PNG_DPI}):
+                ax = spec.draw(meta, measurements, derived)
+                if ax is None:  # nothing of its kind in this run (an NVML trace, say)
+                    continue
+                ax.figure.tight_layout()
+            # laid out once: a layout engine left on the figure would make every savefig lay it out again
+            ax.figure.set_layout_engine(None)
             yield spec, ax.figure
+
+
+#: zlib level of the PNGs: lossless at any level; 3 writes them in about half the time of the default 6, at
+#: about the same size, since they are stored as RGB (the figures are opaque) rather than RGBA.
+PNG_COMPRESS_LEVEL = 3
+
+
+def _png(fig) -> bytes:
+    """The figure drawn by Agg at PNG_DPI, as PNG bytes (no date, so rebuilds are byte-identical)."""
+    from PIL import Image
+
+    fig.set_dpi(PNG_DPI)  # a no-op for the report's figures, made at PNG_DPI
+    raw = io.BytesIO()
+    fig.savefig(raw, format="rgba", dpi=PNG_DPI)
+    width, height = fig.canvas.get_width_height(physical=True)
+    image = Image.frombuffer("RGBA", (width, height), raw.getbuffer(), "raw", "RGBA", 0, 1)
+    if image.getextrema()[3] == (255, 255):
+        image = image.convert("RGB")
+    out = io.BytesIO()
+    image.save(out, format="png", compress_level=PNG_COMPRESS_LEVEL, dpi=(PNG_DPI, PNG_DPI))
+    return out.getvalue()
 
 
 def _encode(fig) -> tuple[bytes, bytes]:
@@ -334,21 +363,30 @@ def _encode(fig) -> tuple[bytes, bytes]:
     import matplotlib as mpl
 
     with mpl.rc_context({"svg.hashsalt": "gpuatlas", "svg.fonttype": "none"}):
-        png, svg = io.BytesIO(), io.BytesIO()
-        fig.savefig(png, format="png", dpi=PNG_DPI)
+        png = _png(fig)
+        svg = io.BytesIO()
         fig.savefig(svg, format="svg", metadata={"Date": None})
-    return png.getvalue(), svg.getvalue()
+    return png, svg.getvalue()
 
 
-#: What the figure workers draw from: set before they fork, so the frames are shared, not pickled.
+#: Figures started first: the most panels (or a fit to redo), so that no long one is left for the pool's end.
+DRAWN_FIRST = ("clock-power", "instruction-latency-throughput", "occupancy-throughput", "bandwidth-footprint",
+               "l1-sets", "power-trace")
+
+#: What a figure worker draws from: its job's (specs, meta, measurements), handed over as it forks, so the
+#: frames are shared, not pickled.
 _JOB: dict = {}
 
 
-def _draw_one(spec_index: int) -> tuple[int, bytes, bytes, float]:
+def _adopt(specs, meta, measurements) -> None:
+    _JOB.update(specs=specs, meta=meta, measurements=measurements)
+
+
+def _draw_one(spec_index: int, derived) -> tuple[int, bytes, bytes, float]:
     import matplotlib.pyplot as plt
 
     started = time.perf_counter()
-    drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], _JOB["derived"], [_JOB["specs"][spec_index]]))
+    drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], derived, [_JOB["specs"][spec_index]]))
     if not drawn:
         return spec_index, None, None, time.perf_counter() - started
     (_, fig), = drawn
@@ -357,38 +395,76 @@ def _draw_one(spec_index: int) -> tuple[int, bytes, bytes, float]:
     return spec_index, png, svg, time.perf_counter() - started
 
 
-def _figures(meta, measurements, derived, which, progress) -> dict:
-    """stem -> (spec, PNG, SVG) of every figure the run has data for, drawn on every core (forked workers
-    where the platform forks, else in turn); ``progress`` gets a line per figure as it is done."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def uses_derived(spec: FigureSpec) -> bool:
+    """Whether the spec's draw reads its third argument, the derived quantities."""
+    import dis
 
-    measured = set(measurements["probe"].unique())
-    specs = [spec for spec in which if spec.probe in measured or spec.probe is None]
-    _JOB.update(specs=specs, meta=meta, measurements=measurements, derived=derived)
-    done = {}
-    try:
+    code = spec.draw.__code__
+    name = code.co_varnames[2]
+    return name in code.co_cellvars or any(name in (i.argval if isinstance(i.argval, tuple) else (i.argval,))
+               for i in dis.get_instructions(spec.draw) if i.opname.startswith("LOAD_FAST"))
+
+
+class FigureJob:
+    """Every figure the run has data for, drawn on every core by forked workers (in turn, in this process,
+    where the platform does not fork).  Made from the measurements alone, it starts the figures that need no
+    derived quantity at once, so they are drawn while the caller derives; ``results(derived)`` draws the rest
+    and gathers them all."""
+
+    def __init__(self, meta, measurements, progress=None):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        measured = set(measurements["probe"].unique())
+        specs = [spec for spec in _figure_specs(measurements) if spec.probe in measured or spec.probe is None]
+        order = sorted(range(len(specs)), key=lambda i: specs[i].stem not in DRAWN_FIRST)
+        self.specs, self.progress, self.done = specs, progress, {}
+        self.waiting = [i for i in order if uses_derived(specs[i])]
+        now = [i for i in order if i not in self.waiting]
         workers = min(len(specs), os.cpu_count() or 1)
+        self.pool, self.futures = None, []
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                results = (f.result() for f in as_completed([pool.submit(_draw_one, i) for i in range(len(specs))]))
-                for i, png, svg, seconds in results:
-                    done[i] = (png, svg)
-                    if progress:
-                        progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                            initializer=_adopt, initargs=(specs, meta, measurements))
+            self.futures = [self.pool.submit(_draw_one, i, None) for i in now]
         else:
-            for i in range(len(specs)):
-                _, png, svg, seconds = _draw_one(i)
-                done[i] = (png, svg)
-                if progress:
-                    progress(f"figure {len(done)}/{len(specs)}: {specs[i].stem} ({seconds:.1f} s)")
-    finally:
+            _adopt(specs, meta, measurements)
+            self.waiting = now + self.waiting
+
+    def _record(self, i, png, svg, seconds) -> None:
+        self.done[i] = (png, svg)
+        if self.progress:
+            self.progress(f"figure {len(self.done)}/{len(self.specs)}: {self.specs[i].stem} ({seconds:.1f} s)")
+
+    def results(self, derived) -> dict:
+        """stem -> (spec, PNG, SVG) of every figure drawn, in report order; ``progress`` gets a line per figure
+        as it is done."""
+        from concurrent.futures import as_completed
+
+        try:
+            if self.pool is None:
+                for i in self.waiting:
+                    self._record(*_draw_one(i, derived))
+            else:
+                self.futures += [self.pool.submit(_draw_one, i, derived) for i in self.waiting]
+                for future in as_completed(self.futures):
+                    self._record(*future.result())
+        finally:
+            self.close()
+        specs = self.specs
+        return {specs[i].stem: (specs[i], *self.done[i]) for i in sorted(self.done) if self.done[i][0] is not None}
+
+    def close(self) -> None:
+        """Let the workers go: a figure not yet begun is dropped, one being drawn is left to end on its own."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
         _JOB.clear()
-    return {specs[i].stem: (specs[i], *done[i]) for i in sorted(done) if done[i][0] is not None}
 
 
-def _sections(meta, measurements, derived, progress=None):
-    """(title, DataFrame | list[str] | figure name) in report order."""
+def _sections(meta, measurements, derived, figures: FigureJob):
+    """(title, DataFrame | list[str] | figure name) in report order; the tables are made while ``figures`` is
+    drawn."""
     device = meta["device"]
     soft = meta.get("software", {})
     facts = pd.DataFrame([
@@ -408,13 +484,27 @@ def _sections(meta, measurements, derived, progress=None):
     status = pd.DataFrame([(pid, s["status"], f"{s['configs_done']}/{s['configs_total']}", f"{s['seconds']:.1f} s",
                             s.get("error") or "") for pid, s in meta["probes"].items()],
                           columns=["probe", "status", "configs", "time", "error"])
-    figs = _figures(meta, measurements, derived, _figure_specs(measurements), progress)
-    sections = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
-                ("Derived quantities", derived_table(derived)),
-                *claim_sections(derived, device)]
+    head = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
+            ("Derived quantities", derived_table(derived)),
+            *claim_sections(derived, device)]
     inst = execution.inst_table(derived)
     if not inst.empty:
-        sections.append(("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst))
+        head.append(("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst))
+    tail = []
+    agreement = agreement_table(measurements)
+    if not agreement.empty:
+        tail.append(("Pointer chase: CuPy against Numba", agreement))
+    roof = roofline_table(measurements, derived)
+    if not roof.empty:
+        tail += [("Roofline: square tiles, predicted against measured", roofline_display(roof)),
+                 ("Roofline: the gap, explained", gap_explanation(roof, device))]
+    banks = banks_agreement_table(measurements) if "offset_words" in measurements else pd.DataFrame()
+    if not banks.empty:
+        tail.append(("Bank conflicts: CuPy against Numba", banks))
+    tail += [("Device, clocks and software", facts), ("Probes", status),
+             ("Warnings", warnings(meta, measurements) or ["none"])]
+    figs = figures.results(derived)
+    sections = head
     sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
                  if spec in FIGURES]
     sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
@@ -422,19 +512,7 @@ def _sections(meta, measurements, derived, progress=None):
                  if spec in TELEMETRY_FIGURES] or [("Clock and power (NVML)", [
                      "this run recorded no NVML telemetry (a run from before results schema 2, or NVML did not "
                      "answer)"])]
-    agreement = agreement_table(measurements)
-    if not agreement.empty:
-        sections.append(("Pointer chase: CuPy against Numba", agreement))
-    roof = roofline_table(measurements, derived)
-    if not roof.empty:
-        sections += [("Roofline: square tiles, predicted against measured", roofline_display(roof)),
-                     ("Roofline: the gap, explained", gap_explanation(roof, device))]
-    banks = banks_agreement_table(measurements) if "offset_words" in measurements else pd.DataFrame()
-    if not banks.empty:
-        sections.append(("Bank conflicts: CuPy against Numba", banks))
-    sections += [("Device, clocks and software", facts), ("Probes", status),
-                 ("Warnings", warnings(meta, measurements) or ["none"])]
-    return sections
+    return sections + tail
 
 
 def claim_sections(derived: pd.DataFrame, device: dict) -> list:
@@ -492,11 +570,17 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 
 def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path,
-           progress: Callable[[str], None] | None = None) -> Path:
+           progress: Callable[[str], None] | None = None, figures: FigureJob | None = None) -> Path:
     """Write ``index.html`` (self-contained), ``index.md`` and each figure as PNG and SVG; return the HTML path.
-    ``progress`` is called with a line as each figure is done."""
+    ``progress`` is called with a line as each figure is done; ``figures``, a FigureJob started earlier on these
+    measurements (with its own progress), else one is started here."""
     title = f"gpuatlas: {meta['gpu']} ({meta['run_id']})"
-    return _write_page(title, _sections(meta, measurements, derived, progress), out_dir)
+    figures = figures or FigureJob(meta, measurements, progress)
+    try:
+        sections = _sections(meta, measurements, derived, figures)
+    finally:
+        figures.close()
+    return _write_page(title, sections, out_dir)
 
 
 def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:

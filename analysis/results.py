@@ -169,10 +169,12 @@ class RunDir:
         frames = []
         if self.measurements_path.exists():
             frames.append(_read_parquet(self.measurements_path))
+        parts = sorted(self.parts.glob("*/*.parquet")) if self.parts.is_dir() else []
         merged = set()
-        if frames:  # parts already in the merged file are not read again (a full run has thousands)
-            merged = {(probe, _part_name(config)) for probe, config in zip(frames[0]["probe"], frames[0]["config"])}
-        for part in sorted(self.parts.glob("*/*.parquet")) if self.parts.is_dir() else ():
+        if frames and parts:  # parts already in the merged file are not read again (a full run has thousands)
+            pairs = frames[0][["probe", "config"]].drop_duplicates()
+            merged = {(probe, _part_name(config)) for probe, config in zip(pairs["probe"], pairs["config"])}
+        for part in parts:
             if (part.parent.name, part.name) in merged:
                 continue
             frame = _read_parquet(part)

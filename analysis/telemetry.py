@@ -2,13 +2,11 @@
 of one long run of back-to-back tensor-core launches.
 
 Each measurement row carries the NVML readings over its sample's window (results schema 2).  The strip draws
-one small panel per probe: power (left axis) and NVML's SM clock (right axis) against when each sample was
-made, with the samples whose window had the SW power cap or HW power brake set (``power_capped``) or a
-thermal slowdown (``thermal``) marked along the top.
+power and NVML's SM clock on two shared-time panels, one slot per probe in run order, each sample placed by
+when it was made within its probe, with the bins whose window had the SW power cap or HW power brake set
+(``power_capped``) or a thermal slowdown (``thermal``) marked along the top.
 """
 from __future__ import annotations
-
-import math
 
 import matplotlib
 
@@ -29,63 +27,80 @@ def has_telemetry(measurements: pd.DataFrame) -> bool:
 
 
 def _samples(measurements: pd.DataFrame) -> pd.DataFrame:
-    """One row per sample moment (the metrics of one sample share its window), telemetry present."""
-    frame = measurements[measurements["power_w"].notna() & measurements["elapsed_s"].notna()]
-    frame = frame[~frame["metric"].astype(str).str.startswith("trace_")]
-    return frame.drop_duplicates(subset=["probe", "elapsed_s"]).sort_values(["probe", "elapsed_s"])
+    """One row per sample moment (the metrics of one sample share its window), telemetry present: the probe and
+    its readings only."""
+    keep = (measurements["power_w"].notna() & measurements["elapsed_s"].notna()
+            & ~measurements["metric"].astype(str).str.startswith("trace_"))
+    frame = measurements.loc[keep, ["probe", "elapsed_s", "power_w", "power_max_w", "nvml_sm_clock_hz", "telemetry"]]
+    frame = frame.astype({"probe": "category"})
+    return frame.drop_duplicates(subset=["probe", "elapsed_s"])
 
 
-#: Points drawn per panel of the strip: a probe's samples are binned in time to at most this many.
-STRIP_POINTS = 150
+#: Time bins per probe: each probe's samples are binned in time to at most this many points.
+STRIP_BINS = 60
 
 
-def _binned(group: pd.DataFrame) -> pd.DataFrame:
-    """The probe's samples in at most STRIP_POINTS time bins: median power and clock, and each flag if any
-    sample of the bin carries it."""
-    if len(group) <= STRIP_POINTS:
-        return group
-    bins = pd.cut(group["elapsed_s"], STRIP_POINTS, labels=False)
-    flags = group["telemetry"].astype(str)
-    return pd.DataFrame({
-        "elapsed_s": group.groupby(bins)["elapsed_s"].median(),
-        "power_w": group.groupby(bins)["power_w"].median(),
-        "nvml_sm_clock_hz": group.groupby(bins)["nvml_sm_clock_hz"].median(),
-        "telemetry": flags.groupby(bins).agg(lambda f: "+".join(sorted({x for v in f for x in v.split("+") if x}))),
-    })
+def _binned(frame: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Every probe's samples in at most STRIP_BINS equal bins of the time since it began: the bin's median, min
+    and max power and clock, each flag if any sample of the bin carries it, ``slot`` (the probe's place in
+    ``order``) and ``at`` (the bin's median time as a fraction of the probe's last sample time)."""
+    slot = frame["probe"].map({probe: i for i, probe in enumerate(order)}).to_numpy()
+    t = frame["elapsed_s"].to_numpy(dtype=float)
+    last = frame.groupby("probe")["elapsed_s"].transform("max").to_numpy(dtype=float)
+    at = np.divide(t, last, out=np.full_like(t, 0.5), where=last > 0)
+    flags = frame["telemetry"].astype(str)
+    samples = pd.DataFrame({"slot": slot, "bin": np.minimum(at * STRIP_BINS, STRIP_BINS - 1).astype(int), "at": at,
+                            "power_w": frame["power_w"].to_numpy(dtype=float),
+                            "clock_ghz": frame["nvml_sm_clock_hz"].to_numpy(dtype=float) / 1e9,
+                            **{flag: flags.str.contains(flag).to_numpy() for flag in MARKS}})
+    bins = samples.groupby(["slot", "bin"], sort=True)
+    out = bins[["at", "power_w", "clock_ghz"]].median()
+    for column in ("power_w", "clock_ghz"):
+        out[f"{column}_min"], out[f"{column}_max"] = bins[column].min(), bins[column].max()
+    out[list(MARKS)] = bins[list(MARKS)].any()
+    return out.reset_index()
 
 
-def clock_power_strip(measurements: pd.DataFrame):
-    """Power and NVML SM clock against sample time, one panel per probe; power-capped and thermal samples
-    marked along the top of their panel.  Returns the first panel's axes (None without telemetry)."""
+#: Width of a probe's slot that its samples span; the rest parts it from its neighbours.
+SLOT_FILL = 0.9
+
+
+def clock_power_strip(measurements: pd.DataFrame, order=()):
+    """Board power and NVML SM clock over the run, probe by probe: each probe has an equal slot of the shared
+    time axis (in ``order``, the run's, then any other), its samples placed by their time since it began over its
+    last sample's time (named under the slot), binned; a point is a bin's median, its bar the bin's min to max.
+    Power-capped and thermal bins are marked along the top.  Returns the power axes (None without telemetry)."""
     frame = _samples(measurements) if has_telemetry(measurements) else pd.DataFrame()
     if frame.empty:
         return None
-    probes = list(dict.fromkeys(frame["probe"]))
-    columns = min(3, len(probes))
-    rows = math.ceil(len(probes) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.1 * rows), squeeze=False)
+    present = set(frame["probe"])
+    probes = [p for p in order if p in present] + sorted(present.difference(order))
+    seconds = frame.groupby("probe")["elapsed_s"].max()
+    data = _binned(frame, probes)
+    x = data["slot"] + (1 - SLOT_FILL) / 2 + SLOT_FILL * data["at"]
+    fig, (power, clock) = plt.subplots(2, 1, figsize=(12, 6.8), sharex=True, height_ratios=(3, 2))
     top_w = float(frame["power_max_w"].max())
-    for ax, probe in zip(axes.flat, probes):
-        group = _binned(frame[frame["probe"] == probe])
-        ax.plot(group["elapsed_s"], group["power_w"], ".", color="tab:orange", markersize=2)
-        ax.set_ylim(0, top_w * 1.15)
-        ax.set_title(probe, fontsize=8)
+    for ax, column, colour, label in ((power, "power_w", "tab:orange", "board power (W)"),
+                                      (clock, "clock_ghz", "tab:blue", "SM clock (GHz)")):
+        ax.vlines(x, data[f"{column}_min"], data[f"{column}_max"], color=colour, alpha=0.35, linewidth=0.6)
+        ax.plot(x, data[column], ".", color=colour, markersize=1.8)
+        ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
-        clock = ax.twinx()
-        clock.plot(group["elapsed_s"], group["nvml_sm_clock_hz"] / 1e9, ".", color="tab:blue", markersize=2)
-        clock.tick_params(labelsize=7, colors="tab:blue")
-        for flag, (color, marker) in MARKS.items():
-            hit = group[group["telemetry"].astype(str).str.contains(flag)]
-            ax.plot(hit["elapsed_s"], np.full(len(hit), top_w * 1.08), marker, color=color, markersize=3,
-                    linestyle="none", label=flag.replace("_", " "))
-    for ax in axes.flat[len(probes):]:
-        ax.axis("off")
-    first = axes.flat[0]
-    first.set_ylabel("power (W)", fontsize=7, color="tab:orange")
-    first.set_xlabel("s since the probe began", fontsize=7)
-    first.legend(fontsize=6, loc="lower right")
-    fig.suptitle("NVML board power (orange, left) and SM clock (blue, GHz, right) per probe", fontsize=9)
-    return first
+        for i in range(1, len(probes), 2):
+            ax.axvspan(i, i + 1, color="0.93", linewidth=0, zorder=0)
+    power.set_ylim(0, top_w * 1.15)
+    for flag, (colour, marker) in MARKS.items():
+        hit = data[flag].to_numpy()
+        power.plot(x[hit], np.full(int(hit.sum()), top_w * 1.08), marker, color=colour, markersize=3,
+                   linestyle="none", label=f"{flag.replace('_', ' ')} (a sample in the bin)")
+    power.plot([], [], ".", color="tab:orange", label="median of a time bin; bar: its min to max")
+    power.legend(fontsize=7, loc="lower right", ncols=3)
+    power.set_title("NVML board power and SM clock per probe, in run order", fontsize=9)
+    clock.set_xlim(0, len(probes))
+    clock.set_xticks(np.arange(len(probes)) + 0.5, [f"{p} ({seconds[p]:.3g} s)" for p in probes], rotation=90,
+                     fontsize=6.5)
+    clock.tick_params(axis="x", length=0)
+    return power
 
 
 def traces(measurements: pd.DataFrame) -> dict[str, pd.DataFrame]:

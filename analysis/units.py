@@ -32,3 +32,16 @@ def fmt_value(value: float, unit: str) -> str:
     if unit == "1/cycle":  # a rate per SM per clock (DPX operations)
         return f"{value:.4g} operations per cycle per SM"
     return f"{value:.4g}" if unit in ("1", "") else f"{value:.4g} {unit}"
+
+
+def fmt_tick(value: float, _position=None) -> str:
+    """A log axis's tick in plain digits (32, 0.5 as 1/2): no mathtext, which costs a parse per label."""
+    return f"{value:g}" if value >= 1 or value <= 0 else f"1/{1 / value:g}"
+
+
+def plain_log_axis(axis) -> None:
+    """A matplotlib log axis labelled in plain digits (``fmt_tick``) at its major ticks, none at its minor."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(fmt_tick))
+    axis.set_minor_formatter(NullFormatter())

@@ -105,11 +105,30 @@ def _progress(line: str) -> None:
     print(f"report: {line}", file=sys.stderr, flush=True)
 
 
+def _derived_with_figures(run, read=None):
+    """``(meta, measurements, derived, figures)`` of a run, read (unless ``read`` holds its meta and
+    measurements), checked and derived as ``derived_for`` does, with its report's figures (a started FigureJob):
+    those that need no derived quantity are drawn on the other cores while it derives, from the one read of the
+    measurements."""
+    import analysis.derive
+    from analysis.render import FigureJob
+
+    meta, measurements = read or (run.read_meta(), run.read_measurements())
+    if run.derived_path.exists():
+        analysis.derive._check_export(run)
+    figures = FigureJob(meta, measurements, _progress)
+    try:  # with figure workers busy on the other cores, deriving in this process costs less CPU than forking
+        derived = analysis.derive.derive(meta, measurements, parallel=figures.pool is None)
+        return meta, measurements, derived, figures
+    except BaseException:
+        figures.close()
+        raise
+
+
 def cmd_report(args) -> int:
-    from analysis.compare import comparison, run_label
-    from analysis.derive import derived_for
+    from concurrent.futures import ThreadPoolExecutor
+
     from analysis.references import is_reference
-    from analysis.render import render, render_comparison
     from analysis.results import RunDir
 
     sources = args.runs or [str(DEFAULT_RUN)]
@@ -126,25 +145,36 @@ def cmd_report(args) -> int:
     if all(is_reference(source) for source in sources):
         raise UsageError("report renders runs: give at least one run directory (a ref:NAME stands beside "
                          "runs on the comparison page; `gpuatlas compare` sets references side by side)")
+    measured = [source for source in sources if not is_reference(source)]
+    runs = [RunDir(Path(source)) for source in measured]
+    meta = runs[0].read_meta()
+    with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
+        measurements = reader.submit(runs[0].read_measurements)
+        from analysis.compare import comparison, run_label
+        from analysis.render import render, render_comparison
+
+        read = [(meta, measurements.result())]
     loaded, derived_runs = [], {}
-    for source in sources:  # validate and derive every run before writing anything
-        if is_reference(source):
-            continue
-        meta, measurements, derived = derived_for(RunDir(Path(source)), parallel=True)
-        _progress(f"derived {len(derived)} quantities of {source}")
-        loaded.append((meta, measurements, derived))
-        derived_runs[source] = run_label(meta, source, derived)
-    table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
-    out_root = Path(args.out)
-    console = _console()
-    by_gpu: dict[str, dict] = {}
-    for meta, measurements, derived in loaded:
-        by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
-        page = render(meta, measurements, derived, out_root / meta["run_id"], progress=_progress)
-        console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
-    if table is not None:
-        page = render_comparison(table, by_gpu, out_root / "comparison")
-        console.print(f"comparison: {page}")
+    try:
+        for source, run in zip(measured, runs):  # validate and derive every run before writing anything
+            loaded.append(_derived_with_figures(run, read.pop() if read else None))
+            meta, _, derived, _ = loaded[-1]
+            _progress(f"derived {len(derived)} quantities of {source}")
+            derived_runs[source] = run_label(meta, source, derived)
+        table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
+        out_root = Path(args.out)
+        console = _console()
+        by_gpu: dict[str, dict] = {}
+        for meta, measurements, derived, figures in loaded:
+            by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
+            page = render(meta, measurements, derived, out_root / meta["run_id"], figures=figures)
+            console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+        if table is not None:
+            page = render_comparison(table, by_gpu, out_root / "comparison")
+            console.print(f"comparison: {page}")
+    finally:
+        for *_, figures in loaded:
+            figures.close()
     return 0
 
 

@@ -24,21 +24,8 @@ constexpr int UNROLL = 32;
 template <int FLAVOUR>
 __device__ void chase(unsigned long long start, long long warm_steps, long long steps,
                       unsigned long long* out) {
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; ++i) p = step<FLAVOUR>(p);  // bring the chain into the cache
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) p = step<FLAVOUR>(p);
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
+    out[2] = timed_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return step<FLAVOUR>(p); },
+                                out);
 }
 
 extern "C" __global__ void chase_default(unsigned long long start, long long warm_steps, long long steps,
@@ -69,28 +56,8 @@ extern "C" __global__ void chase_cg_record(unsigned long long start, long long w
     extern __shared__ unsigned short recorded[];  // steps intervals, then one 32-bit slot
     const unsigned int slot =
         (unsigned int)__cvta_generic_to_shared(recorded) + ((2u * steps + 3u) & ~3u);
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; ++i) p = step<1>(p);
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-    unsigned int before = clock_after(p, slot);
-#pragma unroll 1
-    for (int i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            p = step<1>(p);
-            const unsigned int after = clock_after(p, slot);
-            recorded[i + u] = (unsigned short)min(after - before, 65535u);
-            before = after;
-        }
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    for (int i = 0; i < steps; ++i) intervals[i] = recorded[i];
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
+    out[2] = recorded_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return step<1>(p); },
+                                   recorded, slot, intervals, out);
 }
 
 // Read every 32-byte sector of a buffer from the whole grid, so a chain no larger than the L2 starts resident
@@ -120,21 +87,10 @@ extern "C" __global__ void chase_shared(const unsigned int* next_index, int elem
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
-    unsigned int p = base + 4u * start * stride_words;
-    for (long long i = 0; i < warm_steps; ++i) {
-        asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
-    }
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
+    const unsigned int p = timed_walk<UNROLL>(base + 4u * start * stride_words, warm_steps, steps,
+                                              [](unsigned int p) {
+                                                  asm volatile("ld.shared.u32 %0, [%0];" : "+r"(p) :: "memory");
+                                                  return p;
+                                              }, out);
     out[2] = (p - base) / (4u * stride_words);
 }

@@ -28,15 +28,6 @@ constexpr int LATENCY_UNROLL = 64;
 constexpr int MMA_THREADS = 256;
 constexpr int MMA_ACC = 8;
 
-__device__ __forceinline__ void record(unsigned long long* clocks, long long c0, unsigned long long t0) {
-    const long long c1 = clock64();
-    const unsigned long long t1 = globaltimer();
-    if (threadIdx.x == 0) {
-        clocks[2 * blockIdx.x] = (unsigned long long)(c1 - c0);
-        clocks[2 * blockIdx.x + 1] = t1 - t0;
-    }
-}
-
 __device__ __forceinline__ float step(float x, float a, float b) { return fmaf(x, a, b); }
 __device__ __forceinline__ double step(double x, double a, double b) { return fma(x, a, b); }
 __device__ __forceinline__ unsigned int step(unsigned int x, unsigned int a, unsigned int b) { return x * a + b; }
@@ -68,7 +59,7 @@ __device__ __forceinline__ void chains(const T* init, T a, T b, int trips, T* ou
             for (int c = 0; c < CHAINS; ++c) x[c] = step(x[c], a, b);
         }
     }
-    record(clocks, c0, t0);
+    record_clock(clocks, c0, t0);
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) out[first + c] = x[c];
 }
@@ -162,7 +153,7 @@ __device__ __forceinline__ void mma_loop(const unsigned int* a_words, const unsi
 #pragma unroll
         for (int j = 0; j < MMA_ACC; ++j) mma<OP>(c[j], a, b[j]);
     }
-    record(clocks, c0, t0);
+    record_clock(clocks, c0, t0);
     float* mine = out + ((long long)blockIdx.x * blockDim.x + threadIdx.x) * MMA_ACC * 4;
 #pragma unroll
     for (int j = 0; j < MMA_ACC; ++j) {

@@ -21,6 +21,8 @@
 // trip is taken only by its lanes, so a warp split `ways` ways issues `ways` bodies for one body's useful
 // work.
 
+#include "common.cuh"
+
 constexpr int LAT_UNROLL = 64;
 constexpr int THR_THREADS = 256;
 constexpr int CHAINS = 8;
@@ -31,21 +33,6 @@ constexpr int DIVERGE_UNROLL = 32;
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
-
-__device__ __forceinline__ u64 globaltimer() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
-__device__ __forceinline__ void record(u64* clocks, long long c0, u64 t0) {
-    const long long c1 = clock64();
-    const u64 t1 = globaltimer();
-    if (threadIdx.x == 0) {
-        clocks[2 * blockIdx.x] = (u64)(c1 - c0);
-        clocks[2 * blockIdx.x + 1] = t1 - t0;
-    }
-}
 
 // Shared memory every op may use: LDS and STS chase or store into it.
 __device__ __forceinline__ u32 smem_base() {
@@ -178,7 +165,7 @@ __device__ __forceinline__ void throughput(const typename Op::type* init, typena
             for (int c = 0; c < CHAINS; ++c) x[c] = Op::step(x[c], a, b);
         }
     }
-    record(clocks, c0, t0);
+    record_clock(clocks, c0, t0);
     const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * CHAINS;
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) out[first + c] = x[c];
@@ -370,7 +357,7 @@ extern "C" __global__ void mma_lat_fp64(double a, double b, int trips, double* o
         const u64 t0 = globaltimer();                                                                       \
         _Pragma("unroll 1") for (int r = 0; r < reps; ++r)                                                  \
             asm volatile("red.global.add." TYPE " [%0], %1;" ::"l"(q), CC(v) : "memory");                  \
-        record(clocks, c0, t0);                                                                             \
+        record_clock(clocks, c0, t0);                                                                             \
     }
 
 constexpr int ATOM_UNROLL = 32;

@@ -1,4 +1,7 @@
 // Kernels of the lecture's own methods (probes/lecture.py).
+
+#include "common.cuh"
+
 #define UNROLL 32
 
 // Shared-memory chase that computes each address from an index, as published chases do (j = chain[j]): the
@@ -15,21 +18,9 @@ extern "C" __global__ void chase_shared_index(const unsigned int* next_index, in
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
-    unsigned int j = start;
-    for (long long i = 0; i < warm_steps; ++i) j = v[j * stride_words];
-    unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) j = v[j * stride_words];
-    }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = j;
+    out[2] = timed_walk<UNROLL>((unsigned int)start, warm_steps, steps, [&](unsigned int j) {
+        return (unsigned int)v[j * stride_words];
+    }, out);
 }
 
 // §7.8's naive matmul: one thread per element of C, no tiling, each thread reading its whole row of A and

@@ -6,6 +6,9 @@
 // peer_write: the same walk, 16-byte stores.  peer_chase: one thread follows a dependent chain of 64-bit
 // absolute addresses that live in the peer's memory (ld.global.cg: past the L1), timed by %clock64 and
 // %globaltimer, so cycles / steps is the remote load-to-use latency.  out = {cycles, ns, final address}.
+
+#include "common.cuh"
+
 extern "C" __global__ void peer_read(const uint4* __restrict__ src, long long n16, int passes,
                                      unsigned int* sink) {
     unsigned int acc = 0;
@@ -31,19 +34,9 @@ constexpr int UNROLL = 16;
 
 extern "C" __global__ void peer_chase(unsigned long long start, long long warm_steps, long long steps,
                                       unsigned long long* out) {
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; ++i) asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p) :: "memory");
-    unsigned long long c0, c1, t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0) :: "memory");
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0) :: "memory");
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p) :: "memory");
-    }
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1) :: "memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1) :: "memory");
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
+    const unsigned long long p = timed_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) {
+        asm volatile("ld.global.cg.u64 %0, [%0];" : "+l"(p) :: "memory");
+        return p;
+    }, out);
     out[2] = p;
 }

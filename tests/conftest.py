@@ -25,13 +25,35 @@ def _gpu_available() -> bool:
         return False
 
 
+#: Session fixtures worth computing once per test run: under pytest-xdist each worker has its own session, so
+#: the tests that use one go to one worker (``--dist loadgroup``), which computes it once.
+SHARED_FIXTURES = ("committed_report", "committed_figures", "simulated_quick_run")
+#: Files of the longest single tests: started first, so that no worker is left running one at the end.
+SLOW_FIRST = ("test_declarations.py", "test_reliability.py", "test_new_gpu.py", "test_numba_sim.py",
+              "test_smem_banks_sim.py", "test_fleet.py")
+
+
+def _group(item) -> str | None:
+    """The xdist group of ``item``: its shared session fixture's, else its module's where it uses a fixture
+    made once per module (so one worker makes it), else none (the test goes wherever a worker is free)."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    shared = [name for name in SHARED_FIXTURES if name in defs]
+    if shared:
+        return shared[0]
+    if any(fixturedefs[-1].scope == "module" for fixturedefs in defs.values()):
+        return item.module.__name__
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    if _gpu_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    gpu = _gpu_available()
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and not gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if not any(item.iter_markers("xdist_group")) and _group(item):
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: item.path.name not in SLOW_FIRST)  # stable: otherwise in collection order
 
 
 @pytest.fixture(scope="session")
@@ -48,11 +70,12 @@ def committed_figures(committed_run):
     from its committed derived.csv (test_committed_run checks that it is what derive() gives)."""
     import matplotlib.pyplot as plt
 
-    from analysis.render import draw_figures
+    from analysis.render import _figure_specs, draw_figures
     from analysis.results import RunDir
 
     meta, measurements = committed_run
-    drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived())}
+    drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived(),
+                                                          _figure_specs(measurements))}
     yield drawn
     for fig in drawn.values():
         plt.close(fig)
@@ -81,3 +104,17 @@ def committed_report(tmp_path_factory):
     (page,) = out.glob("*/index.html")
     (derived,) = seen
     return page, derived
+
+
+@pytest.fixture(scope="session")
+def simulated_quick_run(tmp_path_factory):
+    """A quick run of every simulated probe (tests/fakes.py), measured once for the test run by the runner as
+    `gpuatlas run` measures, in its worker process: ``(RunDir, probes)``.  Read it; damage only a copy."""
+    from fakes import DEVICE, simulated_probes
+    from probes import runner
+
+    probes = simulated_probes()
+    run, meta = runner.new_run(tmp_path_factory.mktemp("simulated-quick"), DEVICE, {"python": "3"}, probes,
+                               "quick", {}, 0, ["gpuatlas", "run"])
+    runner.execute(run, meta, probes)
+    return run, probes

@@ -20,4 +20,5 @@ def slowed(func):
 run = RunDir(Path(sys.argv[1]))
 meta = run.read_meta()
 probes = {p.id: dataclasses.replace(p, func=slowed(p.func)) for p in fakes.simulated_probes()}
+print("resuming", flush=True)  # imported: a kill from now on lands in the run
 runner.execute(run, meta, [probes[pid] for pid in meta["probes"]], isolate=False)

@@ -1,13 +1,14 @@
 """The command line: bad input ends in one line on stderr and exit 2, and never touches existing files."""
+import io
 import shutil
 
+import pandas as pd
 import pytest
 
 import fakes
 from analysis.results import RunDir
 from gpuatlas.cli import main
-from probes import runner
-from tests_support import tree_digest
+from tests_support import small_simulated_run, tree_digest
 
 from conftest import COMMITTED_RUN
 
@@ -91,25 +92,27 @@ def test_report_defaults_to_the_committed_h200_run(committed_report):
     assert page.parent.name == RunDir(COMMITTED_RUN).read_meta()["run_id"]
 
 
-def test_compare_prints_ratios_and_csv(capsys, run_copy):
-    assert main(["compare", str(COMMITTED_RUN), str(run_copy)]) == 2  # the same run twice is refused
+def test_compare_prints_ratios_and_csv(tmp_path, capsys):
+    """Two copies of one small simulated run (the committed run is compared in test_compare)."""
+    run = small_simulated_run(tmp_path / "runs")
+    copy = shutil.copytree(run, tmp_path / "copy")
+    assert main(["compare", str(run), str(copy)]) == 2  # the same run twice is refused
     assert "same run as" in capsys.readouterr().err
-    meta = run_copy / "run.json"
+    meta = copy / "run.json"
     meta.write_text(meta.read_text().replace('"run_id": "', '"run_id": "copy-'))
-    assert main(["compare", str(COMMITTED_RUN), str(run_copy), "--csv"]) == 0
+    assert main(["compare", str(run), str(copy), "--csv"]) == 0
     out = capsys.readouterr().out
-    assert "dram.latency_cycles" in out and ",ratio," in out.splitlines()[0]
+    assert "l2.latency_cycles" in out and ",ratio," in out.splitlines()[0]
+    ratios = pd.read_csv(io.StringIO(out))["ratio"].dropna()
+    assert len(ratios) >= 3 and (ratios == 1.0).all(), "a copy of a run measures the same as the run"
 
 
 def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tmp_path, capsys):
     """Two copies of one small simulated run (the committed run's report is rendered once, elsewhere)."""
-    probes = [p for p in fakes.simulated_probes() if p.id in ("clock.sm", "chase.latency")]
-    run, meta = runner.new_run(tmp_path / "runs", fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
-    runner.execute(run, meta, probes, isolate=False)
-    copy = tmp_path / "copy"
-    shutil.copytree(run.path, copy)
+    run = small_simulated_run(tmp_path / "runs")
+    copy = shutil.copytree(run, tmp_path / "copy")
     (copy / "run.json").write_text((copy / "run.json").read_text().replace('"run_id": "', '"run_id": "copy-'))
-    assert main(["report", str(run.path), str(copy), "ref:h100-sxm", "--out", str(tmp_path / "out")]) == 0
+    assert main(["report", str(run), str(copy), "ref:h100-sxm", "--out", str(tmp_path / "out")]) == 0
     page = (tmp_path / "out" / "comparison" / "index.html").read_text()
     assert f"Run-to-run spread: {fakes.DEVICE['name']} (2 runs)" in page and "0.00%" in page
     assert "ref:h100-sxm, published" in page

@@ -41,7 +41,8 @@ def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_ru
     assert {measured[pid]["status"] for pid in set(measured) - single} <= {"skipped"}
 
 
-@pytest.mark.parametrize("path", ALL_RUNS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xdist_group("committed_report"))
+                                  if p == COMMITTED_RUN else p for p in ALL_RUNS], ids=lambda p: p.name)
 def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path, request):
     """A run of the current schema: derived.csv is exactly today's derivation.  An older run's derived.csv was
     written by an older analysis, which knew fewer quantities and worded its methods otherwise: each of its

@@ -191,19 +191,24 @@ def test_compare_refuses_a_parquet_cut_in_half(run_copy, capsys):
     assert "parquet" in one_line_error(capsys, ["compare", str(run_copy), "ref:h100-sxm"])
 
 
-def test_compare_and_report_read_the_runs_measurements_not_its_stored_numbers(run_copy, capsys):
-    """A whole but edited derived.csv changes nothing: both commands derive from the measurements."""
+def test_compare_and_report_read_the_runs_measurements_not_its_stored_numbers(tmp_path):
+    """A whole but edited derived.csv changes nothing: both commands derive from the measurements (of a small
+    simulated run: the committed run's derived.csv is checked against a fresh derive in test_committed_run)."""
     from analysis.derive import derive, derived_for
     from analysis.results import RunDir, load_run
+    from fakes import DEVICE
+    from tests_support import small_simulated_run
 
+    run_copy = small_simulated_run(tmp_path)
     stored = pd.read_csv(run_copy / "derived.csv")
+    assert stored.loc[stored.quantity == "clock.sm_hz", "value"].item() != 1.0
     stored.loc[stored.quantity == "clock.sm_hz", "value"] = 1.0
     stored.to_csv(run_copy / "derived.csv", index=False)
     _, _, derived = derived_for(RunDir(run_copy))
     fresh = derive(*load_run(run_copy))
     pd.testing.assert_frame_equal(derived, fresh)
     long = comparison([str(run_copy), "ref:h100-sxm"], loaded={})
-    clock = long[(long.quantity == "clock.sm_hz") & long.gpu.str.contains("H200")]["value"].iat[0]
+    clock = long[(long.quantity == "clock.sm_hz") & long.gpu.str.contains(DEVICE["name"])]["value"].iat[0]
     assert clock == fresh.set_index("quantity").at["clock.sm_hz", "value"] != 1.0
 
 

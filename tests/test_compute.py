@@ -367,3 +367,20 @@ def test_the_sustained_rate_leaves_out_the_ramp_and_names_the_reason_nvml_set():
     derived = {r["quantity"]: r for r in compute_rows(pd.concat([frame, timed], ignore_index=True))}
     assert derived["tc.bf16.sustained_flops"]["value"] == 1e15
     assert "SW power cap set in 100%" in derived["tc.bf16.sustained_flops"]["note"]
+
+
+def test_the_wgmma_operand_lists_are_generated_and_name_every_accumulator_register():
+    """wgmma.cu's operand lists come from tools/wgmma_operands.py: the committed header is its output, and
+    each N's list names N/2 registers, then the two descriptors and scale-d after them."""
+    import re
+
+    from tools.wgmma_operands import HEADER, header, operand_lists
+
+    assert HEADER.read_text() == header(), "run `python -m tools.wgmma_operands`"
+    for n in (64, 256):
+        text = operand_lists(n)
+        regs = re.search(rf'#define WGMMA_REGS_{n} (.*?)\n#define', text, re.S).group(1)
+        assert sorted(int(i) for i in re.findall(r"%(\d+)", regs)) == list(range(n // 2))
+        assert f'#define WGMMA_AB_{n} "%{n // 2}, %{n // 2 + 1}"' in text
+        assert len(re.findall(r'"\+f"\(d\[\d+\]\)', text)) == n // 2
+    assert operand_lists(64) != operand_lists(128)  # negative control: the lists follow N

@@ -1,5 +1,6 @@
 """The results contract, the runner and resume, on the simulated backend (tests/fakes.py)."""
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -19,9 +20,14 @@ def make_run(tmp_path, probes=None):
     return run, meta, probes
 
 
-def test_a_run_writes_the_contract(tmp_path):
-    run, meta, probes = make_run(tmp_path)
-    meta = runner.execute(run, meta, probes)
+def copy_of(run: RunDir, tmp_path) -> RunDir:
+    """A copy of the shared simulated run, to damage."""
+    return RunDir(shutil.copytree(run.path, tmp_path / run.path.name))
+
+
+def test_a_run_writes_the_contract(simulated_quick_run):
+    run, probes = simulated_quick_run  # measured by runner.execute, in its worker process
+    meta = run.read_meta()
     single = {p.id for p in probes if p.min_gpus == 1}
     assert {s["status"] for pid, s in meta["probes"].items() if pid in single} == {"ok"}
     assert {s["status"] for pid, s in meta["probes"].items() if pid not in single} == {"skipped"}, "one GPU"
@@ -63,7 +69,10 @@ def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):
     def broken(ctx, **params):
         raise RuntimeError("illegal address")
 
-    probes = [dataclasses.replace(p, func=broken) if p.id == "launch.overhead" else p for p in simulated_probes()]
+    # the probe before the failing one, the failing one, and the next ones: the run goes on past it
+    probes = [dataclasses.replace(p, func=broken) if p.id == "launch.overhead" else p for p in simulated_probes()
+              if p.id in ("clock.sm", "launch.overhead", "chase.access", "chase.latency")]
+    assert [p.id for p in probes][1] == "launch.overhead", "a probe before it and probes after it"
     run, meta, _ = make_run(tmp_path, probes)
     meta = runner.execute(run, meta, probes, isolate=False)
     assert meta["probes"]["launch.overhead"]["status"] == "failed"
@@ -76,10 +85,13 @@ def test_resume_measures_only_what_is_missing(tmp_path):
     import dataclasses
 
     calls, interrupted = [], []
-    order = [p.id for p in simulated_probes()]
-    first_chase_call = 1 + sum(len(p.configs(DEVICE, "quick")) for p in simulated_probes()
+    # probes finished before the interrupted one, and one after it
+    chosen = [p for p in simulated_probes() if p.id in ("clock.sm", "launch.overhead", "chase.latency", "chase.line")]
+    order = [p.id for p in chosen]
+    assert order.index("chase.latency") == 2
+    first_chase_call = 1 + sum(len(p.configs(DEVICE, "quick")) for p in chosen
                                if order.index(p.id) < order.index("chase.latency"))
-    real = {p.id: p.func for p in simulated_probes()}
+    real = {p.id: p.func for p in chosen}
 
     def interrupt_after_first(probe_id):
         def func(ctx, **params):
@@ -90,7 +102,7 @@ def test_resume_measures_only_what_is_missing(tmp_path):
             return real[probe_id](ctx, **params)
         return func
 
-    probes = [dataclasses.replace(p, func=interrupt_after_first(p.id)) for p in simulated_probes()]
+    probes = [dataclasses.replace(p, func=interrupt_after_first(p.id)) for p in chosen]
     run, meta, _ = make_run(tmp_path, probes)
     with pytest.raises(runner.RunInterrupted):
         runner.execute(run, meta, probes, isolate=False)
@@ -101,6 +113,7 @@ def test_resume_measures_only_what_is_missing(tmp_path):
     meta = runner.execute(run, meta, probes, isolate=False)
     measured = [c for c in calls if c[0] == "chase.latency"]
     assert len(measured) == 2, "the finished config is not measured again"
+    assert {c[0] for c in calls} == {"chase.latency", "chase.line"}, "finished probes are not measured again"
     frame = run.read_measurements()
     per_config = frame[frame["probe"] == "chase.latency"].groupby("config")["repeat"].count()
     assert len(per_config) == 3 and (per_config == per_config.iloc[0]).all(), "no duplicate or missing configs"
@@ -122,9 +135,8 @@ def test_reading_bad_run_directories_fails_in_one_line(tmp_path):
         RunDir(tmp_path).read_meta()
 
 
-def test_truncated_or_foreign_parquet_is_refused(tmp_path):
-    run, meta, probes = make_run(tmp_path)
-    runner.execute(run, meta, probes, isolate=False)  # the files, not the processes, are tested
+def test_truncated_or_foreign_parquet_is_refused(simulated_quick_run, tmp_path):
+    run = copy_of(simulated_quick_run[0], tmp_path)
     data = run.measurements_path.read_bytes()
     run.measurements_path.write_bytes(data[: len(data) // 2])
     with pytest.raises(UsageError, match="not a readable parquet"):
@@ -134,10 +146,9 @@ def test_truncated_or_foreign_parquet_is_refused(tmp_path):
         run.read_measurements()
 
 
-def test_report_renders_a_simulated_run(tmp_path):
-    run, meta, probes = make_run(tmp_path)
-    meta = runner.execute(run, meta, probes, isolate=False)  # rendering is tested, not isolation
-    measurements = run.read_measurements()
+def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
+    run, _ = simulated_quick_run
+    meta, measurements = load_run(run.path)
     derived = derive(meta, measurements)
     pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
     lines = []
@@ -164,9 +175,8 @@ def test_derive_and_render_work_on_a_run_of_any_single_probe(tmp_path, probe_id)
     assert (tmp_path / "report" / "index.html").exists()
 
 
-def test_a_derived_csv_with_text_in_its_numbers_is_refused(tmp_path):
-    run, meta, probes = make_run(tmp_path)
-    runner.execute(run, meta, probes, isolate=False)
+def test_a_derived_csv_with_text_in_its_numbers_is_refused(simulated_quick_run, tmp_path):
+    run = copy_of(simulated_quick_run[0], tmp_path)
     text = run.derived_path.read_text().splitlines()
     run.derived_path.write_text("\n".join(text[:2] + [text[2].replace(text[2].split(",")[1], "abc", 1)]) + "\n")
     with pytest.raises(UsageError, match="not numbers"):

@@ -176,7 +176,7 @@ def test_a_run_records_telemetry_columns(tmp_path):
 
 def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
     from analysis.render import TELEMETRY_FIGURES, draw_figures
-    from analysis.telemetry import clock_power_strip, power_trace, traces
+    from analysis.telemetry import SLOT_FILL, clock_power_strip, power_trace, traces
 
     rows = []
     for probe in ("bw.dram", "compute.wgmma"):
@@ -193,13 +193,21 @@ def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
                          "repeat": i, "power_w": np.nan, "elapsed_s": np.nan, "telemetry": ""})
     frame = pd.DataFrame(rows)
     ax = clock_power_strip(frame)
-    titles = [a.get_title() for a in ax.figure.axes]
-    assert "bw.dram" in titles and "compute.wgmma" in titles
-    wgmma = ax.figure.axes[titles.index("compute.wgmma")]
-    marked = [line for line in wgmma.get_lines() if line.get_label() == "power capped"]
-    assert len(marked) == 1 and list(marked[0].get_xdata()) == pytest.approx([0.3, 0.4, 0.5])
-    bw = ax.figure.axes[titles.index("bw.dram")]
-    assert not [x for line in bw.get_lines() if line.get_label() == "power capped" for x in line.get_xdata()]
+    labels = [label.get_text() for label in ax.figure.axes[1].get_xticklabels()]
+    assert labels == ["bw.dram (0.5 s)", "compute.wgmma (0.5 s)"], "one slot per probe, its time under its name"
+
+    def capped_at(ax):
+        (marked,) = [line for line in ax.get_lines() if line.get_label().startswith("power capped")]
+        return list(marked.get_xdata())
+
+    def slot(i, t):  # sample time t of the probe in slot i, whose last sample is at 0.5 s
+        return i + (1 - SLOT_FILL) / 2 + SLOT_FILL * t / 0.5
+
+    assert capped_at(ax) == pytest.approx([slot(1, t) for t in (0.3, 0.4, 0.5)]), "only wgmma's capped samples"
+    in_run_order = clock_power_strip(frame, ["compute.wgmma", "clock.sm", "bw.dram"])
+    assert capped_at(in_run_order) == pytest.approx([slot(0, t) for t in (0.3, 0.4, 0.5)])
+    points = [line for line in ax.get_lines() if line.get_marker() == "." and len(line.get_xdata())]
+    assert sorted(points[0].get_ydata()) == [300.0] * 9 + [690.0] * 3
     [trace] = traces(frame).values()
     assert trace["power_w"].tolist() == [600.0, 620.0, 640.0, 660.0, 680.0]
     assert power_trace(frame) is not None
@@ -207,3 +215,18 @@ def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
     assert drawn == ["clock-power", "power-trace"]
     assert not list(draw_figures({"device": {}}, frame[~frame["metric"].str.startswith("trace_")], pd.DataFrame(),
                                  TELEMETRY_FIGURES[1:])), "no trace, no trace figure"
+
+
+def test_the_strip_bins_a_long_probe_and_keeps_each_bins_extremes():
+    """600 samples in one probe become at most STRIP_BINS points; a lone clock dip survives as its bin's min
+    (a median alone would hide it)."""
+    from analysis.telemetry import STRIP_BINS, _binned, _samples
+
+    n = 600
+    clock = np.full(n, 1.98e9)
+    clock[301] = 0.5e9
+    frame = pd.DataFrame({"probe": "p", "metric": "m", "power_w": 300.0, "power_max_w": 310.0,
+                          "nvml_sm_clock_hz": clock, "telemetry": "", "elapsed_s": np.arange(1, n + 1) / n})
+    binned = _binned(_samples(frame), ["p"])
+    assert len(binned) == STRIP_BINS and binned["clock_ghz"].min() == pytest.approx(1.98)
+    assert binned["clock_ghz_min"].min() == pytest.approx(0.5) and (binned["clock_ghz_max"] == 1.98).all()
