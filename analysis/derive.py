@@ -9,6 +9,7 @@ from analysis.compute import compute_rows
 from analysis.execution import execution_rows
 from analysis.fusion import fusion_rows
 from analysis.geometry import geometry_rows
+from analysis.geometry_paths import path_rows
 from analysis.hopper import hopper_rows
 from analysis.latency import hierarchy_rows
 from analysis.links import link_rows
@@ -37,6 +38,7 @@ FAMILIES = (
     lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
     lambda m, device: execution_rows(m) + sync_rows(m) + wgmma_latency_rows(m),
     lambda m, device: geometry_rows(m),
+    lambda m, device: path_rows(m, device),
 )
 
 #: What forked family workers read: set before they fork, so the measurements are shared, not pickled.

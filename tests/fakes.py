@@ -746,6 +746,134 @@ def _l2_persist(ctx, hint):
                Sample("stream_bytes_per_round", float(stream), "B", 0, None, "config")])
 
 
+#: The simulated read-only path: ld.global.nc hits the same L1 array as ld.global (READONLY_SHARES_L1) at
+#: NC_L1_CYCLES, and past the L1 costs what a plain load does.  Read bandwidth per SM of every SM re-reading
+#: an L1-resident region, per path; an L2-resident region reads at the L2's rate whichever the path.
+READONLY_SHARES_L1, NC_L1_CYCLES = True, 30.0
+#: A texture fetch goes through the same L1 array and costs the texture unit's TEX_EXTRA cycles more than a
+#: plain load at every level.
+TEX_EXTRA = 8.0
+L1_READ_PER_CLK = {"plain": 96.0, "nc": 120.0}
+
+
+def readonly_latency(footprint_bytes: int, path: str, shares_l1: bool = READONLY_SHARES_L1) -> float:
+    """Cycles per step of a random cyclic chase at one element per 128-B line through an LRU L1 of L1_BYTES:
+    every step hits while the lines a path's array must hold fit it, every step misses past that.  The mixed
+    chase puts half its lines through each path: one array holds all of them, two arrays half each; its
+    steps cost the two paths' latencies by turns."""
+    def cost(one_path: str, lines_held: float) -> float:
+        if lines_held * LINE_BYTES <= L1_BYTES:
+            return NC_L1_CYCLES if one_path == "nc" else LEVELS["l1"]
+        return LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"]
+
+    lines = footprint_bytes / LINE_BYTES
+    if path == "tex":
+        return cost("plain", lines) + TEX_EXTRA
+    if path != "mixed":
+        return cost(path, lines)
+    held = lines if shares_l1 else lines / 2
+    return (cost("plain", held) + cost("nc", held)) / 2
+
+
+def readonly_read_per_clk(path: str, footprint_bytes: int) -> float:
+    if footprint_bytes < DEVICE["smem_per_sm_bytes"]:
+        return L1_READ_PER_CLK[path]
+    return L2_READ / DEVICE["sm_count"] / CLOCK_HZ
+
+
+def _readonly(ctx, measure, load, footprint_bytes, shares_l1=READONLY_SHARES_L1):
+    if measure == "chase":
+        return _samples(readonly_latency(footprint_bytes, load, shares_l1), footprint_bytes)
+    per_clk = readonly_read_per_clk(load, footprint_bytes)
+    return [s for r in range(5) for s in (
+        Sample("bytes_per_clk_sm", per_clk, "B/cycle", r, CLOCK_HZ, "cuda_event"),
+        Sample("bandwidth", per_clk * DEVICE["sm_count"] * CLOCK_HZ, "B/s", r, CLOCK_HZ, "cuda_event"))]
+
+
+#: The simulated write policies: the L1 is write-through and a store evicts the line it writes into
+#: (L1_KEEPS_STORES False), the L2 allocates the lines a kernel writes, and the HBM merges a partial sector by
+#: reading it first (PARTIAL_RMW: a sector written in part costs a read and a write).
+L1_KEEPS_STORES, L2_WRITE_ALLOCATES, PARTIAL_RMW = False, True, True
+
+
+def write_chase_cycles(access: str, keeps: bool = L1_KEEPS_STORES) -> float:
+    """A chain inside the L1: loads hit it; L2-only loads hit the L2; a stored line hits the L1 again only if the
+    store kept it there."""
+    if access == "cg" or (access == "store" and not keeps):
+        return LEVELS["l2"]
+    return LEVELS["l1"]
+
+
+def allocate_cycles(device: dict, allocates: bool = L2_WRITE_ALLOCATES) -> tuple[float, float, float]:
+    """Per-block cycles of the first, second and cold reads: each block's share of the L2's read rate, or of
+    the HBM's, over the bytes it reads."""
+    from probes.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
+
+    blocks = ALLOCATE_BLOCKS_PER_SM * device["sm_count"]
+    per_block = ALLOCATE_ROUNDS * allocate_slice_bytes(device)
+    hit, miss = (per_block / (rate / blocks) * CLOCK_HZ for rate in (L2_READ, HBM_READ))
+    return (hit if allocates else miss), hit, miss
+
+
+def written_bytes(device: dict) -> float:
+    from probes.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
+
+    return float(ALLOCATE_ROUNDS * ALLOCATE_BLOCKS_PER_SM * device["sm_count"] * allocate_slice_bytes(device))
+
+
+def partial_write_bandwidth(stride_words: int, rmw: bool = PARTIAL_RMW) -> float:
+    """Useful bytes/s of 4-byte stores every ``stride_words`` words: whole sectors write at HBM_WRITE; a sector
+    holding fewer written words is written whole, after being read if the memory merges by read-modify-write."""
+    words_per_sector = SECTOR_BYTES // 4
+    if stride_words == 1:
+        return HBM_WRITE
+    sector_rate = 1 / (1 / HBM_WRITE + 1 / HBM_READ) if rmw else HBM_WRITE
+    return sector_rate / min(stride_words, words_per_sector)
+
+
+def _write_policy(ctx, measure, access, keeps=L1_KEEPS_STORES, allocates=L2_WRITE_ALLOCATES, rmw=PARTIAL_RMW):
+    if measure == "store_reload":
+        return _samples(write_chase_cycles(access, keeps), 1)
+    if measure == "write_allocate":
+        first, second, cold = allocate_cycles(ctx.device, allocates)
+        return [s for r in range(5) for s in (
+            Sample("first_read_cycles", first, "cycles", r, CLOCK_HZ, "clock64"),
+            Sample("second_read_cycles", second, "cycles", r, CLOCK_HZ, "clock64"),
+            Sample("cold_read_cycles", cold, "cycles", r, CLOCK_HZ, "clock64"),
+            Sample("written_hit_fraction", (cold - first) / (cold - second), "1", r, CLOCK_HZ, "clock64"),
+            Sample("written_bytes", written_bytes(ctx.device), "B", r, CLOCK_HZ, "config"))]
+    stride = {"full": 1, "word_per_sector": SECTOR_BYTES // 4}[access]
+    return [s for r in range(5) for s in (
+        Sample("bandwidth", partial_write_bandwidth(stride, rmw), "B/s", r, CLOCK_HZ, "cuda_event"),
+        Sample("stride_words", float(stride), "1", r, CLOCK_HZ, "config"))]
+
+
+#: The simulated instruction caches: an L0 and an L1 of these capacities, LRU, with 128-byte lines of 8
+#: instructions; a line that misses the L0 comes from the L1 in ICACHE_L1_FETCH cycles, one that misses both from
+#: beyond in ICACHE_BEYOND_FETCH.  A warp issues one instruction per cycle from the L0.
+ICACHE_L0_BYTES, ICACHE_L1_BYTES, ICACHE_LINE = 32 << 10, 128 << 10, 128
+ICACHE_L1_FETCH, ICACHE_BEYOND_FETCH = 8.0, 96.0
+
+
+def icache_cycles_per_instruction(code_bytes: int) -> float:
+    """A loop of ``code_bytes`` (and the loop's own instructions) walked cyclically: under LRU it hits the
+    smallest level that holds it on every line and misses every smaller level on every line."""
+    from probes.icache import INSTRUCTION_BYTES, LOOP_INSTRUCTIONS
+
+    size = code_bytes + LOOP_INSTRUCTIONS * INSTRUCTION_BYTES
+    per_line = ICACHE_LINE // INSTRUCTION_BYTES
+    if size <= ICACHE_L0_BYTES:
+        return 1.0
+    return 1.0 + (ICACHE_L1_FETCH if size <= ICACHE_L1_BYTES else ICACHE_BEYOND_FETCH) / per_line
+
+
+def _icache(ctx, code_bytes):
+    rng = np.random.default_rng(code_bytes)
+    cpi = icache_cycles_per_instruction(code_bytes)
+    return [Sample("cycles_per_instruction", cpi * (1 + 0.002 * rng.standard_normal()), "cycles", r, CLOCK_HZ,
+                   "clock64") for r in range(5)]
+
+
 FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase, "chase.latency_numba": _chase,
          "chase.access": _access, "chase.miss": _miss, "chase.every_sm": _every_sm,
          "chase.line": _line, "chase.tlb": _tlb, "chase.smem": _smem, "chase.smem_index": _smem_index, "matmul.lecture_tile": _lecture_tile, "matmul.naive": _naive, "matmul.decode": _decode, "launch.decode_chain": _decode_chain, "matmul.waves": _waves, "smem.banks": _banks,
@@ -760,7 +888,9 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
          "geometry.l2_partition": _l2_partition, "geometry.const": _const,
-         "geometry.l2_persist": _l2_persist, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
+         "geometry.l2_persist": _l2_persist,
+         "geometry.readonly": _readonly, "geometry.write_policy": _write_policy,
+         "geometry.icache": _icache, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,
          "exec.diverge": _exec_diverge, "exec.mma_latency": _exec_mma_latency,
          "exec.atomics": _exec_atomics, "exec.sync": _exec_sync,
          "exec.smem_atomics": _exec_smem_atomics, "exec.barriers": _exec_barriers,

@@ -1,0 +1,141 @@
+// The read-only (non-coherent) data path against the plain one.
+//
+// Chase: one thread follows a random single-cycle chain of 64-bit absolute addresses, each load's address the
+// previous load's value, so loads cannot overlap and cycles per step is the latency of the level holding the
+// chain.  PATH 0: ld.global (the default, L1-caching LDG.E.64); 1: ld.global.nc (the read-only path __ldg takes,
+// LDG.E.64.CONSTANT); 2: the two alternating, plain on even steps and nc on odd ones, so a chain of an even
+// number of elements walked in even launches has half its elements always read through each path: one array
+// behind both paths holds the chain up to its capacity, two separate arrays up to the sum of theirs.
+// Loads are volatile inline PTX, kept in order between the timer reads.
+// out = {clock64 cycles, %globaltimer ns, final address (the sink)}.
+//
+// Read: every block reads its region of 16-byte vectors `passes` times (plain ld.global.v4 or ld.global.nc.v4)
+// and folds the words into the sink, one atomic per warp.  Regions may overlap (block_stride 0: every block
+// reads the same region, starting at its own rotation so the blocks spread over it).
+
+#include "common.cuh"
+
+template <int NC>
+__device__ __forceinline__ unsigned long long ro_step(unsigned long long p) {
+    unsigned long long next;
+    if (NC) {
+        asm volatile("ld.global.nc.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
+    } else {
+        asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
+    }
+    return next;
+}
+
+constexpr int UNROLL = 32;
+
+// Step i of the walk (i counted from the launch's start, which the host keeps even) takes path PATH, or for
+// PATH 2 the plain path on even i and the nc path on odd i.
+template <int PATH>
+__device__ __forceinline__ unsigned long long ro_pair(unsigned long long p) {
+    p = ro_step<PATH == 1>(p);
+    return ro_step<PATH != 0>(p);
+}
+
+template <int PATH>
+__device__ void ro_chase(unsigned long long start, long long warm_steps, long long steps,
+                         unsigned long long* out) {
+    unsigned long long p = start;
+    for (long long i = 0; i < warm_steps; i += 2) p = ro_pair<PATH>(p);  // bring the chain into the cache
+    unsigned long long c0, c1, t0, t1;
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u += 2) p = ro_pair<PATH>(p);
+    }
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = p;
+}
+
+extern "C" __global__ void ro_chase_plain(unsigned long long start, long long warm_steps, long long steps,
+                                          unsigned long long* out) {
+    ro_chase<0>(start, warm_steps, steps, out);
+}
+
+extern "C" __global__ void ro_chase_nc(unsigned long long start, long long warm_steps, long long steps,
+                                       unsigned long long* out) {
+    ro_chase<1>(start, warm_steps, steps, out);
+}
+
+extern "C" __global__ void ro_chase_mixed(unsigned long long start, long long warm_steps, long long steps,
+                                          unsigned long long* out) {
+    ro_chase<2>(start, warm_steps, steps, out);
+}
+
+// Texture chase: the chain as 32-bit texel indices in a linear 1-D texture of unsigned ints (a texture object),
+// each fetch (tex.1d, TLD) returning the next element's index.  Launched with one thread.
+// out = {clock64 cycles, %globaltimer ns, final index (the sink)}.
+__device__ __forceinline__ unsigned int tex_step(unsigned long long tex, unsigned int p) {
+    unsigned int next, y, z, w;
+    asm volatile("tex.1d.v4.u32.s32 {%0, %1, %2, %3}, [%4, {%5}];"
+                 : "=r"(next), "=r"(y), "=r"(z), "=r"(w) : "l"(tex), "r"(p) : "memory");
+    return next;
+}
+
+extern "C" __global__ void ro_chase_tex(unsigned long long tex, unsigned int start, long long warm_steps,
+                                        long long steps, unsigned long long* out) {
+    unsigned int p = start;
+    for (long long i = 0; i < warm_steps; ++i) p = tex_step(tex, p);
+    unsigned long long c0, c1, t0, t1;
+    t0 = globaltimer_fenced();
+    c0 = clock64_fenced();
+#pragma unroll 1
+    for (long long i = 0; i < steps; i += UNROLL) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) p = tex_step(tex, p);
+    }
+    c1 = clock64_fenced();
+    t1 = globaltimer_fenced();
+    out[0] = c1 - c0;
+    out[1] = t1 - t0;
+    out[2] = p;
+}
+
+template <int NC>
+__device__ __forceinline__ uint4 ro_vector(const uint4* at) {
+    uint4 v;
+    if (NC) {
+        asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(at));
+    } else {
+        asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(at));
+    }
+    return v;
+}
+
+template <int NC>
+__device__ void ro_read(const uint4* buf, long long region_vectors, long long block_stride_vectors, int passes,
+                        unsigned int* sink) {
+    const uint4* region = buf + blockIdx.x * block_stride_vectors;
+    const long long first = (long long)blockIdx.x * region_vectors / gridDim.x;  // this block's rotation
+    unsigned int acc = 0;
+    for (int pass = 0; pass < passes; ++pass) {
+#pragma unroll 4
+        for (long long i = threadIdx.x; i < region_vectors; i += blockDim.x) {
+            long long j = first + i;
+            if (j >= region_vectors) j -= region_vectors;
+            acc += word_sum(ro_vector<NC>(region + j));
+        }
+    }
+    publish(acc, sink);
+}
+
+extern "C" __global__ void ro_read_plain(const uint4* buf, long long region_vectors, long long block_stride_vectors,
+                                         int passes, unsigned int* sink) {
+    ro_read<0>(buf, region_vectors, block_stride_vectors, passes, sink);
+}
+
+extern "C" __global__ void ro_read_nc(const uint4* buf, long long region_vectors, long long block_stride_vectors,
+                                      int passes, unsigned int* sink) {
+    ro_read<1>(buf, region_vectors, block_stride_vectors, passes, sink);
+}
