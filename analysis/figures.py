@@ -217,10 +217,14 @@ def l2_capacity(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame,
     ax = ax or plt.figure(figsize=(7, 4)).gca()
     frame = usable(measurements[(measurements["probe"] == "chase.every_sm")
                                 & (measurements["metric"] == "latency")])
-    _median_lines(ax, frame.assign(series="every SM chasing"), "footprint_bytes", "series", lambda n: n)
+    readers = frame["readers"].fillna("own") if "readers" in frame else "own"
+    series = {"own": "each SM its own stretch", "all": "every SM the whole chain first"}
+    _median_lines(ax, frame.assign(series=readers), "footprint_bytes", "series", lambda n: series.get(n, n))
     _bytes_axis(ax)
     d = derived.set_index("quantity")
     for quantity, name, style in (("l2.capacity_chase_bytes", "knee of the every-SM chase", ":"),
+                                  ("l2.capacity_chase_all_readers_bytes", "knee after every SM read every line",
+                                   (0, (1, 3))),
                                   ("l2.capacity_bytes", "bandwidth miss-model fit", "-.")):
         if quantity in d.index:
             ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=style,

@@ -25,6 +25,9 @@ from analysis.units import fmt_bytes
 CUPY_PROBE, NUMBA_PROBE, ACCESS_PROBE = "chase.latency", "chase.latency_numba", "chase.access"
 #: A sweep with at least this many footprints is fitted as a staircase.
 DENSE_FOOTPRINTS = 16
+#: An every-SM chase after every SM walked the whole chain is swept at half the density (its warm walk is
+#: long): fewer footprints suffice for its one knee.
+SPARSE_FOOTPRINTS = 10
 #: Plateaus within this factor of the first are sub-steps of L1 (translation effects), not another level.
 SAME_LEVEL = 2.0
 
@@ -572,25 +575,47 @@ def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
     """The L2's capacity as every SM uses it: the knee before the miss plateau of the chase run from every SM
     at once (both partitions), beside the driver's size.  Where one SM's near and far hit latencies are in
     ``rows``, the note places the every-SM hits between them: hits at the near latency for a chain larger
-    than one partition mean far-homed lines are served from copies in the reader's near partition, and a
-    line held twice takes its capacity twice."""
-    if frame["footprint_bytes"].nunique() < DENSE_FOOTPRINTS:
+    than one partition mean far-homed lines are served from copies in the reader's near partition.  The same
+    chase after every SM walked the whole chain (every line read from both partitions) measures what such
+    copies cost: its knee over the first one's is 1/2 if every line is then held in both partitions."""
+    readers = frame["readers"].fillna("own") if "readers" in frame else pd.Series("own", index=frame.index)
+    own = _every_sm_knee(frame[readers == "own"], DENSE_FOOTPRINTS)
+    if own is None:
         return []
-    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
-    if len(fit.plateaus) < 2:
-        return []
-    knee, (lo, hi) = fit.knees_bytes[-1], fit.knee_ci[-1]
+    fit, knee, lo, hi = own
     known = {r["quantity"]: r["value"] for r in rows}
     hits = ""
-    if "l2.latency_cycles" in known and "l2.far_latency_cycles" in known and len(fit.plateaus) >= 2:
+    if "l2.latency_cycles" in known and "l2.far_latency_cycles" in known:
         near, far, hit = known["l2.latency_cycles"], known["l2.far_latency_cycles"], fit.plateaus[-2].latency
         spans = fit.plateaus[-2]
         hits = (f"; its hits over {fmt_bytes(spans.lo_bytes)}..{fmt_bytes(spans.hi_bytes)} take {hit:.1f} cycles, "
                 f"{(hit - near) / (far - near):.0%} of the way from one SM's near-partition hit ({near:.1f}) to its "
                 f"far-partition hit ({far:.1f}): lines homed in the far partition are read from copies in the "
-                "reader's near one, and a line held in both partitions takes capacity in both")
-    return [derived_row("l2.capacity_chase_bytes", knee, lo, hi,
-                        "knee before the miss plateau of an L2-only chase run from every SM at once, each SM walking "
-                        "its own stretch of one random cycle (bootstrap 95% CI)", "chase.every_sm",
-                        f"plateaus: {_plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
-                        f"{fmt_bytes(device['l2_bytes'])}{hits}")]
+                "reader's near one")
+    out = [derived_row("l2.capacity_chase_bytes", knee, lo, hi,
+                       "knee before the miss plateau of an L2-only chase run from every SM at once, each SM walking "
+                       "its own stretch of one random cycle (bootstrap 95% CI)", "chase.every_sm",
+                       f"plateaus: {_plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
+                       f"{fmt_bytes(device['l2_bytes'])}{hits}")]
+    every = _every_sm_knee(frame[readers == "all"], SPARSE_FOOTPRINTS)
+    if every is not None:
+        fit_all, knee_all, lo_all, hi_all = every
+        out.append(derived_row(
+            "l2.capacity_chase_all_readers_bytes", knee_all, lo_all, hi_all,
+            "knee before the miss plateau of the every-SM L2-only chase after every SM walked the whole cycle "
+            "(every line read from both partitions; bootstrap 95% CI)", "chase.every_sm",
+            f"plateaus: {_plateau_text(fit_all)}; {knee_all / knee:.2f} of the knee when each line is read by "
+            f"about one SM ({fmt_bytes(knee)}; 0.50 if a line read from both partitions is held in both), "
+            f"{knee_all / device['l2_bytes']:.1%} of the driver's {fmt_bytes(device['l2_bytes'])}"))
+    return out
+
+
+def _every_sm_knee(frame, dense: int):
+    """(fit, knee, CI low, CI high) of the last knee of an every-SM chase, or None with too few footprints
+    or no knee."""
+    if frame["footprint_bytes"].nunique() < dense:
+        return None
+    fit = fit_staircase(frame["footprint_bytes"], frame["value"])
+    if len(fit.plateaus) < 2:
+        return None
+    return fit, fit.knees_bytes[-1], *fit.knee_ci[-1]

@@ -28,6 +28,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                "keeps min(1, C/F) of itself resident)"),
     "l2.capacity_chase_bytes": ("B", "L2 capacity as the knee of an L2-only pointer chase run from every SM at once "
                                      "(both partitions): the capacity a chase over the whole GPU can use"),
+    "l2.capacity_chase_all_readers_bytes": ("B", "L2 capacity as the knee of the every-SM L2-only chase after every SM "
+                                                 "walked the whole chain (every line read from both partitions)"),
     "l2.line_bytes": ("B", "L2 line size: the tag's span, from the L2-only chase's capacity counted in distinct "
                            "lines"),
     "l2.line_lower_bound_bytes": ("B", "largest L2-only chase stride whose capacity knee still equals the "

@@ -17,16 +17,32 @@ def every_sm_footprints(device: dict) -> list[int]:
                 align=128)
 
 
+def every_sm_configs(device: dict, quick: bool = False) -> list[dict]:
+    """Each SM its own stretch at every footprint (quick: one per octave); every SM the whole chain at every
+    other footprint up to 2x the L2, where the knee lies whether a line is held once or twice."""
+    footprints = every_sm_footprints(device)
+    own = [{"footprint_bytes": f, "stride_bytes": 128, "readers": "own"} for f in footprints[::8 if quick else 1]]
+    if quick:
+        return own
+    return own + [{"footprint_bytes": f, "stride_bytes": 128, "readers": "all"} for f in footprints[::2]
+                  if f <= 2 * device["l2_bytes"]]
+
+
 @probe("chase.every_sm",
-       sweeps={"quick": lambda d: {"footprint_bytes": every_sm_footprints(d)[::8], "stride_bytes": [128]},
-               "full": lambda d: {"footprint_bytes": every_sm_footprints(d), "stride_bytes": [128]}},
-       axes={"footprint_bytes": "L2/4..4x L2, 8 per octave (quick: 1 per octave)",
-             "stride_bytes": "one chain element per 128-byte line, at a random sector of it"},
-       quantities=("l2.capacity_chase_bytes",), kernels=("chase.cu",))
-def chase_every_sm(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]:
-    """Cycles per dependent L2-only load with one chaser on every SM, each walking its own stretch of one
+       sweeps={"quick": lambda d: every_sm_configs(d, quick=True), "full": every_sm_configs},
+       axes={"footprint_bytes": "L2/4..4x L2, 8 per octave (quick: 1 per octave; readers=all: 4 per octave up "
+                                "to 2x L2)",
+             "stride_bytes": "one chain element per 128-byte line, at a random sector of it",
+             "readers": "own: each SM walks its own stretch of the cycle before timing (a line is read by about "
+                        "one SM); all: every SM walks the whole cycle first (every line is read from every SM, "
+                        "so from both L2 partitions)"},
+       quantities=("l2.capacity_chase_bytes", "l2.capacity_chase_all_readers_bytes"), kernels=("chase.cu",))
+def chase_every_sm(ctx, footprint_bytes: int, stride_bytes: int, readers: str = "own") -> list[Sample]:
+    """Cycles per dependent L2-only load with one chaser on every SM, each starting at its own stretch of one
     random cycle: the chain's lines are read from both L2 partitions, so the knee where loads turn from
-    hits to misses is the capacity the whole GPU can use (a line the two partitions both hold counts twice)."""
+    hits to misses is the capacity the whole GPU can use (a line the two partitions both hold counts twice).
+    With ``readers="all"`` every SM first walks the whole cycle: if a line read from both partitions is held
+    in both, that knee falls to half the capacity."""
     import cupy
 
     from probes.cuda import kernel
@@ -53,7 +69,11 @@ def chase_every_sm(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]
                                    f"the chain says {want:#x}")
         return result
 
-    first = run(segment, CALIBRATION_STEPS)  # each chaser walks its stretch once: the whole chain is visited
+    if readers not in ("own", "all"):
+        raise ValueError(f"chase.every_sm readers must be 'own' or 'all', not {readers!r}")
+    # Each chaser walks its stretch once (the whole chain is visited), or the whole cycle (every line from
+    # every SM).
+    first = run(segment if readers == "own" else elements, CALIBRATION_STEPS)
     steps = steps_for(float(np.median(first[:, 1])) * 1e-9 / CALIBRATION_STEPS)
 
     def sample(repeat: int) -> list[Sample]:

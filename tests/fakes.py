@@ -61,9 +61,11 @@ def _translation(footprint_bytes, stride_bytes) -> float:
     return TLB_MISS if footprint_bytes / max(PAGE_BYTES, stride_bytes) > TLB_REACH / PAGE_BYTES else 0.0
 
 
-def _every_sm(ctx, footprint_bytes, stride_bytes):
-    """Every SM chasing: hits while the chain fits the whole L2, misses past it."""
-    return _samples(LEVELS["l2"] if footprint_bytes <= DEVICE["l2_bytes"] else LEVELS["dram"], footprint_bytes)
+def _every_sm(ctx, footprint_bytes, stride_bytes, readers="own"):
+    """Every SM chasing: hits while the chain fits the whole L2, misses past it.  The simulated L2 keeps a
+    copy of a line in each partition that reads it, so a chain every SM has read fits half of it."""
+    capacity = DEVICE["l2_bytes"] / (2 if readers == "all" else 1)
+    return _samples(LEVELS["l2"] if footprint_bytes <= capacity else LEVELS["dram"], footprint_bytes)
 
 
 def _miss(ctx, footprint_bytes, stride_bytes, flavour):

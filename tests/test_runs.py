@@ -61,6 +61,8 @@ def test_full_translation_sweeps_find_the_page_and_both_hbm_latencies(tmp_path):
     assert values["dram.latency_cycles"] == pytest.approx(LEVELS["dram"], rel=0.01)
     assert values["dram.latency_tlb_miss_cycles"] == pytest.approx(LEVELS["dram"] + TLB_MISS, rel=0.01)
     assert values["l2.capacity_chase_bytes"] == pytest.approx(DEVICE["l2_bytes"], rel=0.1)
+    # the simulated L2 holds a line read from both partitions in both: the all-readers knee is half
+    assert values["l2.capacity_chase_all_readers_bytes"] == pytest.approx(DEVICE["l2_bytes"] / 2, rel=0.1)
 
 
 def test_a_failing_probe_is_recorded_and_the_run_goes_on(tmp_path):
