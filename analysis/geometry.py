@@ -140,8 +140,8 @@ def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
     """The L1's rows (geometry.l1), the L2 partition map's (geometry.l2_partition), the constant caches'
     (geometry.const) and L2 persistence's (geometry.l2_persist)."""
-    return l1_rows(measurements) + partition_rows(measurements) + const_rows(measurements) + \
-        persist_rows(measurements)
+    return l1_rows(measurements) + partition_rows(measurements) + sm_map_rows(measurements) + \
+        const_rows(measurements) + persist_rows(measurements)
 
 
 def l1_rows(measurements: pd.DataFrame) -> list[dict]:
@@ -288,6 +288,76 @@ def partition_rows(measurements: pd.DataFrame) -> list[dict]:
                 derived_row("l2.far_home_fraction", share, share, share,
                             method + ": the share of lines the far partition homes", PARTITION_PROBE, note)]
     return []
+
+
+# -- the partition map from every SM ------------------------------------------------------------------------
+
+SM_MAP_PROBE = "geometry.l2_sm_map"
+#: Two SMs' maps are the same side's when they agree on at least this share of lines (two sides' maps are
+#: complements: they agree on none).
+SAME_SIDE = 0.9
+
+
+def sm_maps(measurements: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(SM ids, cycles: one row of cold-miss latencies per SM, far: the same as booleans split at each SM's
+    miss valley, or the pooled one where an SM's own record shows one cluster) in the probe's SM order."""
+    frame = usable(of_probe(measurements, SM_MAP_PROBE))
+    lines = frame.loc[frame["metric"] == "walk_lines", "value"]
+    ids = frame[frame["metric"] == "smid"].sort_values("repeat")["value"].to_numpy()
+    values = frame[frame["metric"] == "access"].sort_values("repeat")["value"].to_numpy()
+    if lines.empty or ids.size == 0 or values.size < ids.size * int(lines.iat[0]):
+        return None
+    cycles = values[:ids.size * int(lines.iat[0])].reshape(ids.size, -1)
+    pooled = miss_valley(cycles.ravel())
+    valleys = [miss_valley(row) or pooled for row in cycles]
+    if any(v is None for v in valleys):
+        return None
+    return ids.astype(int), cycles, cycles > np.asarray(valleys, dtype=float)[:, None]
+
+
+def sm_sides(far: np.ndarray) -> np.ndarray:
+    """Side label of each SM: SMs whose maps agree on at least SAME_SIDE of the lines share a side, greedily in
+    the given order (the first SM's side is 0)."""
+    labels, seeds = np.full(len(far), -1), []
+    for i, row in enumerate(far):
+        for label, seed in enumerate(seeds):
+            if np.mean(row == seed) >= SAME_SIDE:
+                labels[i] = label
+                break
+        else:
+            labels[i] = len(seeds)
+            seeds.append(row)
+    return labels
+
+
+def sm_map_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l2.sm_sides, l2.sm_side_fraction and l2.sm_map_consistency from every SM's cold walk over the same
+    lines."""
+    if of_probe(measurements, SM_MAP_PROBE).empty:
+        return []
+    maps = sm_maps(measurements)
+    if maps is None:
+        return []
+    ids, _, far = maps
+    labels = sm_sides(far)
+    sides = int(labels.max()) + 1
+    consensus = np.array([far[labels == label].mean(axis=0) > 0.5 for label in range(sides)])
+    agreement = np.mean(far == consensus[labels], axis=1)
+    share = float(np.mean(labels == 0))
+    complement = (f"; the two sides' maps are complements on {np.mean(consensus[0] != consensus[1]):.0%} of the "
+                  "lines") if sides == 2 else ""
+    method = (f"each of {ids.size} SMs' cold L2-only misses over the same {far.shape[1]} lines in address order "
+              f"(L2 flushed before each), split near/far at its miss valley; SMs whose maps agree on "
+              f"{SAME_SIDE:.0%} or more of the lines share a side")
+    note = (f"sides of {', '.join(str(int(np.sum(labels == k))) for k in range(sides))} SMs; far-homed share "
+            f"{far.mean():.0%}{complement}")
+    lo, med, hi = np.percentile(agreement, [2.5, 50, 97.5])
+    return [derived_row("l2.sm_sides", sides, sides, sides, method, SM_MAP_PROBE, note),
+            derived_row("l2.sm_side_fraction", share, share, share, method + ": the first SM's side's share",
+                        SM_MAP_PROBE, note),
+            derived_row("l2.sm_map_consistency", float(med), float(lo), float(hi),
+                        method + ": median agreement of an SM with its side's majority map (2.5..97.5 percentiles "
+                        "over SMs)", SM_MAP_PROBE, note)]
 
 
 # -- the constant caches -----------------------------------------------------------------------------------

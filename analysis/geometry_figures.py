@@ -141,6 +141,31 @@ def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):
     return ax
 
 
+def l2_sm_map(measurements: pd.DataFrame):
+    """Every SM's cold L2-only misses over the same lines: one row per SM (grouped by side, then SM id), one
+    column per line in address order, coloured by latency; near-homed misses dark, far-homed light."""
+    from analysis.geometry import sm_maps, sm_sides
+
+    maps = sm_maps(measurements)
+    if maps is None:
+        return None
+    ids, cycles, far = maps
+    labels = sm_sides(far)
+    order = np.lexsort((ids, labels))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    lo, hi = np.percentile(cycles, [2, 98])
+    image = ax.imshow(cycles[order], aspect="auto", interpolation="nearest", cmap="viridis", vmin=lo, vmax=hi)
+    fig.colorbar(image, ax=ax, label="cycles per cold miss (recording included)")
+    edges = np.flatnonzero(np.diff(labels[order])) + 0.5
+    for edge in edges:
+        ax.axhline(edge, color="white", lw=1.2)
+    ax.set_xlabel(f"line in address order (one every 128 B, {far.shape[1]} lines)")
+    ax.set_ylabel(f"SM ({ids.size}), grouped by side")
+    ax.set_yticks([])
+    ax.set_title(f"L2 partition map from every SM: {int(labels.max()) + 1} sides")
+    return ax
+
+
 def const_staircase(measurements: pd.DataFrame, derived: pd.DataFrame):
     """Cycles per dependent LDC against the footprint of the constant-memory chain (median, IQR bars), with
     the derived levels and capacities."""

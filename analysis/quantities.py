@@ -221,6 +221,11 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                            "aligned power-of-two block whose lines one partition homes, from one "
                                            "SM's near- and far-homed miss latencies in address order"),
     "l2.far_home_fraction": ("1", "share of lines in an address-order walk that the SM's far L2 partition homes"),
+    "l2.sm_sides": ("1", "groups of SMs that see the same lines as near-homed in their cold L2-only misses (each "
+                         "group is a side of the GPU, nearest one L2 partition)"),
+    "l2.sm_side_fraction": ("1", "share of SMs on the side of the lowest-numbered SM"),
+    "l2.sm_map_consistency": ("1", "median over SMs of the share of lines on which an SM's near/far map agrees with "
+                                   "its side's (1: every SM sees exactly its side's map)"),
     "const.l1.latency_cycles": ("cycles", "constant-cache (first level) hit latency: dependent LDC loads"),
     "const.l1.capacity_bytes": ("B", "capacity of the first constant-cache level (the staircase's first knee)"),
     "const.l15.latency_cycles": ("cycles", "latency of the level behind the constant L1 (the L1.5 constant cache when "

@@ -256,6 +256,10 @@ FIGURES = (
                "misses to addresses the SM's near partition homes return sooner than far-homed ones, so the "
                "record is the partition map at line resolution (first walk shown).",
                lambda meta, m, d: _geometry_figures().l2_partition(m, d)),
+    FigureSpec("l2-sm-map", "geometry.l2_sm_map", "L2 partition map from every SM",
+               "Each SM's L2-only loads over the same lines in address order, each a cold miss (the L2 flushed before "
+               "every SM's walk) timed alone: one row per SM, grouped by the side whose map it shares (white lines), "
+               "dark where the SM's near partition homes the line.", lambda meta, m, d: _geometry_figures().l2_sm_map(m)),
     FigureSpec("const-staircase", "geometry.const", "Constant caches",
                "Cycles per dependent constant-memory load (LDC) of a random chain against the footprint it spans "
                "in __constant__ memory (median, interquartile bars), with the fitted levels (dashed) and "

@@ -13,6 +13,13 @@ __device__ __forceinline__ unsigned long long globaltimer() {
     return t;
 }
 
+// The SM a thread runs on (%smid: not necessarily dense over 0..SMs-1).
+__device__ __forceinline__ unsigned int smid() {
+    unsigned int id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+}
+
 __device__ __forceinline__ unsigned long long clock64_plain() {
     unsigned long long c;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));

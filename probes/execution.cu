@@ -198,12 +198,6 @@ KERNELS(lds) KERNELS(ldg) KERNELS(sts)
 // ---- warp scheduling and divergence ------------------------------------------------------------------
 // rec: five words per block: SM id, clock64 at start and end (after a barrier, so the block's slowest warp
 // ends it), %globaltimer at start and end.
-__device__ __forceinline__ u32 smid() {
-    u32 id;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-    return id;
-}
-
 __device__ __forceinline__ void record_block(u64* rec, long long c0, u64 t0) {
     __syncthreads();
     const long long c1 = clock64();

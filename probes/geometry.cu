@@ -25,6 +25,30 @@ extern "C" __global__ void l1_record(unsigned long long start, long long warm_st
     out[2] = recorded_walk<UNROLL>(start, warm_steps, steps, load_l1, recorded, slot, intervals, out);
 }
 
+// The L2 partition map as each SM sees it: launched with one block per SM (each block asks for more than half
+// an SM's shared memory), the block on SM `target` walks a chain with L2-only loads (ld.global.cg), each access
+// timed alone as in l1_record; the other blocks exit at once.  out[3] = the walking block's %smid.
+__device__ __forceinline__ unsigned long long load_l2(unsigned long long p) {
+    unsigned long long next;
+    asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
+    return next;
+}
+
+extern "C" __global__ void l2_record_on_sm(unsigned long long start, int steps, unsigned int target,
+                                           unsigned short* intervals, unsigned long long* out) {
+    extern __shared__ unsigned short recorded[];
+    if (threadIdx.x != 0 || smid() != target) return;
+    const unsigned int slot =
+        (unsigned int)__cvta_generic_to_shared(recorded) + ((2u * steps + 3u) & ~3u);
+    out[2] = recorded_walk<UNROLL>(start, 0, steps, load_l2, recorded, slot, intervals, out);
+    out[3] = smid();
+}
+
+// Which SM each block of a one-block-per-SM launch ran on.
+extern "C" __global__ void sm_ids(unsigned int* ids) {
+    if (threadIdx.x == 0) ids[blockIdx.x] = smid();
+}
+
 // Constant-cache chase: one thread follows a random single-cycle chain of byte offsets into __constant__
 // memory, each offset the previous load's value, so every step is one dependent LDC through the constant
 // caches; the footprint the chain spans picks the level that holds it.  Launched with one thread.  64 KiB is

@@ -725,6 +725,30 @@ def _l2_partition(ctx, stride_bytes):
             + [Sample("walk_lines", float(PARTITION_LINES), "1", 0, CLOCK_HZ, "config")])
 
 
+#: The simulated GPU's SM ids are not dense (as %smid need not be): every SM_ID_GAP-th id is missing.  SMs
+#: alternate between the two sides by id; an SM on side 1 sees every line's home the other way round.
+SM_ID_GAP = 7
+
+
+def sm_map_walks(lines, sm_ids, sides, seed=0):
+    """Each SM's cold misses over the same lines in address order: near-homed for its side or far."""
+    rng = np.random.default_rng(seed)
+    far = far_homed(np.arange(lines) * 128, PARTITION_INTERLEAVE)
+    rows = [np.where(far ^ bool(side), FAR_MISS, NEAR_MISS) + rng.normal(0, 6, lines) + RECORD_COST
+            for side in sides]
+    return np.round(np.concatenate(rows))
+
+
+def _l2_sm_map(ctx, sm_stride):
+    from probes.geometry import SM_MAP_LINES
+
+    ids = [i for i in range(2 * DEVICE["sm_count"]) if i % SM_ID_GAP != 3][:DEVICE["sm_count"]:int(sm_stride)]
+    values = sm_map_walks(SM_MAP_LINES, ids, [i % 2 for i in ids], seed=sm_stride)
+    return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(values)]
+            + [Sample("smid", float(sm), "1", rank, CLOCK_HZ, "config") for rank, sm in enumerate(ids)]
+            + [Sample("walk_lines", float(SM_MAP_LINES), "1", 0, CLOCK_HZ, "config")])
+
+
 #: The simulated constant caches: (capacity bytes, hit cycles) of each level, LRU, and the cycles beyond them.
 CONST_LEVELS, CONST_BEYOND = ((2 << 10, 24.0), (32 << 10, 80.0)), 240.0
 
@@ -889,7 +913,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,
          "hopper.dpx": _dpx, "geometry.l1": _geometry_l1,
-         "geometry.l2_partition": _l2_partition, "geometry.const": _const,
+         "geometry.l2_partition": _l2_partition, "geometry.l2_sm_map": _l2_sm_map, "geometry.const": _const,
          "geometry.l2_persist": _l2_persist,
          "geometry.readonly": _readonly, "geometry.write_policy": _write_policy,
          "geometry.icache": _icache, "exec.inst": _exec_inst, "exec.schedule": _exec_schedule,

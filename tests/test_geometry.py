@@ -290,6 +290,88 @@ def test_partition_figure():
     assert geometry_figures.l2_partition(m.iloc[:0], pd.DataFrame()) is None
 
 
+# -- the partition map from every SM ----------------------------------------------------------------------
+
+def assert_timed_l2_loads(region: list[str]) -> None:
+    """Each load L2-only (LDG.E.64.STRONG.GPU), its address the previous load's value, an STS and a clock read
+    between two loads."""
+    loads = [(i, m.groups()) for i, l in enumerate(region)
+             if (m := re.search(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]", l))]
+    assert len(loads) >= 32
+    assert {op for _, (op, _, _) in loads} == {"LDG.E.64.STRONG.GPU"}
+    for (i, (_, dest, _)), (j, (_, _, addr)) in zip(loads, loads[1:]):
+        assert addr == dest
+        between = region[i + 1:j]
+        sts = [k for k, l in enumerate(between) if re.search(rf"STS \[R\d+\], {dest}$", l)]
+        clock = [k for k, l in enumerate(between) if "SR_CLOCKLO" in l]
+        assert sts and clock and sts[0] < clock[0], between
+
+
+def test_the_per_sm_recorder_times_each_l2_only_load_on_the_chosen_sm():
+    from probes.cuda import compile_cubin, sass
+
+    assert_timed_l2_loads(record_loop("l2_record_on_sm", "geometry.cu"))
+    code = sass(compile_cubin("geometry.cu")[0])
+    assert "SR_VIRTUALSMID" in code["l2_record_on_sm"] and "SR_VIRTUALSMID" in code["sm_ids"]  # %smid
+    assert "SR_VIRTUALSMID" not in code["l1_record"]
+    with pytest.raises(AssertionError):  # negative control: the L1 recorder's loads are not L2-only
+        assert_timed_l2_loads(record_loop("l1_record", "geometry.cu"))
+
+
+def sm_map_frame(values, ids, lines):
+    rows = [{"probe": "geometry.l2_sm_map", "metric": "access", "value": v, "repeat": i, "flag": ""}
+            for i, v in enumerate(values)]
+    rows += [{"probe": "geometry.l2_sm_map", "metric": "smid", "value": sm, "repeat": r, "flag": ""}
+             for r, sm in enumerate(ids)]
+    rows.append({"probe": "geometry.l2_sm_map", "metric": "walk_lines", "value": lines, "repeat": 0, "flag": ""})
+    return pd.DataFrame(rows)
+
+
+def test_two_sides_of_complementary_maps_are_found():
+    from analysis.geometry import sm_map_rows
+
+    ids = list(range(0, 40, 2))
+    sides = [int(i >= 16) for i in ids]  # 8 SMs on side 0, 12 on side 1
+    rows = {r["quantity"]: r for r in sm_map_rows(sm_map_frame(fakes.sm_map_walks(256, ids, sides), ids, 256))}
+    assert rows["l2.sm_sides"]["value"] == 2
+    assert rows["l2.sm_side_fraction"]["value"] == pytest.approx(8 / 20)
+    assert rows["l2.sm_map_consistency"]["value"] > 0.97
+    assert "complements on 100%" in rows["l2.sm_sides"]["note"]
+
+
+def test_maps_with_no_sides_are_not_called_two():
+    """Negative control: SMs whose near lines are drawn at random share no map, so they are not two sides."""
+    from analysis.geometry import sm_map_rows
+
+    rng = np.random.default_rng(1)
+    ids, lines = list(range(20)), 256
+    far = rng.random((len(ids), lines)) < 0.5
+    values = np.round(np.where(far, fakes.FAR_MISS, fakes.NEAR_MISS) + rng.normal(0, 6, far.shape)).ravel()
+    rows = {r["quantity"]: r for r in sm_map_rows(sm_map_frame(values, ids, lines))}
+    assert rows["l2.sm_sides"]["value"] > 2
+
+
+def test_the_simulated_probe_and_its_figure():
+    import matplotlib.pyplot as plt
+
+    from analysis import geometry_figures
+    from analysis.geometry import sm_map_rows
+
+    class Ctx:
+        device = fakes.DEVICE
+
+    samples = fakes._l2_sm_map(Ctx, 1)
+    m = pd.DataFrame([{"probe": "geometry.l2_sm_map", "metric": s.metric, "value": s.value, "repeat": s.repeat,
+                       "flag": s.flag} for s in samples])
+    rows = {r["quantity"]: r for r in sm_map_rows(m)}
+    assert rows["l2.sm_sides"]["value"] == 2
+    assert rows["l2.sm_side_fraction"]["value"] == pytest.approx(0.5, abs=0.05)
+    ax = geometry_figures.l2_sm_map(m)
+    assert ax.images[0].get_array().shape == (fakes.DEVICE["sm_count"], 256) and "2 sides" in ax.get_title()
+    plt.close("all")
+    assert geometry_figures.l2_sm_map(m.iloc[:0]) is None
+
+
 # -- the constant caches ----------------------------------------------------------------------------------
 
 def const_frame(levels=None):
