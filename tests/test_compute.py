@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes import compute, kit
+from probes import compute, kit, wgmma
 from probes.cuda import compile_cubin, resource_usage, sass
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -115,7 +115,7 @@ GMMA = {"bf16": "HGMMA.64x{n}x16.F32.BF16", "fp16": "HGMMA.64x{n}x16.F32", "tf32
 
 
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
-@pytest.mark.parametrize("n", compute.WGMMA_NS)
+@pytest.mark.parametrize("n", wgmma.WGMMA_NS)
 def test_wgmma_loops_keep_a_group_in_flight(wgmma_build, dtype, n):
     kernels, usage, _ = wgmma_build
     name = f"wgmma_{dtype}_n{n}"
@@ -123,7 +123,7 @@ def test_wgmma_loops_keep_a_group_in_flight(wgmma_build, dtype, n):
     shape = GMMA[dtype].format(n=n)
     body = loop_body(kernels[name], shape[:5])
     hgmma = [t for t in body if t[1:5] == "GMMA"]
-    assert len(hgmma) == compute.WGMMA_STEPS and all(t.split()[0] == shape for t in hgmma), hgmma
+    assert len(hgmma) == wgmma.WGMMA_STEPS and all(t.split()[0] == shape for t in hgmma), hgmma
     assert all("gdesc" in t for t in hgmma), "both operands through shared-memory descriptors"
     assert any(t.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1") for t in body), "wait_group 1: one group stays queued"
 
@@ -141,8 +141,8 @@ def test_wgmma_is_not_serialized_and_leaves_room_for_three_warpgroups(wgmma_buil
 def test_flop_accounting():
     assert compute.mma_flop("bf16") == 2 * 16 * 8 * 16
     assert compute.mma_flop("tf32") == 2 * 16 * 8 * 8 and compute.mma_flop("e4m3") == 2 * 16 * 8 * 32
-    assert compute.wgmma_flop("bf16", 256) == 2 * 64 * 256 * 16
-    assert compute.wgmma_flop("e4m3", 128) == 2 * compute.wgmma_flop("fp16", 128) == 4 * compute.wgmma_flop("tf32", 128)
+    assert wgmma.wgmma_flop("bf16", 256) == 2 * 64 * 256 * 16
+    assert wgmma.wgmma_flop("e4m3", 128) == 2 * wgmma.wgmma_flop("fp16", 128) == 4 * wgmma.wgmma_flop("tf32", 128)
     threads, trips = 1000, 7
     assert compute.vector_work_per_launch("fp32", threads, trips) == threads * 8 * compute.UNROLL * trips * 2
     assert compute.vector_work_per_launch("fp16x2", threads, trips) == 2 * compute.vector_work_per_launch(
@@ -210,9 +210,9 @@ def test_e4m3_decoding():
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
 def test_random_operands_are_non_zero_and_their_bytes_decode_to_their_values(dtype):
     raw, values = compute.random_operand(np.random.default_rng(4), dtype,
-                                         (64, compute.ROW_BYTES // compute.TC_SHAPES[dtype][0]))
+                                         (64, wgmma.ROW_BYTES // compute.TC_SHAPES[dtype][0]))
     assert len(np.unique(np.abs(values))) > 24 and (values < 0).any(), "random magnitudes, both signs"
-    assert raw.dtype == np.uint8 and raw.shape == (64, compute.ROW_BYTES)
+    assert raw.dtype == np.uint8 and raw.shape == (64, wgmma.ROW_BYTES)
     assert np.all(values != 0) and np.isfinite(values).all()
     flat = raw.reshape(-1)
     decoded = {"bf16": lambda: (flat.view(np.uint16).astype(np.uint32) << 16).view(np.float32),
@@ -225,10 +225,10 @@ def test_random_operands_are_non_zero_and_their_bytes_decode_to_their_values(dty
 
 def test_wgmma_fragment_layout_is_a_bijection_onto_the_tile():
     n = 64
-    out = np.arange(compute.WG_THREADS * n // 2, dtype=np.float64)
-    d = compute.wgmma_fragment_to_matrix(out, n)
+    out = np.arange(wgmma.WG_THREADS * n // 2, dtype=np.float64)
+    d = wgmma.wgmma_fragment_to_matrix(out, n)
     assert sorted(d.reshape(-1)) == list(out)
-    regs = out.reshape(compute.WG_THREADS, n // 2)
+    regs = out.reshape(wgmma.WG_THREADS, n // 2)
     assert d[0, 0] == regs[0, 0] and d[0, 1] == regs[0, 1] and d[8, 0] == regs[0, 2] and d[0, 8] == regs[0, 4]
     assert d[16 + 1, 2] == regs[32 + 5, 0]  # warp 1, lane 5: row 16 + 5 / 4, column 2 (5 mod 4)
 
@@ -242,12 +242,12 @@ def test_kernel_clock_is_cycles_over_nanoseconds():
 
 def test_check_identical_catches_one_differing_unit():
     out = np.ones((5, 8), dtype=np.float32)
-    compute._check_identical(out, "x", "CTAs")
+    compute.check_identical(out, "x", "CTAs")
     out[3, 2] = 2
     with pytest.raises(RuntimeError, match="1 of 5 CTAs"):
-        compute._check_identical(out, "x", "CTAs")
+        compute.check_identical(out, "x", "CTAs")
     with pytest.raises(RuntimeError, match="non-finite"):
-        compute._check_identical(np.full((2, 2), np.inf), "x", "CTAs")
+        compute.check_identical(np.full((2, 2), np.inf), "x", "CTAs")
 
 
 def test_wgmma_needs_hopper_and_sweeps_n():
@@ -256,8 +256,8 @@ def test_wgmma_needs_hopper_and_sweeps_n():
     probe = all_probes()["compute.wgmma"]
     assert probe.min_cc == (9, 0)
     quick = probe.configs({}, "quick")
-    assert {c["n"] for c in quick} == set(compute.QUICK_WGMMA_NS) and len(quick) == 4 * 2
-    assert {c["n"] for c in probe.configs({}, "full")} == set(compute.WGMMA_NS)
+    assert {c["n"] for c in quick} == set(wgmma.QUICK_WGMMA_NS) and len(quick) == 4 * 2
+    assert {c["n"] for c in probe.configs({}, "full")} == set(wgmma.WGMMA_NS)
 
 
 # -- derivation -------------------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
                              + [("compute.latency", {"op": "fp32"})]
                              + [("compute.mma_sync", {"dtype": d}) for d in compute.TC_DTYPES]
                              + [("compute.wgmma", {"dtype": d, "n": n}) for d in compute.TC_DTYPES
-                                for n in compute.WGMMA_NS]):
+                                for n in wgmma.WGMMA_NS]):
         for s in FAKES[probe_id](None, **params):
             rows.append({"probe": probe_id, "config": config_key(params), "metric": s.metric, "value": s.value,
                          "unit": s.unit, "repeat": s.repeat, "sm_clock_hz": s.sm_clock_hz, "flag": s.flag,
