@@ -287,7 +287,7 @@ def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
 
 def test_derivation_recovers_the_simulated_peaks():
     from fakes import (CLOCK_HZ, DEVICE, FMA_LATENCY, MMA_SYNC_PER_CLK, VECTOR_PER_CLK, WGMMA_PER_CLK,
-                       power_limited_clock_hz)
+                       burst_clock_hz, power_limited_clock_hz)
 
     from analysis.compute import compute_rows
 
@@ -301,8 +301,10 @@ def test_derivation_recovers_the_simulated_peaks():
     assert rows.loc["fp32.latency_cycles", "value"] == pytest.approx(FMA_LATENCY)
     assert rows.loc["tc.bf16.mma_sync_peak_flops", "value"] == pytest.approx(MMA_SYNC_PER_CLK["bf16"] * scale)
     for dtype, name in (("bf16", "bf16"), ("fp16", "fp16"), ("tf32", "tf32"), ("e4m3", "fp8")):
-        # the fakes peak at N=256: the best N is chosen, not the mean over N
-        assert rows.loc[f"tc.{name}.peak_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * scale)
+        # the fakes peak at N=256: the best N is chosen, not the mean over N; the burst peak is the faster
+        # operand set's, at its own clock
+        clock = max(burst_clock_hz(dtype, 256, operands) for operands in ("signed", "unit"))
+        assert rows.loc[f"tc.{name}.peak_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * 132 * clock)
         assert "N=64" in rows.loc[f"tc.{name}.peak_flops", "note"]
         assert rows.loc[f"tc.{name}.flop_per_clk_sm", "value"] == pytest.approx(WGMMA_PER_CLK[dtype])
         # sustained: the power-limited clock; the ramp at the full clock (before the limiter's lag) is left out
@@ -311,8 +313,40 @@ def test_derivation_recovers_the_simulated_peaks():
         assert rows.loc[f"tc.{name}.sustained_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * 132 * capped)
         assert rows.loc[f"tc.{name}.sustained_flops", "ci_high"] < rows.loc[f"tc.{name}.peak_flops", "value"]
         assert "no NVML telemetry" in rows.loc[f"tc.{name}.sustained_flops", "note"]
+    # FP8 draws the most power per clock: its signed bursts are held below the full clock, the unit ones not
+    assert burst_clock_hz("e4m3", 256, "unit") == CLOCK_HZ
+    assert burst_clock_hz("e4m3", 256, "signed") < 0.95 * CLOCK_HZ
+    assert rows.loc["tc.fp8.peak_flops", "note"].startswith("unit operands (")
+    assert f"at {CLOCK_HZ / 1e9:.3f} GHz" in rows.loc["tc.fp8.peak_flops", "note"]
+    assert "; signed operands: " in rows.loc["tc.fp8.peak_flops", "note"]
     assert rows.loc["tc.bf16_over_fp32", "value"] == pytest.approx(WGMMA_PER_CLK["bf16"] / VECTOR_PER_CLK["fp32"])
     assert (rows["ci_low"] <= rows["value"]).all() and (rows["value"] <= rows["ci_high"]).all()
+
+
+def test_the_burst_peak_is_the_faster_operand_sets_and_a_run_without_the_unit_set_keeps_signed():
+    """Synthetic bursts with known medians: the peak takes the set whose median is higher, whichever it is,
+    and never a median over both sets."""
+    from analysis.compute import compute_rows
+
+    base = {"probe": "compute.wgmma", "config": "dtype=e4m3,n=256", "dtype": "e4m3", "n": 256, "flag": ""}
+    timed = [{**base, "metric": "throughput", "value": 1.0e15, "repeat": r, "sm_clock_hz": 1.5e9} for r in range(3)]
+
+    def peak(signed, unit):
+        rows = [{**base, "metric": "burst_throughput", "value": v, "repeat": r, "sm_clock_hz": 1.6e9}
+                for r, v in enumerate(signed)]
+        rows += [{**base, "metric": "burst_unit_throughput", "value": v, "repeat": r, "sm_clock_hz": 1.7e9}
+                 for r, v in enumerate(unit)]
+        derived = {r["quantity"]: r for r in compute_rows(pd.DataFrame(timed + rows))}
+        return derived["tc.fp8.peak_flops"]
+
+    faster_unit = peak([1.80e15, 1.81e15, 1.79e15], [1.90e15, 1.91e15, 1.89e15])
+    assert faster_unit["value"] == 1.90e15 and faster_unit["note"].startswith("unit operands (")
+    assert "1.700 GHz" in faster_unit["note"] and "signed operands: " in faster_unit["note"]
+    faster_signed = peak([1.80e15, 1.81e15, 1.79e15], [1.70e15, 1.71e15, 1.69e15])
+    assert faster_signed["value"] == 1.80e15 and faster_signed["note"].startswith("signed operands (")
+    assert "1.600 GHz" in faster_signed["note"]
+    alone = peak([1.80e15, 1.81e15, 1.79e15], [])
+    assert alone["value"] == 1.80e15 and "unit operands" not in alone["note"]
 
 
 def test_lecture_claims_of_issue_7_are_judged_from_these_quantities():
