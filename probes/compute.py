@@ -1,4 +1,5 @@
-"""Compute peaks: vector units, mma.sync and Hopper wgmma tensor cores (CuPy RawModules, compute.cu and wgmma.cu).
+"""Compute peaks of the vector units and warp-level mma.sync (CuPy RawModule, compute.cu), and the tensor-core
+accounting, operands and checks the wgmma probe (wgmma.py) shares.
 
 * ``compute.vector`` -- FP32 FFMA, FP64 DFMA, FP16x2 HFMA2 and INT32 IMAD throughput: 8 independent chains
   per thread, every SM filled with the blocks the driver grants.  An FMA is 2 FLOP, an HFMA2 4 FLOP (two
@@ -8,15 +9,6 @@
   accumulating in FP32, operands in registers, 8 independent accumulators per warp.  sm_90 has no FP8
   mma.sync: ptxas unpacks E4M3 to FP16 and issues two FP16 HMMAs and FADDs per m16n8k32, and the e4m3 rate
   measures that (FLOP counted as the instruction defines them).
-* ``compute.wgmma`` -- Hopper warpgroup ``wgmma.mma_async`` m64nNk16 BF16/FP16, m64nNk8 TF32, m64nNk32 E4M3
-  from shared memory through matrix descriptors, N swept, several warpgroups per SM (sm_90a only).  Dense
-  tensor work draws enough power to reach the board's limit, and the driver then lowers the clock (SW power
-  cap).  So at the largest N each dtype is also measured two more ways: ``burst_*`` -- single launches of
-  about BURST_S, each from a rested GPU (power back near idle, or REST_MAX_S), the rate the tensor cores
-  reach before the power limiter acts; ``sustained_*`` -- launches back to back for SUSTAINED_S, one sample
-  per SUSTAINED_SAMPLE_S (``sustained_t_s``: its end since the first launch), the rate the power limit
-  allows.  NVML's power, clock and clock-event reasons during those launches are recorded with every
-  sample by the runner, and as a trace (``trace_*``, one sample per reading).
 
 A dense m x n x k matrix product is 2 m n k FLOP.  Every launch is timed with CUDA events and carries the
 SM clock it ran at (clock64 over %globaltimer in thread 0 of every block, the median over blocks), so
@@ -31,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 
 from probes.cuda import blocks_per_sm
-from probes import telemetry
 from probes.harness import Sample, calibrate, repeat_until_stable
 from probes.kit import event_samples, kernel_clock_hz
 from probes.registry import probe
@@ -40,10 +31,6 @@ LANES = 32
 #: compute.cu's constants.
 VEC_THREADS, CHAINS, UNROLL, LATENCY_UNROLL = 256, 8, 64, 64
 MMA_THREADS, MMA_ACC = 256, 8
-#: wgmma.cu's constants: one warpgroup per CTA, STEPS wgmmas per commit group, 32 bytes of K per row.
-WG_THREADS, WGMMA_STEPS, WGMMA_M, ROW_BYTES = 128, 4, 64, 32
-WGMMA_NS = (64, 128, 192, 256)
-QUICK_WGMMA_NS = (128, 256)
 
 #: op -> (kernel, work per chain step, unit of work).  An FMA is 2 FLOP; HFMA2 is two fp16 FMAs, 4 FLOP;
 #: an IMAD is a multiply and an add, counted as 2 integer ops.
@@ -65,20 +52,10 @@ SUBPARTITIONS, CLOCK_SLACK = 4, 1.05
 TC_FMA_PER_CLK_SUBPARTITION_16BIT = 1024
 #: A launch lasts about LAUNCH_S; a sample (several launches) at least SAMPLE_S.
 LAUNCH_S, SAMPLE_S = 2e-3, 4e-3
-#: Burst and sustained: BURSTS launches of about BURST_S, each after a rest of at most REST_MAX_S; then
-#: SUSTAINED_S of back-to-back launches, sampled every SUSTAINED_SAMPLE_S.
-BURST_S, BURSTS, REST_MIN_S, REST_MAX_S = 6e-3, 5, 0.05, 0.5
-#: Bursts of about SHORT_BURST_S too: where the clock a launch runs at depends on its length, the power limiter
-#: acts within the launch, faster than NVML's readings.
-SHORT_BURST_S = 5e-4
-SUSTAINED_S, SUSTAINED_SAMPLE_S = 1.5, 0.05
 LATENCY_TRIPS = 4096
 MAX_TRIPS = 2**31 - 1
-#: Tolerances of the host checks: floating-point chains against their fixed point b / (1 - a), by type;
-#: a one-group wgmma launch against the host's matmul, relative to the result's largest magnitude (the
-#: tensor core's own fp32 accumulation keeps fewer bits for FP8; a misread layout is off by O(1)).
+#: Tolerances of the host checks: floating-point chains against their fixed point b / (1 - a), by type.
 CHAIN_RTOL = {"fp32": 1e-4, "fp64": 1e-9, "fp16x2": 3e-2}
-WGMMA_RTOL = 1e-2
 
 
 # -- accounting and bounds (pure: the CPU tests check them) ----------------------------------------------------
@@ -96,11 +73,6 @@ def vector_bound_per_clk_sm(op: str) -> float:
 def mma_flop(dtype: str) -> int:
     """FLOP of one mma.sync: 2 x 16 x 8 x K."""
     return 2 * MMA_M * MMA_N * TC_SHAPES[dtype][1]
-
-
-def wgmma_flop(dtype: str, n: int) -> int:
-    """FLOP of one wgmma: 2 x 64 x N x K."""
-    return 2 * WGMMA_M * n * TC_SHAPES[dtype][2]
 
 
 def tensor_bound_per_clk_sm(dtype: str) -> float:
@@ -164,30 +136,15 @@ def random_operand(rng: np.random.Generator, dtype: str, shape: tuple) -> tuple[
     raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(TC_DTYPES)}")
 
 
-def wgmma_fragment_to_matrix(out: np.ndarray, n: int) -> np.ndarray:
-    """The 64 x N accumulator from one warpgroup's registers (``out``: 128 threads x N/2 floats).
-
-    Register i of lane l in warp w holds row 16 w + l / 4 + 8 ((i mod 4) >= 2), column 8 (i / 4) +
-    2 (l mod 4) + (i mod 2): the m16n8 accumulator layout, repeated over N/8 column blocks."""
-    d = np.empty((WGMMA_M, n), dtype=out.dtype)
-    t = np.arange(WG_THREADS)[:, None]
-    i = np.arange(n // 2)[None, :]
-    warp, lane = t // 32, t % 32
-    rows = 16 * warp + lane // 4 + 8 * ((i % 4) >= 2)
-    cols = 8 * (i // 4) + 2 * (lane % 4) + (i % 2)
-    d[rows, cols] = out.reshape(WG_THREADS, n // 2)
-    return d
-
-
 # -- the GPU side ---------------------------------------------------------------------------------------------
 
 def _kernel(name: str, arch: str | None = None):
     from probes.cuda import kernel
 
-    return kernel("wgmma.cu" if name.startswith("wgmma_") else "compute.cu", name, arch)
+    return kernel("compute.cu", name, arch)
 
 
-def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, bound_per_clk: float,
+def measure_rate(ctx, launch, clocks, check, work_per_launch: float, unit: str, bound_per_clk: float,
              power_limited: bool = False) -> list[Sample]:
     """Event-time ``launch`` until stable: ``per_clk_sm`` (work / clock / SM at the launch's own clock, the
     primary metric) and ``throughput`` (work / s); ``check()`` runs after every sample.  ``power_limited``:
@@ -206,7 +163,7 @@ def _measure(ctx, launch, clocks, check, work_per_launch: float, unit: str, boun
     return event_samples(ctx, launch, after, "per_clk_sm", sample_s=SAMPLE_S)
 
 
-def _occupancy_sample(blocks: int, ctx, metric: str, per_block: int) -> Sample:
+def occupancy_sample(blocks: int, ctx, metric: str, per_block: int) -> Sample:
     """The resident warps (or warpgroups) per SM the grid ran with, recorded beside the rates."""
     return Sample(metric, blocks // ctx.device["sm_count"] * per_block, "1", 0, None, "config")
 
@@ -278,11 +235,11 @@ def compute_vector(ctx, op: str) -> list[Sample]:
     want = expect(trips * UNROLL)
     first = slice(0, VEC_THREADS * CHAINS)  # the first block's chains, checked after every sample
 
-    samples = _measure(ctx, run(trips), clocks,
+    samples = measure_rate(ctx, run(trips), clocks,
                        lambda: _check_chains(op, out[first].get(), want[first], f"{name} block 0"),
                        vector_work_per_launch(op, threads, trips), unit, vector_bound_per_clk_sm(op))
     _check_chains(op, out.get(), want, name)
-    return samples + [_occupancy_sample(blocks, ctx, "warps_per_sm", VEC_THREADS // LANES)]
+    return samples + [occupancy_sample(blocks, ctx, "warps_per_sm", VEC_THREADS // LANES)]
 
 
 @probe("compute.latency",
@@ -320,7 +277,7 @@ def _tensor_fragments(rng: np.random.Generator, dtype: str, words: int) -> np.nd
     return raw.reshape(-1).view(np.uint32)
 
 
-def _check_identical(out: np.ndarray, what: str, units: str) -> None:
+def check_identical(out: np.ndarray, what: str, units: str) -> None:
     """Every row of ``out`` (one per warp or CTA, all given the same operands) equals the first; finite,
     not all zero."""
     if not np.isfinite(out).all():
@@ -370,146 +327,8 @@ def compute_mma_sync(ctx, dtype: str) -> list[Sample]:
         if not np.array_equal(out[:warp_floats].get(), first):
             raise RuntimeError(f"mma_{dtype}: warp 0's accumulators changed between identical launches")
 
-    samples = _measure(ctx, run(trips), clocks, check, float(warps) * trips * MMA_ACC * mma_flop(dtype), "FLOP",
+    samples = measure_rate(ctx, run(trips), clocks, check, float(warps) * trips * MMA_ACC * mma_flop(dtype), "FLOP",
                        tensor_bound_per_clk_sm(dtype), power_limited=True)
     # Every warp went through the same chains of mma.sync with the same operands.
-    _check_identical(out.get().reshape(warps, -1), f"mma_{dtype}", "warps")
-    return samples + [_occupancy_sample(blocks, ctx, "warps_per_sm", MMA_THREADS // LANES)]
-
-
-def _wgmma_sweep(ns) -> callable:
-    return lambda device: {"dtype": list(TC_DTYPES), "n": list(ns)}
-
-
-@probe("compute.wgmma", sweeps={"quick": _wgmma_sweep(QUICK_WGMMA_NS), "full": _wgmma_sweep(WGMMA_NS)},
-       axes={"dtype": "bf16, fp16 (m64nNk16), tf32 (m64nNk8), e4m3 (m64nNk32); fp32 accumulate",
-             "n": "N of m64nNk: 64, 128, 192, 256 (quick: 128, 256)"},
-       quantities=("tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops",
-                   "tc.bf16.sustained_flops", "tc.fp16.sustained_flops", "tc.tf32.sustained_flops",
-                   "tc.fp8.sustained_flops", "tc.bf16.flop_per_clk_sm", "tc.fp16.flop_per_clk_sm",
-                   "tc.tf32.flop_per_clk_sm", "tc.fp8.flop_per_clk_sm", "tc.bf16_over_fp32"),
-       kernels=("wgmma.cu",), min_cc=(9, 0), max_cc=(9, 0))
-def compute_wgmma(ctx, dtype: str, n: int) -> list[Sample]:
-    """Hopper wgmma throughput (dense FLOP per clock per SM and per second), operands in shared memory."""
-    import cupy
-
-    if dtype not in TC_DTYPES or int(n) not in WGMMA_NS:
-        raise ValueError(f"bad wgmma config {dtype!r}, N={n}: dtypes {TC_DTYPES}, N in {WGMMA_NS}")
-    if ctx.device["compute_capability"] != "9.0":
-        raise RuntimeError(f"wgmma.cu is built for sm_90a, which runs on compute capability 9.0 only; this GPU "
-                           f"is {ctx.device['compute_capability']}")
-    n = int(n)
-    func = _kernel(f"wgmma_{dtype}_n{n}", arch="sm_90a")
-    blocks = ctx.device["sm_count"] * blocks_per_sm(func, WG_THREADS)
-    rng = ctx.rng(4, TC_DTYPES.index(dtype), n)
-    elements = ROW_BYTES // TC_SHAPES[dtype][0]
-    a_raw, a_val = random_operand(rng, dtype, (WGMMA_M, elements))
-    b_raw, b_val = random_operand(rng, dtype, (n, elements))
-    a_rows, b_rows = cupy.asarray(a_raw.reshape(-1)), cupy.asarray(b_raw.reshape(-1))
-    out = cupy.empty(blocks * WG_THREADS * n // 2, dtype=cupy.float32)
-    clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)
-
-    def run(groups: int):
-        return lambda: func((blocks,), (WG_THREADS,), (a_rows, b_rows, np.int64(groups), out, clocks))
-
-    # One commit group (STEPS wgmmas) against the host's matmul: proof that the descriptors read A and B as
-    # laid out, and the fragment layout is the one the host assumes.
-    run(1)()
-    per_cta = out.get().reshape(blocks, -1)
-    _check_identical(per_cta, f"wgmma_{dtype}_n{n}", "CTAs")
-    got = wgmma_fragment_to_matrix(per_cta[0], n).astype(np.float64)
-    want = WGMMA_STEPS * a_val @ b_val.T
-    error = np.abs(got - want).max() / np.abs(want).max()
-    if error > WGMMA_RTOL:
-        raise RuntimeError(f"wgmma_{dtype}_n{n}: one group's result is off the host matmul by {error:.3g} of "
-                           f"its largest value (descriptor or fragment layout misread)")
-
-    groups, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
-    cta_floats = WG_THREADS * n // 2
-    run(groups)()
-    first = out[:cta_floats].get()
-
-    def check() -> None:
-        if not np.array_equal(out[:cta_floats].get(), first):
-            raise RuntimeError(f"wgmma_{dtype}_n{n}: CTA 0's accumulators changed between identical launches")
-
-    flop_per_group = float(blocks) * WGMMA_STEPS * wgmma_flop(dtype, n)
-    samples = _measure(ctx, run(groups), clocks, check, flop_per_group * groups, "FLOP",
-                       tensor_bound_per_clk_sm(dtype), power_limited=True)
-    if n == max(WGMMA_NS):
-        bound = tensor_bound_per_clk_sm(dtype)
-        for prefix, length in (("burst", BURST_S), ("burst_short", SHORT_BURST_S)):
-            burst_groups = max(1, min(MAX_TRIPS, round(groups * length / LAUNCH_S)))
-            samples += _bursts(ctx, run(burst_groups), run(max(1, groups // 8)), clocks,
-                               lambda: out[:cta_floats].get(), flop_per_group * burst_groups, bound, prefix)
-        samples += _sustained(ctx, run(groups), clocks, check, flop_per_group * groups, bound)
-    _check_identical(out.get().reshape(blocks, -1), f"wgmma_{dtype}_n{n}", "CTAs")
-    return samples + [_occupancy_sample(blocks, ctx, "warpgroups_per_sm", 1)]
-
-
-def _rate_samples(ctx, prefix: str, flop: float, seconds: float, hz: float, bound: float, repeat: int):
-    rate = flop / seconds
-    per_clk = rate / ctx.device["sm_count"] / hz
-    flag = "invalid" if per_clk > bound else ""
-    return [Sample(f"{prefix}_throughput", rate, "FLOP/s", repeat, hz, "cuda_event", flag),
-            Sample(f"{prefix}_per_clk_sm", per_clk, "FLOP/cycle", repeat, hz, "cuda_event", flag)]
-
-
-def _bursts(ctx, launch, warm, clocks, result, flop: float, bound: float, prefix: str = "burst") -> list[Sample]:
-    """BURSTS single launches, each from a rested GPU, CUDA-event timed, at the clock the launch ran at.
-    A short ``warm`` launch queued right before each lifts the clock out of its idle state; ``result()``
-    (CTA 0's accumulators) must be the same after every burst."""
-    import cupy
-
-    recorder = telemetry.recorder(ctx.device.get("uuid"))
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    samples = []
-    for repeat in range(BURSTS):
-        recorder.rest(REST_MAX_S, REST_MIN_S)
-        warm()
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        seconds = cupy.cuda.get_elapsed_time(start, stop) * 1e-3
-        got = result()
-        first = got if repeat == 0 else first
-        if not np.array_equal(got, first):
-            raise RuntimeError("wgmma: CTA 0's accumulators changed between identical burst launches")
-        samples += _rate_samples(ctx, prefix, flop, seconds, kernel_clock_hz(clocks.get()), bound, repeat)
-    return samples
-
-
-def _sustained(ctx, launch, clocks, check, flop_per_launch: float, bound: float) -> list[Sample]:
-    """Launches back to back for SUSTAINED_S; one sample per SUSTAINED_SAMPLE_S of launches (the clock is the
-    last launch's), ``sustained_t_s`` its end since the first launch; then NVML's readings over the same
-    time as ``trace_*`` samples (``trace_t_s`` since the first launch)."""
-    import time
-
-    import cupy
-
-    recorder = telemetry.recorder(ctx.device.get("uuid"))
-    per_sample = max(1, round(SUSTAINED_SAMPLE_S / LAUNCH_S))
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    samples = []
-    began = time.monotonic()
-    repeat = 0
-    while time.monotonic() - began < SUSTAINED_S:
-        start.record()
-        for _ in range(per_sample):
-            launch()
-        stop.record()
-        stop.synchronize()
-        seconds = cupy.cuda.get_elapsed_time(start, stop) * 1e-3
-        hz = kernel_clock_hz(clocks.get())
-        samples += _rate_samples(ctx, "sustained", flop_per_launch * per_sample, seconds, hz, bound, repeat)
-        samples.append(Sample("sustained_t_s", time.monotonic() - began, "s", repeat, hz, "monotonic"))
-        repeat += 1
-    check()
-    for index, (t, power, hz, reasons, temperature) in enumerate(recorder.readings(began, time.monotonic())):
-        samples += [Sample("trace_t_s", t - began, "s", index, None, "nvml"),
-                    Sample("trace_power_w", power, "W", index, None, "nvml"),
-                    Sample("trace_sm_clock_hz", hz, "Hz", index, None, "nvml"),
-                    Sample("trace_clock_event_reasons", reasons, "1", index, None, "nvml"),
-                    Sample("trace_temperature_c", temperature, "C", index, None, "nvml")]
-    return samples
+    check_identical(out.get().reshape(warps, -1), f"mma_{dtype}", "warps")
+    return samples + [occupancy_sample(blocks, ctx, "warps_per_sm", MMA_THREADS // LANES)]

@@ -256,18 +256,32 @@ def _compute_mma_sync(ctx, dtype):
 
 
 #: Power model of dense tensor work: the board draws IDLE_W plus an energy per FLOP times the FLOP rate.  Past
-#: POWER_LIMIT_W the driver lowers the clock until the draw is the limit, POWER_LAG_S after the load starts: a
-#: burst shorter than the lag runs at the full clock.  Energy per FLOP falls with narrower operands.
-IDLE_W, POWER_LIMIT_W, POWER_LAG_S = 80.0, 700.0, 0.12
+#: POWER_LIMIT_W the driver lowers the clock until the draw is the limit, POWER_LAG_S after the load starts.
+#: A faster limiter holds the draw of any launch, however short, to BURST_LIMIT_W: a burst runs at the clock
+#: that draws that (the full clock if it draws less).  Energy per FLOP falls with narrower operands, and with
+#: fewer operand bits toggling between products: OPERAND_ACTIVITY of the signed set's (random signs, exponents
+#: and mantissas) for the unit set (non-negative, exponents within a few octaves below 1).
+IDLE_W, POWER_LIMIT_W, BURST_LIMIT_W, POWER_LAG_S = 80.0, 700.0, 850.0, 0.12
 JOULE_PER_FLOP = {"bf16": 0.7e-12, "fp16": 0.7e-12, "tf32": 1.4e-12, "e4m3": 0.4e-12}
-#: wgmma's burst launches and back-to-back run, as the probe makes them (probes/compute.py).
+OPERAND_ACTIVITY = {"signed": 1.0, "unit": 0.8}
+#: wgmma's burst launches and back-to-back run, as the probe's full profile makes them (probes/wgmma.py).
 WGMMA_BURSTS, SUSTAINED_S, SUSTAINED_SAMPLE_S = 5, 1.5, 0.05
 
 
+def _clock_at_power_hz(dtype, n, limit_w, operands="signed"):
+    """The clock at which the tensor work draws exactly ``limit_w`` (the full clock if it draws less)."""
+    joule_per_cycle = JOULE_PER_FLOP[dtype] * OPERAND_ACTIVITY[operands] * wgmma_per_clk(dtype, n) * DEVICE["sm_count"]
+    return min(CLOCK_HZ, (limit_w - IDLE_W) / joule_per_cycle)
+
+
 def power_limited_clock_hz(dtype, n):
-    """The clock at which the tensor work draws exactly the power limit (the full clock if it draws less)."""
-    flop_per_s_per_hz = wgmma_per_clk(dtype, n) * DEVICE["sm_count"]
-    return min(CLOCK_HZ, (POWER_LIMIT_W - IDLE_W) / (JOULE_PER_FLOP[dtype] * flop_per_s_per_hz))
+    """The sustained clock: signed operands at the power limit."""
+    return _clock_at_power_hz(dtype, n, POWER_LIMIT_W)
+
+
+def burst_clock_hz(dtype, n, operands):
+    """A burst's clock: ``operands`` at the fast limiter's power."""
+    return _clock_at_power_hz(dtype, n, BURST_LIMIT_W, operands)
 
 
 def _wgmma_samples(prefix, dtype, n, repeat, hz):
@@ -278,17 +292,22 @@ def _wgmma_samples(prefix, dtype, n, repeat, hz):
 
 
 def _compute_wgmma(ctx, dtype, n):
-    """Repeat-timed launches run at the power-limited clock; at N=256 also bursts (full clock, shorter than the
-    limiter's lag) and a back-to-back run whose clock drops to the limited one after the lag."""
+    """Repeat-timed launches run at the power-limited clock; at N=256 also bursts on both operand sets (each at
+    its fast-limited clock) and a back-to-back run whose clock drops to the power-limited one after the lag."""
     capped = power_limited_clock_hz(dtype, n)
     samples = [s for r in range(5) for s in _wgmma_samples("", dtype, n, r, capped)]
     if int(n) == 256:
-        samples += [s for r in range(WGMMA_BURSTS) for s in _wgmma_samples("burst_", dtype, n, r, CLOCK_HZ)]
+        for prefix, operands in (("burst_", "signed"), ("burst_unit_", "unit")):
+            hz = burst_clock_hz(dtype, n, operands)
+            samples += [s for r in range(WGMMA_BURSTS) for s in _wgmma_samples(prefix, dtype, n, r, hz)]
         for r in range(round(SUSTAINED_S / SUSTAINED_SAMPLE_S)):
             t = (r + 1) * SUSTAINED_SAMPLE_S
-            samples += _wgmma_samples("sustained_", dtype, n, r, CLOCK_HZ if t <= POWER_LAG_S else capped)
+            hz = burst_clock_hz(dtype, n, "signed") if t <= POWER_LAG_S else capped
+            samples += _wgmma_samples("sustained_", dtype, n, r, hz)
             samples.append(Sample("sustained_t_s", t, "s", r, None, "monotonic"))
     return samples
+
+
 def _flops(rate):
     return [s for r in range(5) for s in (Sample("flop_rate", rate, "FLOP/s", r, CLOCK_HZ, "cuda_event"),
                                            Sample("seconds", 1.0 / rate, "s", r, CLOCK_HZ, "cuda_event"))]

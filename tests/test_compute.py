@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes import compute, kit
+from probes import compute, kit, wgmma
 from probes.cuda import compile_cubin, resource_usage, sass
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -115,7 +115,7 @@ GMMA = {"bf16": "HGMMA.64x{n}x16.F32.BF16", "fp16": "HGMMA.64x{n}x16.F32", "tf32
 
 
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
-@pytest.mark.parametrize("n", compute.WGMMA_NS)
+@pytest.mark.parametrize("n", wgmma.WGMMA_NS)
 def test_wgmma_loops_keep_a_group_in_flight(wgmma_build, dtype, n):
     kernels, usage, _ = wgmma_build
     name = f"wgmma_{dtype}_n{n}"
@@ -123,7 +123,7 @@ def test_wgmma_loops_keep_a_group_in_flight(wgmma_build, dtype, n):
     shape = GMMA[dtype].format(n=n)
     body = loop_body(kernels[name], shape[:5])
     hgmma = [t for t in body if t[1:5] == "GMMA"]
-    assert len(hgmma) == compute.WGMMA_STEPS and all(t.split()[0] == shape for t in hgmma), hgmma
+    assert len(hgmma) == wgmma.WGMMA_STEPS and all(t.split()[0] == shape for t in hgmma), hgmma
     assert all("gdesc" in t for t in hgmma), "both operands through shared-memory descriptors"
     assert any(t.startswith("WARPGROUP.DEPBAR.LE gsb0, 0x1") for t in body), "wait_group 1: one group stays queued"
 
@@ -141,8 +141,8 @@ def test_wgmma_is_not_serialized_and_leaves_room_for_three_warpgroups(wgmma_buil
 def test_flop_accounting():
     assert compute.mma_flop("bf16") == 2 * 16 * 8 * 16
     assert compute.mma_flop("tf32") == 2 * 16 * 8 * 8 and compute.mma_flop("e4m3") == 2 * 16 * 8 * 32
-    assert compute.wgmma_flop("bf16", 256) == 2 * 64 * 256 * 16
-    assert compute.wgmma_flop("e4m3", 128) == 2 * compute.wgmma_flop("fp16", 128) == 4 * compute.wgmma_flop("tf32", 128)
+    assert wgmma.wgmma_flop("bf16", 256) == 2 * 64 * 256 * 16
+    assert wgmma.wgmma_flop("e4m3", 128) == 2 * wgmma.wgmma_flop("fp16", 128) == 4 * wgmma.wgmma_flop("tf32", 128)
     threads, trips = 1000, 7
     assert compute.vector_work_per_launch("fp32", threads, trips) == threads * 8 * compute.UNROLL * trips * 2
     assert compute.vector_work_per_launch("fp16x2", threads, trips) == 2 * compute.vector_work_per_launch(
@@ -210,9 +210,9 @@ def test_e4m3_decoding():
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
 def test_random_operands_are_non_zero_and_their_bytes_decode_to_their_values(dtype):
     raw, values = compute.random_operand(np.random.default_rng(4), dtype,
-                                         (64, compute.ROW_BYTES // compute.TC_SHAPES[dtype][0]))
+                                         (64, wgmma.ROW_BYTES // compute.TC_SHAPES[dtype][0]))
     assert len(np.unique(np.abs(values))) > 24 and (values < 0).any(), "random magnitudes, both signs"
-    assert raw.dtype == np.uint8 and raw.shape == (64, compute.ROW_BYTES)
+    assert raw.dtype == np.uint8 and raw.shape == (64, wgmma.ROW_BYTES)
     assert np.all(values != 0) and np.isfinite(values).all()
     flat = raw.reshape(-1)
     decoded = {"bf16": lambda: (flat.view(np.uint16).astype(np.uint32) << 16).view(np.float32),
@@ -225,10 +225,10 @@ def test_random_operands_are_non_zero_and_their_bytes_decode_to_their_values(dty
 
 def test_wgmma_fragment_layout_is_a_bijection_onto_the_tile():
     n = 64
-    out = np.arange(compute.WG_THREADS * n // 2, dtype=np.float64)
-    d = compute.wgmma_fragment_to_matrix(out, n)
+    out = np.arange(wgmma.WG_THREADS * n // 2, dtype=np.float64)
+    d = wgmma.wgmma_fragment_to_matrix(out, n)
     assert sorted(d.reshape(-1)) == list(out)
-    regs = out.reshape(compute.WG_THREADS, n // 2)
+    regs = out.reshape(wgmma.WG_THREADS, n // 2)
     assert d[0, 0] == regs[0, 0] and d[0, 1] == regs[0, 1] and d[8, 0] == regs[0, 2] and d[0, 8] == regs[0, 4]
     assert d[16 + 1, 2] == regs[32 + 5, 0]  # warp 1, lane 5: row 16 + 5 / 4, column 2 (5 mod 4)
 
@@ -242,12 +242,12 @@ def test_kernel_clock_is_cycles_over_nanoseconds():
 
 def test_check_identical_catches_one_differing_unit():
     out = np.ones((5, 8), dtype=np.float32)
-    compute._check_identical(out, "x", "CTAs")
+    compute.check_identical(out, "x", "CTAs")
     out[3, 2] = 2
     with pytest.raises(RuntimeError, match="1 of 5 CTAs"):
-        compute._check_identical(out, "x", "CTAs")
+        compute.check_identical(out, "x", "CTAs")
     with pytest.raises(RuntimeError, match="non-finite"):
-        compute._check_identical(np.full((2, 2), np.inf), "x", "CTAs")
+        compute.check_identical(np.full((2, 2), np.inf), "x", "CTAs")
 
 
 def test_wgmma_needs_hopper_and_sweeps_n():
@@ -256,8 +256,8 @@ def test_wgmma_needs_hopper_and_sweeps_n():
     probe = all_probes()["compute.wgmma"]
     assert probe.min_cc == (9, 0)
     quick = probe.configs({}, "quick")
-    assert {c["n"] for c in quick} == set(compute.QUICK_WGMMA_NS) and len(quick) == 4 * 2
-    assert {c["n"] for c in probe.configs({}, "full")} == set(compute.WGMMA_NS)
+    assert {c["n"] for c in quick} == set(wgmma.QUICK_WGMMA_NS) and len(quick) == 4 * 2
+    assert {c["n"] for c in probe.configs({}, "full")} == set(wgmma.WGMMA_NS)
 
 
 # -- derivation -------------------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
                              + [("compute.latency", {"op": "fp32"})]
                              + [("compute.mma_sync", {"dtype": d}) for d in compute.TC_DTYPES]
                              + [("compute.wgmma", {"dtype": d, "n": n}) for d in compute.TC_DTYPES
-                                for n in compute.WGMMA_NS]):
+                                for n in wgmma.WGMMA_NS]):
         for s in FAKES[probe_id](None, **params):
             rows.append({"probe": probe_id, "config": config_key(params), "metric": s.metric, "value": s.value,
                          "unit": s.unit, "repeat": s.repeat, "sm_clock_hz": s.sm_clock_hz, "flag": s.flag,
@@ -287,7 +287,7 @@ def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
 
 def test_derivation_recovers_the_simulated_peaks():
     from fakes import (CLOCK_HZ, DEVICE, FMA_LATENCY, MMA_SYNC_PER_CLK, VECTOR_PER_CLK, WGMMA_PER_CLK,
-                       power_limited_clock_hz)
+                       burst_clock_hz, power_limited_clock_hz)
 
     from analysis.compute import compute_rows
 
@@ -301,8 +301,10 @@ def test_derivation_recovers_the_simulated_peaks():
     assert rows.loc["fp32.latency_cycles", "value"] == pytest.approx(FMA_LATENCY)
     assert rows.loc["tc.bf16.mma_sync_peak_flops", "value"] == pytest.approx(MMA_SYNC_PER_CLK["bf16"] * scale)
     for dtype, name in (("bf16", "bf16"), ("fp16", "fp16"), ("tf32", "tf32"), ("e4m3", "fp8")):
-        # the fakes peak at N=256: the best N is chosen, not the mean over N
-        assert rows.loc[f"tc.{name}.peak_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * scale)
+        # the fakes peak at N=256: the best N is chosen, not the mean over N; the burst peak is the faster
+        # operand set's, at its own clock
+        clock = max(burst_clock_hz(dtype, 256, operands) for operands in ("signed", "unit"))
+        assert rows.loc[f"tc.{name}.peak_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * 132 * clock)
         assert "N=64" in rows.loc[f"tc.{name}.peak_flops", "note"]
         assert rows.loc[f"tc.{name}.flop_per_clk_sm", "value"] == pytest.approx(WGMMA_PER_CLK[dtype])
         # sustained: the power-limited clock; the ramp at the full clock (before the limiter's lag) is left out
@@ -311,8 +313,40 @@ def test_derivation_recovers_the_simulated_peaks():
         assert rows.loc[f"tc.{name}.sustained_flops", "value"] == pytest.approx(WGMMA_PER_CLK[dtype] * 132 * capped)
         assert rows.loc[f"tc.{name}.sustained_flops", "ci_high"] < rows.loc[f"tc.{name}.peak_flops", "value"]
         assert "no NVML telemetry" in rows.loc[f"tc.{name}.sustained_flops", "note"]
+    # FP8 draws the most power per clock: its signed bursts are held below the full clock, the unit ones not
+    assert burst_clock_hz("e4m3", 256, "unit") == CLOCK_HZ
+    assert burst_clock_hz("e4m3", 256, "signed") < 0.95 * CLOCK_HZ
+    assert rows.loc["tc.fp8.peak_flops", "note"].startswith("unit operands (")
+    assert f"at {CLOCK_HZ / 1e9:.3f} GHz" in rows.loc["tc.fp8.peak_flops", "note"]
+    assert "; signed operands: " in rows.loc["tc.fp8.peak_flops", "note"]
     assert rows.loc["tc.bf16_over_fp32", "value"] == pytest.approx(WGMMA_PER_CLK["bf16"] / VECTOR_PER_CLK["fp32"])
     assert (rows["ci_low"] <= rows["value"]).all() and (rows["value"] <= rows["ci_high"]).all()
+
+
+def test_the_burst_peak_is_the_faster_operand_sets_and_a_run_without_the_unit_set_keeps_signed():
+    """Synthetic bursts with known medians: the peak takes the set whose median is higher, whichever it is,
+    and never a median over both sets."""
+    from analysis.compute import compute_rows
+
+    base = {"probe": "compute.wgmma", "config": "dtype=e4m3,n=256", "dtype": "e4m3", "n": 256, "flag": ""}
+    timed = [{**base, "metric": "throughput", "value": 1.0e15, "repeat": r, "sm_clock_hz": 1.5e9} for r in range(3)]
+
+    def peak(signed, unit):
+        rows = [{**base, "metric": "burst_throughput", "value": v, "repeat": r, "sm_clock_hz": 1.6e9}
+                for r, v in enumerate(signed)]
+        rows += [{**base, "metric": "burst_unit_throughput", "value": v, "repeat": r, "sm_clock_hz": 1.7e9}
+                 for r, v in enumerate(unit)]
+        derived = {r["quantity"]: r for r in compute_rows(pd.DataFrame(timed + rows))}
+        return derived["tc.fp8.peak_flops"]
+
+    faster_unit = peak([1.80e15, 1.81e15, 1.79e15], [1.90e15, 1.91e15, 1.89e15])
+    assert faster_unit["value"] == 1.90e15 and faster_unit["note"].startswith("unit operands (")
+    assert "1.700 GHz" in faster_unit["note"] and "signed operands: " in faster_unit["note"]
+    faster_signed = peak([1.80e15, 1.81e15, 1.79e15], [1.70e15, 1.71e15, 1.69e15])
+    assert faster_signed["value"] == 1.80e15 and faster_signed["note"].startswith("signed operands (")
+    assert "1.600 GHz" in faster_signed["note"]
+    alone = peak([1.80e15, 1.81e15, 1.79e15], [])
+    assert alone["value"] == 1.80e15 and "unit operands" not in alone["note"]
 
 
 def test_lecture_claims_of_issue_7_are_judged_from_these_quantities():

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes import compute
+from probes import compute, wgmma
 from probes.harness import Budget, Context
 
 pytestmark = pytest.mark.skipif(shutil.which("cpp") is None, reason="needs the C preprocessor")
@@ -156,10 +156,10 @@ class Kernel:
         decode = {"bf16": lambda r: (r.view(np.uint16).astype(np.uint32) << 16).view(np.float32),
                   "fp16": lambda r: r.view(np.float16), "tf32": lambda r: r.view(np.float32),
                   "e4m3": compute.e4m3_value}[dtype]
-        a = decode(np.array(a_rows)).astype(np.float64).reshape(compute.WGMMA_M, -1)
+        a = decode(np.array(a_rows)).astype(np.float64).reshape(wgmma.WGMMA_M, -1)
         b = decode(np.array(b_rows)).astype(np.float64).reshape(n, -1)
-        d = (int(groups) * compute.WGMMA_STEPS * a @ b.T).astype(np.float32)
-        t = np.arange(compute.WG_THREADS)[:, None]
+        d = (int(groups) * wgmma.WGMMA_STEPS * a @ b.T).astype(np.float32)
+        t = np.arange(wgmma.WG_THREADS)[:, None]
         i = np.arange(n // 2)[None, :]
         rows = 16 * (t // 32) + (t % 32) // 4 + 8 * ((i % 4) >= 2)
         cols = 8 * (i // 4) + 2 * (t % 4) + (i % 2)
@@ -172,6 +172,7 @@ class Kernel:
 def ctx(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
     monkeypatch.setattr(compute, "_kernel", lambda name, arch=None: Kernel(name))
+    monkeypatch.setattr(wgmma, "_kernel", Kernel)
     monkeypatch.setattr(Context, "sm_clock", lambda self, *a, **k: CLOCK_HZ)
     device = {"sm_count": SMS, "compute_capability": "9.0", "sm_clock_max_hz": CLOCK_HZ}
     return Context(device=device, budget=Budget(warmup_s=0, min_repeats=3, max_repeats=3, time_s=0.0))
@@ -232,47 +233,79 @@ def test_mma_sync_probe(ctx, dtype):
 def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n, monkeypatch):
     from probes import telemetry
 
-    monkeypatch.setattr(compute, "SUSTAINED_S", 0.05)
-    monkeypatch.setattr(compute, "REST_MAX_S", 0.01)
-    monkeypatch.setattr(compute, "REST_MIN_S", 0.0)
+    monkeypatch.setattr(wgmma, "QUICK_PLAN", (3, 2, 0.05))  # 3 bursts per operand set, 2 short, 0.05 s
+    monkeypatch.setattr(wgmma, "REST_MAX_S", 0.01)
+    monkeypatch.setattr(wgmma, "REST_MIN_S", 0.0)
     monkeypatch.setattr(telemetry, "_RECORDER", None)
     monkeypatch.setattr(telemetry, "_nvml_reader", lambda uuid: lambda: (650.0, 1.7e9, 0x4, 60.0))
+    signs = []
+    real = Kernel.wgmma
+
+    def recording(self, threads, blocks, a_rows, b_rows, groups, out, clocks):
+        signs.append(bool((np.array(a_rows) & 0x80).any()) if dtype == "e4m3" else None)
+        return real(self, threads, blocks, a_rows, b_rows, groups, out, clocks)
+
+    monkeypatch.setattr(Kernel, "wgmma", recording)
     try:
-        samples = compute.compute_wgmma(ctx, dtype, n)
+        samples = wgmma.compute_wgmma(ctx, dtype, n)
     finally:
         telemetry.reset()
     by = {}
     for s in samples:
         by.setdefault(s.metric, []).append(s)
     assert len(by["throughput"]) == 3 and samples[-1].metric == "warpgroups_per_sm"
-    if n != max(compute.WGMMA_NS):
+    if n != max(wgmma.WGMMA_NS):
         assert not [m for m in by if m.startswith(("burst", "sustained", "trace"))]
         return
     # A burst launch is BURST_S / LAUNCH_S times a timed launch's groups; the emulated clock advances with
     # the groups, so every rate (burst, sustained, repeat-timed) is the same and per clock matches it.
-    assert len(by["burst_throughput"]) == compute.BURSTS
-    assert by["burst_throughput"][0].value == pytest.approx(by["throughput"][0].value, rel=1e-6)
-    assert by["burst_per_clk_sm"][0].value == pytest.approx(by["per_clk_sm"][0].value, rel=1e-6)
+    assert [len(by[f"{p}_throughput"]) for p in ("burst", "burst_unit", "burst_short")] == [3, 3, 2]
+    assert len(by["burst_unit_rest_s"]) == 3 and all(s.value >= 0 for s in by["burst_rest_s"])
+    for prefix in ("burst", "burst_unit"):
+        assert by[f"{prefix}_throughput"][0].value == pytest.approx(by["throughput"][0].value, rel=1e-6)
+        assert by[f"{prefix}_per_clk_sm"][0].value == pytest.approx(by["per_clk_sm"][0].value, rel=1e-6)
     assert by["sustained_throughput"][0].value == pytest.approx(by["throughput"][0].value, rel=1e-6)
     t = [s.value for s in by["sustained_t_s"]]
-    assert t == sorted(t) and t[-1] >= compute.SUSTAINED_S
+    assert t == sorted(t) and t[-1] >= 0.05
     assert {s.value for s in by["trace_power_w"]} == {650.0} and {s.value for s in by["trace_clock_event_reasons"]} == {4}
     assert len(by["trace_t_s"]) == len(by["trace_power_w"]) >= 1
+    if dtype == "e4m3":  # the unit set's launches carry no sign bit, the signed set's do
+        assert True in signs and False in signs
+
+
+def test_the_profiles_plans_and_the_unit_operands():
+    from probes.harness import Budget
+
+    assert wgmma.plan(Budget.for_profile("quick")) == wgmma.QUICK_PLAN
+    assert wgmma.plan(Budget.for_profile("full")) == wgmma.FULL_PLAN != wgmma.QUICK_PLAN
+    rng = np.random.default_rng(5)
+    for dtype in compute.TC_DTYPES:
+        raw, values = wgmma.unit_operand(rng, dtype, (64, wgmma.ROW_BYTES // compute.TC_SHAPES[dtype][0]))
+        assert raw.shape == (64, wgmma.ROW_BYTES) and (values >= 0).all() and (values <= 1).all()
+        assert np.median(values) == pytest.approx(0.5, abs=0.1), dtype
+    # rounding to nearest (ties to even), against every E4M3 value: a value between two codes goes to the nearer
+    table = compute.e4m3_value(np.arange(0x7F))
+    mids = (table[:-1] + table[1:]) / 2
+    below = wgmma._round_to_e4m3(mids - 1e-9)
+    assert np.array_equal(below, np.arange(0x7E)) and np.array_equal(wgmma._round_to_e4m3(mids + 1e-9),
+                                                                     np.arange(1, 0x7F))
+    assert np.all(wgmma._round_to_e4m3(mids) % 2 == 0), "ties go to the even code"
+    assert wgmma._round_to_e4m3(np.array([0.3]))[0] != 0x38, "negative control: 0.3 is not 1.0's code"
 
 
 def test_wgmma_probe_refuses_a_misread_layout(ctx, monkeypatch):
     real = Kernel.wgmma
 
     def swapped_halves(self, threads, blocks, a_rows, b_rows, groups, out, clocks):
-        rows = np.array(a_rows).reshape(compute.WGMMA_M, 2, 16)[:, ::-1].reshape(-1)  # K halves exchanged
+        rows = np.array(a_rows).reshape(wgmma.WGMMA_M, 2, 16)[:, ::-1].reshape(-1)  # K halves exchanged
         return real(self, threads, blocks, as_device(rows), b_rows, groups, out, clocks)
 
     monkeypatch.setattr(Kernel, "wgmma", swapped_halves)
     with pytest.raises(RuntimeError, match="layout misread"):
-        compute.compute_wgmma(ctx, "bf16", 64)
+        wgmma.compute_wgmma(ctx, "bf16", 64)
 
 
 def test_wgmma_refuses_other_architectures(ctx):
     ctx.device["compute_capability"] = "10.0"
     with pytest.raises(RuntimeError, match="sm_90a"):
-        compute.compute_wgmma(ctx, "bf16", 64)
+        wgmma.compute_wgmma(ctx, "bf16", 64)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.execution import OPS, UNITS, execution_rows, inst_table, sass_step
-from probes import execution
+from probes import exec_chains, execution
 from probes.cuda import compile_cubin, resource_usage, sass
 from probes.registry import all_probes
 
@@ -223,13 +223,13 @@ def test_diverge_kernel_branches_around_one_body(build):
     assert any(re.search(r"@!?P\d+\s+BRA", l) for l in raw), "the skip is conditional per lane"
 
 
-@pytest.mark.parametrize("dtype", list(execution.MMA_ONES))
+@pytest.mark.parametrize("dtype", list(exec_chains.MMA_ONES))
 def test_mma_latency_kernel_is_one_accumulator_chain(build, dtype):
     from analysis.execution import MMA_LATENCY
 
     kernels, usage = build
     opcode = re.escape(MMA_LATENCY[dtype][1])
-    check_chain(timed_loop(kernels[f"mma_lat_{dtype}"], opcode), (opcode,), execution.MMA_UNROLL,
+    check_chain(timed_loop(kernels[f"mma_lat_{dtype}"], opcode), (opcode,), exec_chains.MMA_UNROLL,
                 wide=dtype == "fp64")
     assert usage[f"mma_lat_{dtype}"]["stack_bytes"] == 0
 
@@ -241,27 +241,27 @@ def test_atomic_kernels_chain_atom_and_loop_over_red(build, dtype, opcode):
     kernels, _ = build
     code = kernels[f"atom_lat_{dtype}"]
     assert "SHFL" not in code, "no warp aggregation around the atomic"
-    check_chain(timed_loop(code, opcode), (opcode,), execution.ATOM_UNROLL, wide=dtype == "f64")
+    check_chain(timed_loop(code, opcode), (opcode,), exec_chains.ATOM_UNROLL, wide=dtype == "f64")
     red = opcode.replace("ATOMG", "REDG")
     body = timed_loop(kernels[f"red_{dtype}"], red)
     assert sum(bool(re.match(rf"({red})$", t.split()[0])) for t in body) == 1 and "SHFL" not in kernels[f"red_{dtype}"]
 
 
 def test_atomic_host_references():
-    assert [execution.atomic_chain("i32", n)[0] for n in range(1, 8)] == [0, 1, 1, 2, 3, 5, 8]
-    assert execution.atomic_chain("i32", 7)[1] == 13
-    x, p = execution.atomic_chain("f32", 400)
+    assert [exec_chains.atomic_chain("i32", n)[0] for n in range(1, 8)] == [0, 1, 1, 2, 3, 5, 8]
+    assert exec_chains.atomic_chain("i32", 7)[1] == 13
+    x, p = exec_chains.atomic_chain("f32", 400)
     assert np.isinf(p) and x.dtype == np.float32  # the float chain overflows, as the GPU's does
-    assert execution.atomic_chain("i32", 60)[1] == (1548008755920 % 2**32)  # F(60) wrapped to 32 bits
-    assert execution.red_expected("f32", 2**24 + 5) == 2**24 and execution.red_expected("f64", 2**24 + 5) == 2**24 + 5
-    assert execution.red_expected("i32", 2**32 + 3) == 3
+    assert exec_chains.atomic_chain("i32", 60)[1] == (1548008755920 % 2**32)  # F(60) wrapped to 32 bits
+    assert exec_chains.red_expected("f32", 2**24 + 5) == 2**24 and exec_chains.red_expected("f64", 2**24 + 5) == 2**24 + 5
+    assert exec_chains.red_expected("i32", 2**32 + 3) == 3
 
 
 def test_sync_kernel_times_a_loop_of_barriers(build):
     kernels, _ = build
     body = timed_loop(kernels["sync_lat"], r"BAR\.SYNC(\.DEFER_BLOCKING)?")
-    assert sum(t.startswith("BAR.SYNC") for t in body) == execution.SYNC_UNROLL
-    assert execution.sync_threads({"max_threads_per_block": 1024}) == [32, 64, 128, 256, 512, 1024]
+    assert sum(t.startswith("BAR.SYNC") for t in body) == exec_chains.SYNC_UNROLL
+    assert exec_chains.sync_threads({"max_threads_per_block": 1024}) == [32, 64, 128, 256, 512, 1024]
 
 
 def test_every_kernel_named_by_the_probe_exists(build):
@@ -535,10 +535,6 @@ def _emulated(monkeypatch, kernels: dict):
     from probes.harness import Budget, Context
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
-    monkeypatch.setattr(execution, "_kernel", lambda name: kernels[name.split("_", 1)[0] if name.startswith(
-        ("thr_", "lat_")) else name])
-    monkeypatch.setattr(execution, "blocks_per_sm", lambda func, threads: 2)
-    monkeypatch.setattr(execution, "calibrate", lambda run, unit, target, max_count: (3, target))
 
     class Timer:
         def __init__(self, launch, min_sample_s):
@@ -548,7 +544,12 @@ def _emulated(monkeypatch, kernels: dict):
             self.launch()
             return 1e-3
 
-    monkeypatch.setattr(execution, "EventTimer", Timer)
+    for module in (execution, exec_chains):
+        monkeypatch.setattr(module, "_kernel", lambda name: kernels[name.split("_", 1)[0] if name.startswith(
+            ("thr_", "lat_")) else name])
+        monkeypatch.setattr(module, "blocks_per_sm", lambda func, threads: 2)
+        monkeypatch.setattr(module, "calibrate", lambda run, unit, target, max_count: (3, target))
+        monkeypatch.setattr(module, "EventTimer", Timer)
     device = {"sm_count": SM_COUNT, "max_threads_per_sm": 2048, "max_threads_per_block": 1024,
               "sm_clock_max_hz": CLOCK_GHZ * 1e9}
     ctx = Context(device=device, budget=Budget(min_repeats=3, max_repeats=3))
@@ -626,13 +627,13 @@ def test_exec_schedule_and_diverge_host_flow_on_an_emulated_device(monkeypatch):
 def test_exec_mma_atomics_sync_host_flow_on_an_emulated_device(monkeypatch):
     def mma(grid, block, args):
         a, b, trips, out, cycles = args
-        out[:] = trips * execution.MMA_UNROLL * 16
-        cycles[0] = 50 + 33 * trips * execution.MMA_UNROLL
+        out[:] = trips * exec_chains.MMA_UNROLL * 16
+        cycles[0] = 50 + 33 * trips * exec_chains.MMA_UNROLL
 
     def atom(grid, block, args):
         p, v, trips, out, cycles = args
-        out[0], p[0] = execution.atomic_chain("i32", int(trips) * execution.ATOM_UNROLL)
-        cycles[0] = 600 * trips * execution.ATOM_UNROLL
+        out[0], p[0] = exec_chains.atomic_chain("i32", int(trips) * exec_chains.ATOM_UNROLL)
+        cycles[0] = 600 * trips * exec_chains.ATOM_UNROLL
 
     adds = []
 
@@ -644,16 +645,16 @@ def test_exec_mma_atomics_sync_host_flow_on_an_emulated_device(monkeypatch):
 
     def sync(grid, block, args):
         trips, passed, cycles = args
-        passed[0] = block[0] * trips * execution.SYNC_UNROLL
-        cycles[0] = 30 * trips * execution.SYNC_UNROLL
+        passed[0] = block[0] * trips * exec_chains.SYNC_UNROLL
+        cycles[0] = 30 * trips * exec_chains.SYNC_UNROLL
 
     ctx = _emulated(monkeypatch, {"mma_lat_bf16": mma, "atom_lat_i32": atom, "red_i32": red, "sync_lat": sync})
-    assert execution.exec_mma_latency(ctx, "bf16")[0].value == pytest.approx(33.0)
-    assert execution.exec_atomics(ctx, "i32", "latency")[0].value == pytest.approx(600.0)
+    assert exec_chains.exec_mma_latency(ctx, "bf16")[0].value == pytest.approx(33.0)
+    assert exec_chains.exec_atomics(ctx, "i32", "latency")[0].value == pytest.approx(600.0)
     for mode in ("same", "warp", "distinct"):
-        samples = execution.exec_atomics(ctx, "i32", mode)
+        samples = exec_chains.exec_atomics(ctx, "i32", mode)
         assert samples[0].metric == "ops_per_s" and samples[0].value == pytest.approx(SM_COUNT * 2 * 256 * 3 / 1e-3)
-    assert execution.exec_sync(ctx, 256)[0].value == pytest.approx(30.0)
+    assert exec_chains.exec_sync(ctx, 256)[0].value == pytest.approx(30.0)
 
     def short(grid, block, args):  # an accumulator one step short is refused
         mma(grid, block, args)
@@ -661,4 +662,4 @@ def test_exec_mma_atomics_sync_host_flow_on_an_emulated_device(monkeypatch):
 
     ctx = _emulated(monkeypatch, {"mma_lat_bf16": short})
     with pytest.raises(RuntimeError, match="expected"):
-        execution.exec_mma_latency(ctx, "bf16")
+        exec_chains.exec_mma_latency(ctx, "bf16")
