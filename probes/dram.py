@@ -60,6 +60,9 @@ WRITE_VARIANTS = {
 #: read also as one trip of ONCE_READ_VECTORS 16-byte loads per thread and no loop (dram_read_once).
 OP_VARIANT = {"read": ("fastest", "once_64"), "copy": ("fastest",), "memcpy": ("driver",)}
 ONCE_READ_VECTORS, SINK_SLOTS = 4, 1024
+#: Each variant is timed as the fastest of SELECT_REPEATS launches of SELECT_PASSES passes (after two warm-up
+#: launches): variants differ by about a percent, more than one short launch's tail and jitter may hide.
+SELECT_PASSES, SELECT_REPEATS = 4, 3
 
 
 def dram_vectors(device: dict, buffer_l2: float, threads: int, unroll: int) -> int:
@@ -135,8 +138,8 @@ def stream_vectors(device: dict, buffer_l2: float, variants: list[_Variant]) -> 
 
 def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset, bytes_per_vector: float,
                  counted=lambda func: func, extra: tuple = ()) -> list[Sample]:
-    """Size the buffers for every variant of ``kernels`` (``DRAM_KERNELS`` entries), time each variant once,
-    and measure the fastest until stable.
+    """Size the buffers for every variant of ``kernels`` (``DRAM_KERNELS`` entries), time each variant
+    (SELECT_REPEATS launches of SELECT_PASSES passes), and measure the fastest until stable.
 
     ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call); ``counted``
     wraps a kernel to count its launches."""
@@ -155,7 +158,7 @@ def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset
     times = {}
     for v in variants:
         state["variant"] = v
-        times[v] = launch_seconds(run(1), warmup=2)
+        times[v] = launch_seconds(run(SELECT_PASSES), SELECT_REPEATS, warmup=2)
     state["variant"] = best = min(times, key=times.get)
     passes, _ = calibrate(run, 1, LAUNCH_S)
     extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
