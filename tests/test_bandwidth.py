@@ -40,7 +40,8 @@ def cubin():
 
 
 KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_read_chunk_u4",
-           "dram_read_chunk_u8", "dram_read_block_u2", "dram_read_block_u4", "dram_read_block_u8", "dram_read_once", "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
+           "dram_read_chunk_u8", "dram_read_block_u2", "dram_read_block_u4", "dram_read_block_u8", "dram_read_once",
+           "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
            "dram_write_once_16_cs", "dram_copy", "dram_copy_chunk_u4", "dram_copy_chunk_u8",
            "smem_read", "l1_read", "fill_hash", "sum_elements", "count_mismatches")
 #: Kernels that must run at full occupancy on sm_90: 256-thread blocks, 2048 threads/SM -> <= 32 registers.
