@@ -336,6 +336,34 @@ READ_VARIANTS = {"fastest": "the fastest grid-stride kernel and occupancy",
                  "once_64": "one trip of four 16-byte loads per thread, no loop"}
 
 
+def read_pattern(unroll: float, warp_bytes: float, block_bytes: float, threads: float) -> str:
+    """The access pattern of a bw.dram read kernel from what it recorded: a block's trip reads ``unroll`` x
+    ``threads`` x 16 bytes; contiguous as a whole (a chunk) or as ``unroll`` grid-wide rows, and within a
+    chunk each warp's ``unroll`` loads contiguous (per-warp chunks) or one 512-byte piece per load."""
+    trip = unroll * threads * 16
+    if block_bytes < trip:
+        return (f"grid-wide rows ({fmt_bytes(block_bytes)} contiguous per block load, "
+                f"{fmt_bytes(warp_bytes)} per warp load)")
+    if warp_bytes > 32 * 16:
+        return (f"per-warp chunks ({fmt_bytes(warp_bytes)} contiguous per warp trip, {fmt_bytes(block_bytes)} per "
+                "block trip, 256-byte L2 fetches)")
+    return (f"block-contiguous chunks ({fmt_bytes(block_bytes)} contiguous per block trip, chunks dealt to blocks "
+            f"in turn, {fmt_bytes(warp_bytes)} per warp load)")
+
+
+def _fastest_read(measurements) -> str:
+    """The fastest read variant's kernel as the samples recorded it: pattern, loads in flight, occupancy
+    (runs before the block-contiguous kernels recorded no block contiguity: the grid-stride wording)."""
+    config = {m: _config_median(measurements, m, op="read", variant="fastest")
+              for m in ("loads_in_flight_per_thread", "contiguous_bytes_per_warp_trip",
+                        "contiguous_bytes_per_block_trip", "threads_per_block", "blocks_per_sm")}
+    if any(v != v for v in config.values()):
+        return READ_VARIANTS["fastest"]
+    unroll, warp, block, threads, blocks = config.values()
+    return (f"{read_pattern(unroll, warp, block, threads)}, {unroll:g} 16-byte loads per thread in flight, "
+            f"{blocks:g} blocks of {threads:g} threads per SM")
+
+
 def _dram_rows(measurements, device) -> list[dict]:
     rows = []
     peak = dram_peak(device)
@@ -351,12 +379,15 @@ def _dram_rows(measurements, device) -> list[dict]:
         frame = select(measurements, DRAM_PROBE, "bandwidth", op=op)
         if frame.empty:
             continue
-        note = ""
-        if op == "read" and "variant" in frame and frame["variant"].nunique() > 1:
+        note, best = "", None
+        if op == "read" and "variant" in frame and frame["variant"].notna().any():
             medians = frame.groupby("variant")["value"].median()
-            frame = frame[frame["variant"] == medians.idxmax()]
-            note = (f"fastest: {READ_VARIANTS.get(medians.idxmax(), medians.idxmax())}; every variant: "
-                    + ", ".join(f"{v} {fmt_value(m, 'B/s')}" for v, m in medians.items()) + "; ")
+            best = medians.idxmax()
+            frame = frame[frame["variant"] == best]
+            named = _fastest_read(measurements) if best == "fastest" else READ_VARIANTS.get(best, best)
+            note = f"fastest: {named}; "
+            if len(medians) > 1:
+                note += "every variant: " + ", ".join(f"{v} {fmt_value(m, 'B/s')}" for v, m in medians.items()) + "; "
         med, lo, hi = median_ci(frame["value"])
         note += f"{len(frame)} samples"
         if quantity.startswith("dram.copy") and other is not None:
@@ -364,7 +395,7 @@ def _dram_rows(measurements, device) -> list[dict]:
         if peak:
             note += f"; {med / peak:.1%} of the interface peak {fmt_value(peak, 'B/s')} (memory clock x bus x 2)"
         if op == "read":
-            note += _read_bound_note(measurements, device)
+            note += _read_bound_note(measurements, device, best)
         rows.append(derived_row(quantity, med, lo, hi, f"{what} over buffers of 32x the L2 or more, grid-stride, every "
                          "SM full (median, bootstrap 95% CI)", DRAM_PROBE, note))
         if op == "read":
@@ -383,14 +414,16 @@ def l2_share_bound(l2_bytes: float, buffer_bytes: float) -> float:
     return min(1.0, l2_bytes / buffer_bytes)
 
 
-def _read_bound_note(measurements, device) -> str:
-    """The read buffer's size and the L2's largest share of its bytes (runs that recorded the buffer)."""
-    buffer = _config_median(measurements, "buffer_bytes", op="read")
+def _read_bound_note(measurements, device, variant=None) -> str:
+    """The headline variant's read buffer and the L2's largest share of its bytes, L2 / buffer per pass, from
+    the run's device properties and the recorded buffer (runs that recorded it)."""
+    params = {"op": "read"} if variant is None else {"op": "read", "variant": variant}
+    buffer = _config_median(measurements, "buffer_bytes", **params)
     if buffer != buffer:
         return ""
-    return (f"; one buffer of {fmt_bytes(buffer)} read pass after pass, each line once a pass: the L2 "
-            f"({fmt_bytes(device['l2_bytes'])}) serves at most {l2_share_bound(device['l2_bytes'], buffer):.1%} "
-            "of the bytes")
+    return (f"; one buffer of {fmt_bytes(buffer)} ({buffer / device['l2_bytes']:.1f}x the L2) read pass after "
+            f"pass, each line once a pass: the L2 ({fmt_bytes(device['l2_bytes'])}) serves at most "
+            f"{l2_share_bound(device['l2_bytes'], buffer):.1%} of the bytes (L2 / buffer)")
 
 
 def footprint_table(measurements) -> pd.DataFrame:

@@ -14,6 +14,8 @@
 //                        occupancy, u8 at half (more loads per thread, fewer threads).
 //   dram_read_chunk_u{4,8}  the same loads, but a warp's trip reads U x 512 contiguous bytes, with the
 //                        L2 told to fetch 256-byte blocks (ld.global.L2::256B): fewer DRAM pages open at once.
+//   dram_read_block_u{2,4,8}  the same loads in the order of hopper.cu's stream kernels: a block's trip reads
+//                        one contiguous chunk of 256 x U vectors (4-32 KiB), chunks dealt to blocks in turn.
 //   dram_write           B stores (STG.E.128) of a per-launch value, grid-stride; dram_write_cs the same
 //                        with streaming stores (st.global.cs); dram_write_once_{8,16,16_cs} one 8- or
 //                        16-byte store per thread and no loop, a grid of elements / 256 blocks.
@@ -199,6 +201,51 @@ dram_read_chunk_u4(const uint4* buf, long long vecs, long long passes, unsigned 
 extern "C" __global__ void __launch_bounds__(256, 4)
 dram_read_chunk_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
     read_body<8, true>(buf, vecs, passes, sink);
+}
+
+// Block-contiguous chunks, plain loads: block b's trip k reads the 256 x V consecutive vectors of chunk
+// k x G + b (G blocks in the grid), thread t loading vectors t + j x 256 of it (j < V, each a coalesced
+// 512-byte warp access, the block's 8 warps together 4 KiB at a time), all V issued before any is summed --
+// the order hopper.cu's stream kernels read in, without the trip through shared memory.  The host sizes the
+// buffer as a whole number of grid trips, so every block reads the same number of chunks and every pass
+// reads every vector once.  Each launch re-reads from the buffer's start: its first chunks were last read
+// a whole pass (HBM_FOOTPRINT_L2 x the L2) earlier, so nothing of them is left in the L2.
+// The block size is the host's BLOCK_THREADS (256), fixed here so the V loads' offsets are immediates.
+constexpr int CHUNK_THREADS = 256;
+
+template <int V>
+__device__ __forceinline__ void block_read_body(const uint4* buf, long long vecs, long long passes,
+                                                unsigned int* sink) {
+    constexpr long long CHUNK = (long long)V * CHUNK_THREADS;
+    const long long first = (long long)blockIdx.x * CHUNK + threadIdx.x, step = CHUNK * gridDim.x;
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (long long pass = 0; pass < passes; ++pass) {
+#pragma unroll 1
+        for (long long i = first; i < vecs; i += step) {
+            uint4 v[V];
+#pragma unroll
+            for (int j = 0; j < V; ++j) v[j] = buf[i + j * CHUNK_THREADS];
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc += word_sum(v[j]);
+        }
+    }
+    publish(acc, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
+dram_read_block_u2(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    block_read_body<2>(buf, vecs, passes, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
+dram_read_block_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    block_read_body<4>(buf, vecs, passes, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK_THREADS, 4)
+dram_read_block_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    block_read_body<8>(buf, vecs, passes, sink);
 }
 
 // One trip and no loop (as public stream suites read): block b reads the 256 x ONCE_U vectors from

@@ -27,16 +27,22 @@ DRAM_OPS = ("read", "write", "copy", "memcpy")
 #: bw.dram_footprint re-reads one buffer of FOOTPRINT_LOW_L2 .. FOOTPRINT_TOP_L2 x L2: from where the L2 may
 #: still serve a quarter of the bytes to several GiB, past the address-translation caches' reach.
 FOOTPRINT_LOW_L2, FOOTPRINT_TOP_L2 = 4, 128
-#: bw.dram kernels: (name, 16-byte accesses in flight per thread, bytes a warp's trip reads contiguously).
-#: Interleaved kernels spread a thread's U loads over a grid-wide row (512 contiguous bytes per warp load);
-#: chunked ones read U x 512 contiguous bytes per warp and ask the L2 for 256-byte fetches.  Every kernel of
+#: bw.dram kernels: (name, 16-byte accesses in flight per thread, bytes a warp's trip reads contiguously,
+#: bytes a block's trip reads contiguously).  Interleaved kernels spread a thread's U loads over grid-wide
+#: rows (512 contiguous bytes per warp load, ROW_BYTES per block load); chunked ones read U x 512 contiguous
+#: bytes per warp and ask the L2 for 256-byte fetches; block kernels read one contiguous chunk of U x
+#: ROW_BYTES per block trip in 512-byte warp loads (hopper.cu's stream order, in registers).  Every kernel of
 #: an op is tried at its occupancy and at half of it, and the fastest variant on this GPU is measured (its
-#: kernel's unroll, contiguous bytes and blocks/SM are recorded with the samples).
+#: kernel's unroll, contiguous bytes, block size and blocks/SM are recorded with the samples).
 WRITE_U, COPY_U = 4, 4
+ROW_BYTES = BLOCK_THREADS * 16
 DRAM_KERNELS = {
-    "read": (("dram_read_u4", 4, 512), ("dram_read_u8", 8, 512), ("dram_read_chunk_u4", 4, 4 * 512),
-             ("dram_read_chunk_u8", 8, 8 * 512)),
-    "copy": (("dram_copy", COPY_U, 512), ("dram_copy_chunk_u4", 4, 4 * 512), ("dram_copy_chunk_u8", 8, 8 * 512)),
+    "read": (("dram_read_u4", 4, 512, ROW_BYTES), ("dram_read_u8", 8, 512, ROW_BYTES),
+             ("dram_read_chunk_u4", 4, 4 * 512, 4 * ROW_BYTES), ("dram_read_chunk_u8", 8, 8 * 512, 8 * ROW_BYTES),
+             ("dram_read_block_u2", 2, 512, 2 * ROW_BYTES), ("dram_read_block_u4", 4, 512, 4 * ROW_BYTES),
+             ("dram_read_block_u8", 8, 512, 8 * ROW_BYTES)),
+    "copy": (("dram_copy", COPY_U, 512, ROW_BYTES), ("dram_copy_chunk_u4", 4, 4 * 512, 4 * ROW_BYTES),
+             ("dram_copy_chunk_u8", 8, 8 * 512, 8 * ROW_BYTES)),
 }
 #: bw.dram's write variants: variant -> (kernel, bytes per store, grid-stride loop, streaming store hint).
 #: Grid-stride kernels run at the driver's occupancy and at half of it (the faster is measured); the "once"
@@ -54,6 +60,9 @@ WRITE_VARIANTS = {
 #: read also as one trip of ONCE_READ_VECTORS 16-byte loads per thread and no loop (dram_read_once).
 OP_VARIANT = {"read": ("fastest", "once_64"), "copy": ("fastest",), "memcpy": ("driver",)}
 ONCE_READ_VECTORS, SINK_SLOTS = 4, 1024
+#: Each variant is timed as the fastest of SELECT_REPEATS launches of SELECT_PASSES passes (after two warm-up
+#: launches): variants differ by about a percent, more than one short launch's tail and jitter may hide.
+SELECT_PASSES, SELECT_REPEATS = 4, 3
 
 
 def dram_vectors(device: dict, buffer_l2: float, threads: int, unroll: int) -> int:
@@ -99,37 +108,45 @@ def bw_dram(ctx, op: str, variant: str | None = None) -> list[Sample]:
 @dataclasses.dataclass(frozen=True)
 class _Variant:
     """One way to run a bw.dram kernel: which kernel, its accesses in flight per thread, the bytes a warp's
-    trip reads contiguously, and blocks per SM."""
+    and a block's trip read contiguously, and blocks per SM."""
 
     func: object
     unroll: int
     contiguous_bytes: int
+    block_contiguous_bytes: int
     blocks_per_sm: int
 
 
-def dram_variants(kernels: list[tuple[object, int, int]], blocks_per_sm: list[int]) -> list[_Variant]:
-    """Each ``(func, unroll, contiguous_bytes)`` kernel at the occupancy the driver grants it and at half of
-    it: the grid-stride loops need no particular grid, and HBM sometimes streams better with fewer requests
-    queued."""
+def dram_variants(kernels: list[tuple[object, int, int, int]], blocks_per_sm: list[int]) -> list[_Variant]:
+    """Each ``(func, unroll, contiguous_bytes, block_contiguous_bytes)`` kernel at the occupancy the driver
+    grants it and at half of it: the grid-stride loops need no particular grid, and HBM sometimes streams
+    better with fewer requests queued."""
     out = []
-    for (func, unroll, contiguous), full in zip(kernels, blocks_per_sm):
+    for (func, unroll, contiguous, block_contiguous), full in zip(kernels, blocks_per_sm):
         for blocks in sorted({full, max(1, full // 2)}, reverse=True):
-            out.append(_Variant(func, unroll, contiguous, blocks))
+            out.append(_Variant(func, unroll, contiguous, block_contiguous, blocks))
     return out
+
+
+def stream_vectors(device: dict, buffer_l2: float, variants: list[_Variant]) -> int:
+    """16-byte vectors in a buffer of ``buffer_l2`` x L2 that is a whole number of every variant's grid trips
+    (SMs x blocks/SM x BLOCK_THREADS x unroll vectors): every thread, block and chunk does the same work, and
+    each pass reads every vector once."""
+    per_trip = math.lcm(*[device["sm_count"] * v.blocks_per_sm * BLOCK_THREADS * v.unroll for v in variants])
+    return dram_vectors(device, buffer_l2, per_trip, 1)
 
 
 def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset, bytes_per_vector: float,
                  counted=lambda func: func, extra: tuple = ()) -> list[Sample]:
-    """Size the buffers for every variant of ``kernels`` (``DRAM_KERNELS`` entries), time each variant once,
-    and measure the fastest until stable.
+    """Size the buffers for every variant of ``kernels`` (``DRAM_KERNELS`` entries), time each variant
+    (SELECT_REPEATS launches of SELECT_PASSES passes), and measure the fastest until stable.
 
     ``make_args(vecs, passes)`` returns the kernel's arguments (and allocates on first call); ``counted``
     wraps a kernel to count its launches."""
     sms = ctx.device["sm_count"]
-    kernels = [(bandwidth_kernel(name), unroll, contiguous) for name, unroll, contiguous in kernels]
-    variants = dram_variants(kernels, [resident_blocks(func) for func, _, _ in kernels])
-    per_trip = math.lcm(*[sms * v.blocks_per_sm * BLOCK_THREADS * v.unroll for v in variants])
-    vecs = dram_vectors(ctx.device, buffer_l2, per_trip, 1)
+    kernels = [(bandwidth_kernel(name), *layout) for name, *layout in kernels]
+    variants = dram_variants(kernels, [resident_blocks(func) for func, *_ in kernels])
+    vecs = stream_vectors(ctx.device, buffer_l2, variants)
     state = {"variant": variants[0]}
 
     def run(passes: int):
@@ -141,12 +158,13 @@ def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset
     times = {}
     for v in variants:
         state["variant"] = v
-        times[v] = launch_seconds(run(1), warmup=2)
+        times[v] = launch_seconds(run(SELECT_PASSES), SELECT_REPEATS, warmup=2)
     state["variant"] = best = min(times, key=times.get)
     passes, _ = calibrate(run, 1, LAUNCH_S)
     extra = (("loads_in_flight_per_thread", float(best.unroll), "1"),
              ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
-             ("blocks_per_sm", float(best.blocks_per_sm), "1"),
+             ("contiguous_bytes_per_block_trip", float(best.block_contiguous_bytes), "B"),
+             ("threads_per_block", float(BLOCK_THREADS), "1"), ("blocks_per_sm", float(best.blocks_per_sm), "1"),
              ("buffer_bytes", float(vecs * 16), "B"), *extra)
     return bandwidth_samples(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
                              sample_s=SAMPLE_S, bound=bandwidth_bound(ctx.device, "dram"), extra=extra)
@@ -268,7 +286,7 @@ def _dram_write(ctx, variant: str) -> list[Sample]:
                 buffers["words"] = cupy.zeros(vecs * 4, dtype=cupy.uint32)
             return (buffers["words"], np.int64(vecs), np.int64(passes), next_seed())
 
-        return _dram_stream(ctx, ((name, WRITE_U, 512),), HBM_FOOTPRINT_L2, args, verify, lambda: None, 16.0,
+        return _dram_stream(ctx, ((name, WRITE_U, 512, ROW_BYTES),), HBM_FOOTPRINT_L2, args, verify, lambda: None, 16.0,
                             extra=config)
 
     func = bandwidth_kernel(name)

@@ -187,11 +187,28 @@ L2_READ, TRANSLATION_LOSS = 9e12, 0.95
 GRID_STRIDE_READ_LOSS = 0.02
 
 
+#: The simulated GPU's fastest read kernel: block-contiguous chunks of FAKE_READ_UNROLL 16-byte loads per
+#: thread of FAKE_READ_THREADS-thread blocks, each warp load 32 lanes x 16 B, FAKE_READ_BLOCKS blocks per SM,
+#: over a buffer of FAKE_READ_L2S L2s; the one-trip read (once_64) over a buffer of twice that.
+FAKE_READ_UNROLL, FAKE_READ_THREADS, FAKE_READ_BLOCKS, FAKE_READ_L2S = 8, 256, 4, 32
+
+
+def _read_layout(variant: str) -> list[tuple[str, float, str]]:
+    if variant == "once_64":
+        return [("buffer_bytes", 2 * FAKE_READ_L2S * DEVICE["l2_bytes"], "B")]
+    chunk = FAKE_READ_UNROLL * FAKE_READ_THREADS * 16
+    return [("loads_in_flight_per_thread", FAKE_READ_UNROLL, "1"), ("contiguous_bytes_per_warp_trip", 32 * 16, "B"),
+            ("contiguous_bytes_per_block_trip", chunk, "B"), ("threads_per_block", FAKE_READ_THREADS, "1"),
+            ("blocks_per_sm", FAKE_READ_BLOCKS, "1"), ("buffer_bytes", FAKE_READ_L2S * DEVICE["l2_bytes"], "B")]
+
+
 def _bw_dram(ctx, op, variant=None):
     rate = (HBM_WRITE * WRITE_LOSS[variant or "grid_stride_16"] if op == "write"
             else HBM_READ * (1 - GRID_STRIDE_READ_LOSS) if (op, variant) == ("read", "fastest")
             else {"read": HBM_READ, "copy": 4.0e12, "memcpy": 4.2e12}[op])
-    return [Sample("bandwidth", rate, "B/s", r, CLOCK_HZ, "cuda_event") for r in range(5)]
+    layout = _read_layout(variant) if op == "read" else []
+    return [s for r in range(5) for s in (Sample("bandwidth", rate, "B/s", r, CLOCK_HZ, "cuda_event"),
+            *(Sample(metric, float(value), unit, r, CLOCK_HZ, "config") for metric, value, unit in layout))]
 
 
 def read_bandwidth(footprint_bytes):

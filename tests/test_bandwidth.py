@@ -40,11 +40,13 @@ def cubin():
 
 
 KERNELS = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_u8", "dram_read_chunk_u4",
-           "dram_read_chunk_u8", "dram_read_once", "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
+           "dram_read_chunk_u8", "dram_read_block_u2", "dram_read_block_u4", "dram_read_block_u8", "dram_read_once",
+           "dram_write", "dram_write_cs", "dram_write_once_8", "dram_write_once_16",
            "dram_write_once_16_cs", "dram_copy", "dram_copy_chunk_u4", "dram_copy_chunk_u8",
            "smem_read", "l1_read", "fill_hash", "sum_elements", "count_mismatches")
 #: Kernels that must run at full occupancy on sm_90: 256-thread blocks, 2048 threads/SM -> <= 32 registers.
-FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_chunk_u4", "dram_read_once",
+FULL_OCCUPANCY = ("stride_2", "stride_4", "stride_16", "dram_read_u4", "dram_read_chunk_u4", "dram_read_block_u2",
+                  "dram_read_block_u4", "dram_read_once",
                   "dram_write",
                   "dram_write_cs", "dram_write_once_8", "dram_write_once_16", "dram_write_once_16_cs",
                   "dram_copy_chunk_u4", "smem_read", "l1_read")
@@ -128,7 +130,9 @@ def assert_loads_in_the_loop(code: str, op: str, count: int) -> None:
 LOOP_LOADS = {"stride_2": ("LDG.E.U16.STRONG.GPU", 16), "stride_4": ("LDG.E.STRONG.GPU", 16),
               "stride_16": ("LDG.E.128.STRONG.GPU", 4), "dram_read_u4": ("LDG.E.128", 4),
               "dram_read_u8": ("LDG.E.128", 8), "dram_read_chunk_u4": ("LDG.E.LTC256B.128", 4),
-              "dram_read_chunk_u8": ("LDG.E.LTC256B.128", 8), "dram_write": ("STG.E.128", 4),
+              "dram_read_chunk_u8": ("LDG.E.LTC256B.128", 8), "dram_read_block_u2": ("LDG.E.128", 2),
+              "dram_read_block_u4": ("LDG.E.128", 4), "dram_read_block_u8": ("LDG.E.128", 8),
+              "dram_write": ("STG.E.128", 4),
               "dram_write_cs": ("STG.E.EF.128", 4),
               "dram_copy": ("STG.E.128", 4), "dram_copy_chunk_u4": ("STG.E.128", 4),
               "dram_copy_chunk_u8": ("STG.E.128", 8),
@@ -168,7 +172,7 @@ def test_every_kernel_compiles_without_local_memory(cubin):
     for name in FULL_OCCUPANCY:
         assert usage[name]["registers"] <= H200["regs_per_sm"] // H200["max_threads_per_sm"], name
     assert usage["dram_copy"]["registers"] <= 40  # at least 6 blocks of 256 threads per SM
-    for name in ("dram_read_u8", "dram_read_chunk_u8", "dram_copy_chunk_u8"):
+    for name in ("dram_read_u8", "dram_read_chunk_u8", "dram_read_block_u8", "dram_copy_chunk_u8"):
         assert usage[name]["registers"] <= 64, name  # 4 blocks per SM, 8 loads each in flight
     assert usage["smem_read"]["smem_bytes"] == 16 << 10
 
@@ -187,25 +191,72 @@ def test_stride_kernels_are_l2_only_loads_of_the_element_width(cubin, bw, name):
     assert_issued_before_use(code, op, count)
 
 
-#: Interleaved kernels load plainly; chunked ones carry the 256-byte L2 fetch hint (LTC256B).
+#: Interleaved and block-chunk kernels load plainly; per-warp chunked ones carry the 256-byte L2 fetch hint
+#: (LTC256B).
 READ_OPS = {512: "LDG.E.128", 4 * 512: "LDG.E.LTC256B.128", 8 * 512: "LDG.E.LTC256B.128"}
 
 
 def test_dram_kernels_are_the_declared_ones(cubin, bw):
-    assert set(sass(cubin[0])) >= {f"{name}" for op in dram.DRAM_KERNELS.values() for name, _, _ in op}
+    assert set(sass(cubin[0])) >= {f"{name}" for op in dram.DRAM_KERNELS.values() for name, *_ in op}
+    row = bw.BLOCK_THREADS * 16
     for op, kernels in dram.DRAM_KERNELS.items():
-        for name, unroll, contiguous in kernels:
+        for name, unroll, contiguous, block_contiguous in kernels:
             assert contiguous in (512, unroll * 512), name  # one warp load, or the whole trip's U loads
             assert ("chunk" in name) == (contiguous > 512), name
+            # a block's trip: one row per load (interleaved), or all its U rows contiguous (chunk, block)
+            interleaved = "chunk" not in name and "block" not in name
+            assert block_contiguous == (row if interleaved else unroll * row), name
 
 
-@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.dram")
-                                                      .DRAM_KERNELS["read"]])
-def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
+@pytest.mark.parametrize("name, unroll, contiguous, block_contiguous",
+                         [k for k in importlib.import_module("probes.dram").DRAM_KERNELS["read"]])
+def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous, block_contiguous):
     code = sass(cubin[0])[name]
     loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
     assert loads == [READ_OPS[contiguous]] * unroll, loads
     assert_issued_before_use(code, READ_OPS[contiguous], unroll)
+
+
+BLOCK_READS = [(name, unroll) for name, unroll, *_ in importlib.import_module("probes.dram").DRAM_KERNELS["read"]
+               if "block" in name]
+
+
+def load_offsets(code: str, op: str) -> list[int]:
+    """The immediate offsets of every ``op`` load (0 where none)."""
+    return [int(m.group(1), 16) if (m := re.search(r"\.64\+?(-?0x[0-9a-f]+)\]", l)) else 0
+            for l in instructions(code) if opcode(l) == op]
+
+
+def test_block_reads_are_the_unrolls_count_of_loads_one_block_row_apart(cubin, bw):
+    """dram_read_block_u{2,4,8}: U plain 16-byte loads per trip, load j at j x (256 threads x 16 B) from
+    load 0 (the block's chunk read row by row), all issued before the first is summed."""
+    assert [u for _, u in BLOCK_READS] == [2, 4, 8]
+    for name, unroll in BLOCK_READS:
+        code = sass(cubin[0])[name]
+        offsets = load_offsets(code, "LDG.E.128")
+        assert len(offsets) == unroll, (name, offsets)
+        assert [o - offsets[0] for o in offsets] == [j * bw.BLOCK_THREADS * 16 for j in range(unroll)], name
+        assert_issued_before_use(code, "LDG.E.128", unroll)
+
+
+def test_block_read_in_flight_check_fails_when_ptxas_sums_early():
+    """Negative control: the same block_read_body<8> squeezed into 32 registers (8 blocks of 256 per SM)
+    has ptxas sum loads before the eighth is issued, and the in-flight check must fail on it."""
+    from cupy.cuda import nvrtc
+
+    from probes.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, source
+
+    src = source("bandwidth.cu") + r'''
+extern "C" __global__ void __launch_bounds__(256, 8)
+squeezed(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    block_read_body<8>(buf, vecs, passes, sink);
+}'''
+    prog = nvrtc.createProgram(src, "squeezed.cu", [], [])
+    nvrtc.compileProgram(prog, [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, "-arch=sm_90"])
+    code = sass(nvrtc.getCUBIN(prog) + b"\0")["squeezed"]
+    assert len(load_offsets(code, "LDG.E.128")) == 8  # the same loads, only their order differs
+    with pytest.raises(AssertionError):
+        assert_issued_before_use(code, "LDG.E.128", 8)
 
 
 def test_chunked_loads_are_one_warp_trip_of_contiguous_512_byte_pieces(cubin):
@@ -263,9 +314,9 @@ def test_once_grids_write_every_element_once(bw):
         dram.once_blocks(bw.BLOCK_THREADS * 16 + 4, 8)
 
 
-@pytest.mark.parametrize("name, unroll, contiguous", [k for k in importlib.import_module("probes.dram")
-                                                      .DRAM_KERNELS["copy"]])
-def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous):
+@pytest.mark.parametrize("name, unroll, contiguous, block_contiguous",
+                         [k for k in importlib.import_module("probes.dram").DRAM_KERNELS["copy"]])
+def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous, block_contiguous):
     code = sass(cubin[0])[name]
     ops = [opcode(l) for l in instructions(code) if opcode(l).startswith(("STG", "LDG"))]
     assert ops == [READ_OPS[contiguous]] * unroll + ["STG.E.128"] * unroll, ops
@@ -408,10 +459,10 @@ def test_dram_buffers_are_whole_grid_trips_and_several_l2(bw):
 
 
 def test_dram_variants_are_each_kernel_at_full_and_half_occupancy(bw):
-    variants = dram.dram_variants([("u4", 4, 512), ("c8", 8, 4096)], [8, 5])
-    assert [(v.func, v.unroll, v.contiguous_bytes, v.blocks_per_sm) for v in variants] == [
-        ("u4", 4, 512, 8), ("u4", 4, 512, 4), ("c8", 8, 4096, 5), ("c8", 8, 4096, 2)]
-    assert [v.blocks_per_sm for v in dram.dram_variants([("copy", 4, 512)], [1])] == [1]
+    variants = dram.dram_variants([("u4", 4, 512, 4096), ("c8", 8, 4096, 32768)], [8, 5])
+    assert [(v.func, v.unroll, v.contiguous_bytes, v.block_contiguous_bytes, v.blocks_per_sm) for v in variants] == [
+        ("u4", 4, 512, 4096, 8), ("u4", 4, 512, 4096, 4), ("c8", 8, 4096, 32768, 5), ("c8", 8, 4096, 32768, 2)]
+    assert [v.blocks_per_sm for v in dram.dram_variants([("copy", 4, 512, 4096)], [1])] == [1]
 
 
 @pytest.mark.parametrize("device", [H200, OTHER], ids=["h200", "other"])
@@ -462,6 +513,48 @@ def test_host_checksum_matches_the_kernels_walk(bw, tiles, warps, trips):
     per_tile = loads * 32
     expected = (q * int(values.sum()) + int(values[: r * per_tile].sum())) % 2**32
     assert expected == replay_stride_kernel(tiles, warps, trips, loads, values)
+
+
+def replay_block_read(words: np.ndarray, grid: int, unroll: int, passes: int, threads: int = 256,
+                      spacing: int | None = None) -> tuple[int, np.ndarray, int]:
+    """What block_read_body<U> folds into the sink (mod 2^32, loads past the buffer's end left out), how
+    often it reads each 16-byte vector, and how many of its loads fall past the end: thread t of block b
+    starts at vector b x U x threads + t, loads j x ``spacing`` (threads) past it with no bounds check, and
+    moves on by U x threads x grid while its start is inside the buffer, ``passes`` times."""
+    spacing = threads if spacing is None else spacing
+    vecs = words.size // 4
+    vector_sums = words.reshape(vecs, 4).astype(np.uint64).sum(axis=1)
+    reads, outside = np.zeros(vecs, dtype=np.int64), 0
+    for b in range(grid):
+        for first in b * unroll * threads + np.arange(threads):
+            for i in range(first, vecs, unroll * threads * grid):
+                for j in range(unroll):
+                    if i + j * spacing < vecs:
+                        reads[i + j * spacing] += passes
+                    else:
+                        outside += passes
+    return int((reads.astype(np.uint64) * vector_sums).sum() % 2**32), reads, outside
+
+
+def test_block_read_host_checksum_is_passes_times_the_buffer_sum(bw):
+    """The host checks dram_read_block_u*'s sink against passes x sum32(buffer) (as every read kernel): true
+    when the buffer is a whole number of every variant's grid trips, as stream_vectors sizes it."""
+    small = {**H200, "sm_count": 3, "l2_bytes": 48 << 10}
+    variants = dram.dram_variants([("block_u2", 2, 512, 8192), ("block_u4", 4, 512, 16384)], [2, 3])
+    vecs = dram.stream_vectors(small, 2, variants)
+    assert vecs * 16 >= 2 * small["l2_bytes"]
+    words = np.random.default_rng(7).integers(0, 2**32, vecs * 4, dtype=np.uint64).astype(np.uint32)
+    total = int(words.astype(np.uint64).sum()) % 2**32
+    for v in variants:
+        got, reads, outside = replay_block_read(words, small["sm_count"] * v.blocks_per_sm, v.unroll, passes=3)
+        assert outside == 0 and (reads == 3).all() and got == 3 * total % 2**32, v
+    # negative controls: a buffer one block row short of whole chunks has the last chunk's loads fall past
+    # its end (whatever lies there joins the sum); loads a warp (32 vectors) apart instead of a block row
+    # read some vectors twice and others never, and the host's sum no longer holds.
+    got, reads, outside = replay_block_read(words[: (vecs - bw.BLOCK_THREADS) * 4], small["sm_count"] * 3, 4, 1)
+    assert outside == bw.BLOCK_THREADS
+    got, reads, outside = replay_block_read(words, small["sm_count"] * 2, 2, passes=1, spacing=32)
+    assert outside == 0 and (reads == 2).any() and (reads == 0).any() and got != total
 
 
 def test_dram_passes_read_every_tile_equally(bw):
@@ -568,6 +661,17 @@ def test_a_simulated_run_recovers_the_fakes_write_and_footprint_physics(tmp_path
     large = derived.loc["dram.read_bandwidth_large_footprint_bytes_per_s"]
     assert large["value"] == pytest.approx(fakes.read_bandwidth(top), rel=1e-6)
     assert large["value"] < fakes.HBM_READ  # past the fakes' TLB reach, translation-limited
+    # the read's headline (the fakes' one-trip read) bounds the L2's share by its own buffer, 2 x 32 L2s
+    read = derived.loc["dram.read_bandwidth_bytes_per_s"]
+    assert f"serves at most {1 / (2 * fakes.FAKE_READ_L2S):.1%} of the bytes" in read["note"], read["note"]
+    # without it, the grid-stride kernels' row names the fakes' recorded layout: 8 x 256 x 16 B chunks
+    measurements = run.read_measurements()
+    kernels = derive(meta, measurements[measurements["variant"] != "once_64"]).set_index("quantity")
+    note = kernels.loc["dram.read_bandwidth_bytes_per_s", "note"]
+    chunk_kib = fakes.FAKE_READ_UNROLL * fakes.FAKE_READ_THREADS * 16 // 1024
+    assert note.startswith(f"fastest: block-contiguous chunks ({chunk_kib} KiB contiguous per block trip"), note
+    assert f"{fakes.FAKE_READ_BLOCKS} blocks of {fakes.FAKE_READ_THREADS} threads per SM" in note
+    assert f"serves at most {1 / fakes.FAKE_READ_L2S:.1%} of the bytes" in note, note
 
 
 def test_the_read_headline_is_the_faster_read_variant_and_names_it():

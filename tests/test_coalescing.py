@@ -437,6 +437,53 @@ def test_read_note_states_the_buffer_and_the_l2_bound():
         "dram.read_bandwidth_bytes_per_s"]["note"]  # a run that did not record its buffer claims no bound
 
 
+def read_variant_measurements(unroll, warp_bytes, block_bytes, buffer, threads=256, blocks=4,
+                              once_rate=4.2e12) -> pd.DataFrame:
+    """bw.dram's read: the fastest kernel's samples with its recorded layout, and once_64 (slower unless told)
+    over a buffer of 4x the size."""
+    config = {"loads_in_flight_per_thread": unroll, "contiguous_bytes_per_warp_trip": warp_bytes,
+              "contiguous_bytes_per_block_trip": block_bytes, "threads_per_block": threads,
+              "blocks_per_sm": blocks, "buffer_bytes": buffer}
+    rows = _samples("bw.dram", "bandwidth", "B/s", _noisy(4.66e12), op="read", variant="fastest")
+    for metric, value in config.items():
+        rows += _samples("bw.dram", metric, "1", [float(value)] * 5, op="read", variant="fastest")
+    rows += _samples("bw.dram", "bandwidth", "B/s", _noisy(once_rate, seed=3), op="read", variant="once_64")
+    rows += _samples("bw.dram", "buffer_bytes", "B", [float(4 * buffer)] * 5, op="read", variant="once_64")
+    return pd.DataFrame(rows)
+
+
+def read_note(frame) -> str:
+    return {r["quantity"]: r for r in bandwidth_rows(frame, DEVICE)}["dram.read_bandwidth_bytes_per_s"]["note"]
+
+
+def test_read_note_names_the_fastest_kernels_pattern_from_its_recorded_layout():
+    buffer = 32 * DEVICE["l2_bytes"]
+    # a block's trip: 256 threads x 8 loads x 16 B = 32 KiB, all contiguous, each warp load 512 B
+    note = read_note(read_variant_measurements(8, 512, 32768, buffer, blocks=5))
+    assert note.startswith("fastest: block-contiguous chunks (32 KiB contiguous per block trip"), note
+    assert "8 16-byte loads per thread in flight, 5 blocks of 256 threads per SM" in note
+    # negative controls: the same trip as 8 grid-wide rows of 4 KiB, or as per-warp chunks of 4 KiB
+    assert read_note(read_variant_measurements(8, 512, 4096, buffer)).startswith("fastest: grid-wide rows (4 KiB")
+    assert read_note(read_variant_measurements(8, 4096, 32768, buffer)).startswith("fastest: per-warp chunks (4 KiB")
+    # a run before the block contiguity was recorded keeps the old wording
+    older = read_variant_measurements(8, 512, 32768, buffer)
+    older = older[older["metric"] != "contiguous_bytes_per_block_trip"]
+    assert read_note(older).startswith("fastest: the fastest grid-stride kernel and occupancy")
+
+
+def test_read_l2_bound_is_the_headline_variants_buffer_over_the_devices_l2():
+    """The bound is L2 / buffer of the winning variant's buffer, not of another variant's (4x larger here), nor
+    a median over both."""
+    l2 = DEVICE["l2_bytes"]
+    note = read_note(read_variant_measurements(8, 512, 32768, 32 * l2))
+    assert f"serves at most {1 / 32:.1%} of the bytes (L2 / buffer)" in note and "(32.0x the L2)" in note, note
+    small = read_note(read_variant_measurements(8, 512, 32768, 8 * l2))
+    assert f"serves at most {1 / 8:.1%} of the bytes" in small and "(8.0x the L2)" in small, small
+    assert f"serves at most {1 / 80:.1%}" not in note  # the median over both variants' buffers
+    once = read_note(read_variant_measurements(8, 512, 32768, 32 * l2, once_rate=4.7e12))
+    assert once.startswith("fastest: one trip") and f"serves at most {1 / 128:.1%} of the bytes" in once, once
+
+
 def footprint_measurements(rates: dict) -> pd.DataFrame:
     rows = []
     for i, (footprint, rate) in enumerate(rates.items()):
