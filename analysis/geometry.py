@@ -293,9 +293,10 @@ def partition_rows(measurements: pd.DataFrame) -> list[dict]:
 # -- the partition map from every SM ------------------------------------------------------------------------
 
 SM_MAP_PROBE = "geometry.l2_sm_map"
-#: Two SMs' maps are the same side's when they agree on at least this share of lines (two sides' maps are
-#: complements: they agree on none).
-SAME_SIDE = 0.9
+#: Two SMs' maps are the same side's when they agree on at least this share of lines: halfway between maps
+#: drawn independently (1/2) and identical ones (1), so the few lines each SM's record puts on the wrong side
+#: (a few percent) do not split a side; two sides' maps are complements and agree on few lines.
+SAME_SIDE = 0.75
 
 
 def sm_maps(measurements: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
