@@ -3,8 +3,8 @@
 Inline PTX names every operand, so the m64nN accumulator's N/2 registers per thread must be spelled out:
 ``TU_D_N`` (the ``{%0, ..., %(N/2-1)}`` vector), ``TU_F32_N`` / ``TU_S32_N`` (its ``"+f"`` / ``"+r"``
 constraints), ``TU_SS_N`` (A and B descriptors) and ``TU_RS_N`` (A's four registers, B's descriptor), each with
-its scale-d operand ``TU_SS_SCALE_N`` / ``TU_RS_SCALE_N``.  Run ``python -m tools.tensor_units_operands`` after changing the N's;
-tests/test_tensor_units.py checks the header is this script's output.
+its scale-d operand ``TU_SS_SCALE_N`` / ``TU_RS_SCALE_N``.  Run ``python -m tools.tensor_units_operands``
+after changing the N's; tests/test_tensor_units.py checks the header is this script's output.
 """
 from __future__ import annotations
 
