@@ -132,6 +132,8 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tc.bf16.rs_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A from "
                                                  "registers (RS)"),
     "tc.bf16.rs_over_ss": ("1", "BF16 wgmma width with A from registers over A from shared memory (m64n256k16)"),
+    "tc.bf16.sparse_flop_per_clk_sm": ("FLOP/cycle", "2:4 sparse BF16 wgmma (m64n256k32) FLOP per clock per SM, "
+                                                     "counted dense-equivalent (2 x 64 x 256 x 32 a wgmma)"),
     "tc.int8.ops_per_clk_sm": ("op/cycle", "dense INT8 wgmma (s8 x s8 -> s32) integer ops per clock per SM, a "
                                            "multiply-add counted as 2"),
     "tc.fp64.flop_per_clk_sm": ("FLOP/cycle", "FP64 tensor (DMMA) FLOP per clock per SM: the faster mma.sync f64 "

@@ -1,5 +1,6 @@
 """Tensor-core widths beside compute.wgmma (``compute.tensor_units``): bf16 wgmma with A from registers (RS)
-and from shared memory (SS), int8 wgmma and FP64 mma.sync (DMMA), in dense operations per clock per SM.
+and from shared memory (SS), int8 wgmma, 2:4 sparse bf16 wgmma (dense-equivalent, as NVIDIA counts it) and
+FP64 mma.sync (DMMA), in operations per clock per SM.
 
 Each width is the median of a config's ``per_clk_sm`` samples (a launch's operations over its CUDA-event
 time, over SMs and the clock it ran at, measured in-kernel) with a bootstrap 95% CI, and is set beside the
@@ -21,6 +22,7 @@ TENSOR_UNITS_PROBE = "compute.tensor_units"
 #: the FP64 tensor figure being twice the FP64 vector one).
 DATASHEET_SMS = 132
 DATASHEET = {"bf16": (989.4e12, 1.83e9, "BF16 dense 989.4 TFLOP/s"),
+             "bf16_sparse": (1978.9e12, 1.83e9, "BF16 sparse 1978.9 TFLOP/s"),
              "int8": (1978.9e12, 1.83e9, "INT8 dense 1978.9 TOP/s"),
              "fp64": (66.9e12, 1.98e9, "FP64 tensor 66.9 TFLOP/s")}
 #: quantity -> (op of the probe, what it measures, datasheet key).
@@ -28,6 +30,9 @@ WIDTHS = {"tc.bf16.ss_flop_per_clk_sm": ("bf16_ss_n256", "wgmma bf16 m64n256k16,
                                                           "(HGMMA, descriptors)", "bf16"),
           "tc.bf16.rs_flop_per_clk_sm": ("bf16_rs_n256", "wgmma bf16 m64n256k16, A from registers, B from shared "
                                                           "memory (HGMMA register-A form)", "bf16"),
+          "tc.bf16.sparse_flop_per_clk_sm": ("bf16_sparse_n256", "wgmma.mma_async.sp bf16 m64n256k32, 2:4 "
+                                                                 "structured sparsity (HGMMA.SP), dense-equivalent "
+                                                                 "FLOP", "bf16_sparse"),
           "tc.int8.ops_per_clk_sm": ("int8_n256", "wgmma s8 x s8 -> s32 m64n256k32 (IGMMA), 2 ops a multiply-add",
                                      "int8"),
           "tc.fp64.m8n8k4_flop_per_clk_sm": ("fp64_m8n8k4", "mma.sync f64 m8n8k4 (DMMA.8x8x4)", "fp64"),

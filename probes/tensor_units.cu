@@ -5,10 +5,14 @@
 //   ss  -- bf16 m64nNk16, A and B from shared memory through descriptors (compute.wgmma's form);
 //   rs  -- bf16 m64nNk16, A from registers (4 words per thread, the m16n8k16 A fragment of the thread's
 //          warp's 16 rows), B from shared memory;
-//   s8  -- s8 x s8 -> s32 m64nNk32, A and B from shared memory.
-// Shared operands: A 64 x K, B N x K, K-major, 32 bytes of K per row, copied from row-major host rows into
-// the no-swizzle canonical layout (8-row x 16-byte core matrices; leading byte offset 128 along K, stride
-// byte offset 256 along M/N).
+//   s8  -- s8 x s8 -> s32 m64nNk32, A and B from shared memory;
+//   sp  -- bf16 m64nNk32 with 2:4 structured sparsity (wgmma.mma_async.sp): A holds the 16 kept values of
+//          each row's 32 (2 of every 4), B is N x 32; every thread passes the same metadata word, so every
+//          group of 4 keeps the same two positions (the host's reference uses them).
+// Shared operands: A 64 x K, B N x K, K-major, copied from row-major host rows into the no-swizzle canonical
+// layout: 8-row x 16-byte core matrices, core matrix (row group g, 16-byte chunk h of a row of C chunks) at
+// byte (C g + h) x 128, so the leading byte offset (along K) is 128 and the stride byte offset (along M/N)
+// C x 128.  Rows are 32 bytes (C = 2), sp's B rows 64 bytes (C = 4).
 //
 // dmma_<shape>: mma.sync f64 (DMMA), 8 warps per block, DMMA_ACC independent accumulators per warp, one
 // mma.sync each per trip; operands in registers, the same per lane in every warp.
@@ -23,15 +27,15 @@ constexpr int WG_THREADS = 128;
 constexpr int STEPS = 4;       // wgmmas per commit group
 constexpr int ROW_BYTES = 32;  // K x element bytes of one operand row
 constexpr int A_ROWS = 64;
-constexpr int MAX_N = 256;
 constexpr int DMMA_THREADS = 256;
 constexpr int DMMA_ACC = 8;
 
-enum class Op { ss, rs, s8 };
+enum class Op { ss, rs, s8, sp };
 
 template <Op OP> struct Acc { using type = float; };
 template <> struct Acc<Op::s8> { using type = int; };
 
+// a: the thread's A fragment (rs) or its sparsity metadata word (sp, a[0]).
 template <int N, Op OP>
 __device__ __forceinline__ void gmma(typename Acc<OP>::type* d, unsigned long long da, const unsigned int* a,
                                      unsigned long long db);
@@ -64,41 +68,53 @@ __device__ __forceinline__ void gmma(typename Acc<OP>::type* d, unsigned long lo
                      ", p;\n}\n"                                                                         \
                      : TU_S32_##N                                                                        \
                      : "l"(da), "l"(db), "r"(1));                                                        \
+    }                                                                                                    \
+    template <>                                                                                          \
+    __device__ __forceinline__ void gmma<N, Op::sp>(float* d, unsigned long long da, const unsigned int* a, \
+                                                    unsigned long long db) {                             \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_SP_SCALE_##N ", 0;\n"                         \
+                     "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32.f32.bf16.bf16 " TU_D_##N ", " TU_SP_##N \
+                     ", p, 1, 1, 0, 0;\n}\n"                                                             \
+                     : TU_F32_##N                                                                        \
+                     : "l"(da), "l"(db), "r"(a[0]), "r"(1));                                             \
     }
 
 TU_DEF(128)
 TU_DEF(256)
 
-__device__ __forceinline__ unsigned long long descriptor(const void* smem) {
+// chunks: 16-byte chunks per operand row (see the layout above); swizzle bits 62-63 = 0 (none).
+__device__ __forceinline__ unsigned long long descriptor(const void* smem, int chunks) {
     const unsigned long long address = (unsigned int)__cvta_generic_to_shared(smem);
-    const unsigned long long lbo = 128, sbo = 256;  // see the layout above; swizzle bits 62-63 = 0 (none)
+    const unsigned long long lbo = 128, sbo = 128ull * chunks;
     return ((address & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
 }
 
-// Row r's 16-byte half h (row-major source) goes to core matrix (r / 8, h), line r % 8.
-__device__ __forceinline__ void to_core_matrices(uint4* dst, const uint4* src, int rows) {
-    for (int i = threadIdx.x; i < rows * 2; i += WG_THREADS) {
-        const int r = i >> 1, h = i & 1;
-        dst[((r >> 3) * 2 + h) * 8 + (r & 7)] = src[i];
+// Row r's 16-byte chunk h (row-major source) goes to core matrix (r / 8, h), line r % 8.
+__device__ __forceinline__ void to_core_matrices(uint4* dst, const uint4* src, int rows, int chunks) {
+    for (int i = threadIdx.x; i < rows * chunks; i += WG_THREADS) {
+        const int r = i / chunks, h = i % chunks;
+        dst[((r >> 3) * chunks + h) * 8 + (r & 7)] = src[i];
     }
 }
 
-// a_rows: A row-major (ss, s8); a_frag: 4 words per thread (rs); out: N/2 accumulators per thread, CTA-major.
+// a_rows: A row-major (ss, s8, sp); a_frag: 4 words per thread (rs), the metadata word per thread (sp);
+// out: N/2 accumulators per thread, CTA-major.
 template <int N, Op OP>
 __device__ __forceinline__ void gmma_loop(const uint4* a_rows, const unsigned int* a_frag, const uint4* b_rows,
                                           long long groups, typename Acc<OP>::type* out,
                                           unsigned long long* clocks) {
     __shared__ __align__(128) uint4 a_tile[A_ROWS * ROW_BYTES / 16];
-    __shared__ __align__(128) uint4 b_tile[MAX_N * ROW_BYTES / 16];
-    if (OP != Op::rs) to_core_matrices(a_tile, a_rows, A_ROWS);
-    to_core_matrices(b_tile, b_rows, N);
+    constexpr int B_CHUNKS = (OP == Op::sp ? 2 : 1) * ROW_BYTES / 16;
+    __shared__ __align__(128) uint4 b_tile[N * B_CHUNKS];
+    if (OP != Op::rs) to_core_matrices(a_tile, a_rows, A_ROWS, ROW_BYTES / 16);
+    to_core_matrices(b_tile, b_rows, N, B_CHUNKS);
     // Generic-proxy stores must be made visible to the async proxy that wgmma reads shared memory through.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     unsigned int a[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[i] = OP == Op::rs ? a_frag[threadIdx.x * 4 + i] : 0u;
-    const unsigned long long da = descriptor(a_tile), db = descriptor(b_tile);
+    for (int i = 0; i < 4; ++i) a[i] = OP == Op::rs || (OP == Op::sp && i == 0) ? a_frag[threadIdx.x * 4 + i] : 0u;
+    const unsigned long long da = descriptor(a_tile, ROW_BYTES / 16), db = descriptor(b_tile, B_CHUNKS);
     typename Acc<OP>::type d[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) d[i] = 0;
@@ -131,6 +147,7 @@ TU_KERNEL(ss, 256)
 TU_KERNEL(rs, 128)
 TU_KERNEL(rs, 256)
 TU_KERNEL(s8, 256)
+TU_KERNEL(sp, 256)
 
 // ---- FP64 mma.sync (DMMA) -------------------------------------------------------------------------------
 

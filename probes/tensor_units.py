@@ -3,6 +3,9 @@
 * ``bf16_ss_nN`` / ``bf16_rs_nN`` -- wgmma.mma_async bf16 m64nNk16 into fp32, B from shared memory, A from
   shared memory (SS, through a descriptor) or from registers (RS); N = 128 and 256.
 * ``int8_n256`` -- wgmma s8 x s8 -> s32 m64n256k32, dense; a multiply-add counts as 2 integer ops.
+* ``bf16_sparse_n256`` -- wgmma.mma_async.sp bf16 m64n256k32 into fp32, 2:4 structured sparsity: A holds 2 of
+  every 4 values of K (every group keeps the positions SPARSE_KEPT, one metadata word for every thread);
+  counted dense-equivalent (2 x 64 x 256 x 32), as NVIDIA counts its sparse rates.
 * ``fp64_m8n8k4`` / ``fp64_m16n8k16`` -- mma.sync f64 (the DMMA unit), 8 independent accumulators per warp.
 
 Every SM is filled with the blocks the driver grants.  A dense M x N x K product is 2 M N K operations; the
@@ -29,7 +32,7 @@ DMMA_THREADS, DMMA_ACC, DMMA_N = 256, 8, 8
 #: unit -> (kernel, N, K, element bytes) for wgmma; the A operand's source is in the name (ss / rs).
 WGMMA_UNITS = {"bf16_ss_n128": ("tu_ss_n128", 128, 16, 2), "bf16_rs_n128": ("tu_rs_n128", 128, 16, 2),
                "bf16_ss_n256": ("tu_ss_n256", 256, 16, 2), "bf16_rs_n256": ("tu_rs_n256", 256, 16, 2),
-               "int8_n256": ("tu_s8_n256", 256, 32, 1)}
+               "int8_n256": ("tu_s8_n256", 256, 32, 1), "bf16_sparse_n256": ("tu_sp_n256", 256, 32, 2)}
 #: unit -> (kernel, M, K) of mma.sync f64 m{M}n8k{K}; (A, B, C) doubles per lane follow from the shape.
 DMMA_UNITS = {"fp64_m8n8k4": ("dmma_m8n8k4", 8, 4), "fp64_m16n8k16": ("dmma_m16n8k16", 16, 16)}
 UNITS = (*WGMMA_UNITS, *DMMA_UNITS)
@@ -45,6 +48,8 @@ MAX_TRIPS = 2**31 - 1
 WGMMA_RTOL = 1e-2
 #: Integer-valued operands: |element| <= INT_MAX_ABS, so every product and sum stays exact.
 INT_MAX_ABS = 4
+#: The two positions of every group of 4 K values the sparse A keeps (its metadata: 2-bit indices, ascending).
+SPARSE_KEPT = (1, 3)
 
 
 # -- accounting and bounds (pure: the CPU tests check them) ----------------------------------------------------
@@ -63,8 +68,24 @@ def element_bytes(unit: str) -> int:
 
 
 def bound_per_clk_sm(unit: str) -> float:
-    """Largest dense operations per clock per SM any tensor core could reach (see the constant's note)."""
-    return SUBPARTITIONS * TC_FMA_PER_CLK_SUBPARTITION_16BIT * 2 * 2 / element_bytes(unit) * CLOCK_SLACK
+    """Largest operations per clock per SM any tensor core could reach (see the constant's note); a 2:4
+    sparse product counted dense-equivalent at most twice the dense one."""
+    sparse = 2 if "sparse" in unit else 1
+    return sparse * SUBPARTITIONS * TC_FMA_PER_CLK_SUBPARTITION_16BIT * 2 * 2 / element_bytes(unit) * CLOCK_SLACK
+
+
+def sparse_meta_word(kept: tuple[int, int]) -> int:
+    """The 32-bit metadata word of 16-bit 2:4 sparsity keeping positions ``kept`` in each of its 8 groups of 4:
+    per group a nibble, the first kept index in its low 2 bits."""
+    nibble = kept[0] | kept[1] << 2
+    return sum(nibble << (4 * g) for g in range(8))
+
+
+def sparse_expand(values: np.ndarray, kept: tuple[int, int]) -> np.ndarray:
+    """The dense M x 2C matrix of a 2:4 sparse A given as its M x C kept values (pairs in group order)."""
+    dense = np.zeros((values.shape[0], 2 * values.shape[1]), dtype=values.dtype)
+    dense[:, kept[0]::4], dense[:, kept[1]::4] = values[:, 0::2], values[:, 1::2]
+    return dense
 
 
 def dmma_regs(m: int, k: int) -> tuple[int, int, int]:
@@ -188,12 +209,20 @@ def _wgmma(ctx, unit: str) -> list[Sample]:
         a_raw, b_raw = a_val.astype(np.int8), b_val.astype(np.int8)
         out = cupy.empty(blocks * WG_THREADS * n // 2, dtype=cupy.int32)
     else:
-        a_raw, a_val = bf16_operand(rng, (WGMMA_M, k))
+        sparse = "sparse" in unit
+        a_raw, a_val = bf16_operand(rng, (WGMMA_M, k // 2 if sparse else k))
         b_raw, b_val = bf16_operand(rng, (n, k))
         out = cupy.empty(blocks * WG_THREADS * n // 2, dtype=cupy.float32)
+        if sparse:
+            a_val = sparse_expand(a_val, SPARSE_KEPT)
     a_rows = cupy.asarray(a_raw.reshape(-1).view(np.uint8))
     b_rows = cupy.asarray(b_raw.reshape(-1).view(np.uint8))
-    a_frag = cupy.asarray(rs_a_fragment(a_raw) if "_rs_" in unit else np.zeros(WG_THREADS * 4, np.uint32))
+    frag = np.zeros((WG_THREADS, 4), np.uint32)
+    if "_rs_" in unit:
+        frag = rs_a_fragment(a_raw)
+    elif "sparse" in unit:
+        frag[:, 0] = sparse_meta_word(SPARSE_KEPT)
+    a_frag = cupy.asarray(frag.reshape(-1))
     clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)
     product = a_val.astype(np.float64) @ b_val.T.astype(np.float64)  # one wgmma's result
 
@@ -272,14 +301,15 @@ def _sweep(device):
 
 @probe("compute.tensor_units", sweeps={"quick": _sweep, "full": _sweep},
        axes={"op": "bf16_ss_nN / bf16_rs_nN (wgmma m64nNk16, A from shared memory / registers, N 128, 256), "
-                     "int8_n256 (wgmma s8 m64n256k32 -> s32), fp64_m8n8k4 / fp64_m16n8k16 (mma.sync f64, DMMA)"},
+                     "int8_n256 (wgmma s8 m64n256k32 -> s32), bf16_sparse_n256 (wgmma.sp m64n256k32, 2:4), "
+                     "fp64_m8n8k4 / fp64_m16n8k16 (mma.sync f64, DMMA)"},
        quantities=("tc.bf16.ss_flop_per_clk_sm", "tc.bf16.rs_flop_per_clk_sm", "tc.bf16.rs_over_ss",
-                   "tc.int8.ops_per_clk_sm", "tc.fp64.flop_per_clk_sm", "tc.fp64.m8n8k4_flop_per_clk_sm",
-                   "tc.fp64.m16n8k16_flop_per_clk_sm"),
+                   "tc.int8.ops_per_clk_sm", "tc.bf16.sparse_flop_per_clk_sm", "tc.fp64.flop_per_clk_sm",
+                   "tc.fp64.m8n8k4_flop_per_clk_sm", "tc.fp64.m16n8k16_flop_per_clk_sm"),
        kernels=("tensor_units.cu",), min_cc=(9, 0), max_cc=(9, 0))
 def compute_tensor_units(ctx, op: str) -> list[Sample]:
-    """Dense tensor-core width (operations per clock per SM) of bf16 wgmma with A from registers or shared
-    memory, int8 wgmma and fp64 mma.sync, every SM full."""
+    """Tensor-core width (operations per clock per SM) of bf16 wgmma with A from registers or shared memory,
+    int8 wgmma, 2:4 sparse bf16 wgmma (dense-equivalent) and fp64 mma.sync, every SM full."""
     if op not in UNITS:
         raise ValueError(f"unknown tensor op {op!r}: choose one of {', '.join(UNITS)}")
     if ctx.device["compute_capability"] != "9.0":

@@ -79,6 +79,26 @@ def test_int8_kernel_is_igmma(build):
     assert not any(t.startswith("IGMMA") for t in ss)
 
 
+def test_sparse_kernel_is_the_sparse_hgmma(build):
+    kernels, _ = build
+    body = loop_body(by_name(kernels, "tu_sp_n256"), "GMMA")
+    gmma = [t for t in body if "GMMA" in t]
+    assert [t.split()[0] for t in gmma] == ["HGMMA.SP.64x256x32.F32.BF16"] * tu.STEPS
+    assert all(re.search(r", R\d+, 0x0(, gsb0)?$", t) for t in gmma)  # the metadata register, selector 0
+    dense = loop_body(by_name(kernels, "tu_ss_n256"), "GMMA")  # negative control: the dense form has no .SP
+    assert not any(".SP." in t for t in dense)
+
+
+def test_sparse_metadata_and_expansion():
+    assert tu.sparse_meta_word((0, 1)) == 0x44444444 and tu.sparse_meta_word((1, 3)) == 0xDDDDDDDD
+    values = np.arange(1.0, 9.0).reshape(1, 8)
+    dense = tu.sparse_expand(values, (1, 3))
+    assert dense.tolist() == [[0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7, 0, 8]]
+    assert tu.sparse_expand(values, (0, 2)).tolist() != dense.tolist()  # negative control: other positions
+    assert tu.unit_ops("bf16_sparse_n256") == 2 * 64 * 256 * 32  # dense-equivalent
+    assert tu.bound_per_clk_sm("bf16_sparse_n256") == 2 * tu.bound_per_clk_sm("bf16_ss_n256")
+
+
 @pytest.mark.parametrize("name, dmma", [("dmma_m8n8k4", "DMMA.8x8x4"), ("dmma_m16n8k16", "DMMA.16x8x16")])
 def test_fp64_kernels_issue_one_dmma_per_accumulator(build, name, dmma):
     kernels, _ = build
@@ -206,6 +226,8 @@ def test_derivation_recovers_the_simulated_widths():
     assert f"at N=128: {n128:.3f}" in rows.loc["tc.bf16.rs_over_ss", "note"]
     assert rows.loc["tc.int8.ops_per_clk_sm", "value"] == pytest.approx(tensor_unit_per_clk("int8_n256"))
     assert rows.loc["tc.int8.ops_per_clk_sm", "unit"] == "op/cycle"
+    assert rows.loc["tc.bf16.sparse_flop_per_clk_sm", "value"] == pytest.approx(
+        tensor_unit_per_clk("bf16_sparse_n256"))
     # the FP64 width is the faster shape's, not the first listed one's
     fast, slow = tensor_unit_per_clk("fp64_m16n8k16"), tensor_unit_per_clk("fp64_m8n8k4")
     assert fast > slow
@@ -259,7 +281,15 @@ def _emulated_device(monkeypatch, layout_ok=True):
                 def values(codes):
                     return (codes.astype(np.uint32) << 16).view(np.float32)
                 b = values(b_rows.view(np.uint16).reshape(n, k))
-                if name.startswith("tu_rs"):  # A from the threads' registers: word j of thread t
+                if name.startswith("tu_sp"):  # kept values, placed by thread 0's metadata nibbles
+                    kept = values(a_rows.view(np.uint16).reshape(64, k // 2))
+                    meta = int(np.asarray(a_frag)[0])
+                    a = np.zeros((64, k), np.float32)
+                    for group in range(k // 4):
+                        nibble = meta >> (4 * (group % 8)) & 0xF
+                        a[:, 4 * group + (nibble & 3)] = kept[:, 2 * group]
+                        a[:, 4 * group + (nibble >> 2)] = kept[:, 2 * group + 1]
+                elif name.startswith("tu_rs"):  # A from the threads' registers: word j of thread t
                     t, j = np.arange(128)[:, None], np.arange(4)[None, :]
                     lane = t % 32
                     rows = 16 * (t // 32) + lane // 4 + 8 * (j % 2)
@@ -334,6 +364,7 @@ def test_host_flow_on_an_emulated_device(monkeypatch, op):
 
 
 @pytest.mark.parametrize("op, message", [("bf16_rs_n128", "off the host matmul"), ("int8_n256", "off the host matmul"),
+                                         ("bf16_sparse_n256", "off the host matmul"),
                                          ("fp64_m16n8k16", "not steps x A B")])
 def test_a_misread_fragment_layout_is_refused(monkeypatch, op, message):
     ctx, _ = _emulated_device(monkeypatch, layout_ok=False)
