@@ -240,7 +240,7 @@ def _wgmma(ctx, unit: str) -> list[Sample]:
                            f"value (descriptor or fragment layout misread)")
 
     # int8: the s32 accumulators stay exact (no overflow) for at most this many groups.
-    limit = MAX_TRIPS // (STEPS * int(np.abs(product).max())) if integer else MAX_TRIPS
+    limit = MAX_TRIPS // (STEPS * max(1, int(np.abs(product).max()))) if integer else MAX_TRIPS
     groups, _ = calibrate(run, 1, LAUNCH_S, max_count=limit)
     cta_values = WG_THREADS * n // 2
     run(groups)()
