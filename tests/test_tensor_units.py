@@ -377,3 +377,18 @@ def test_a_gpu_other_than_compute_capability_9_0_is_refused(monkeypatch):
     ctx.device["compute_capability"] = "10.0"
     with pytest.raises(RuntimeError, match="sm_90a"):
         tu.compute_tensor_units(ctx, "bf16_ss_n256")
+
+
+def test_a_simulated_run_derives_every_declared_width(tmp_path):
+    import fakes
+    from analysis.derive import derive
+    from probes import runner
+
+    probes = [p for p in fakes.simulated_probes() if p.id == "compute.tensor_units"]
+    run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "full", {}, 0, ["test"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    d = derive(meta, run.read_measurements()).set_index("quantity")["value"]
+    assert set(probes[0].quantities) <= set(d.index)
+    assert d["tc.fp64.flop_per_clk_sm"] == fakes.tensor_unit_per_clk("fp64_m16n8k16")
+    assert d["tc.bf16.sparse_flop_per_clk_sm"] == 2 * d["tc.bf16.ss_flop_per_clk_sm"]
