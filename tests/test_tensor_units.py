@@ -392,3 +392,19 @@ def test_a_simulated_run_derives_every_declared_width(tmp_path):
     assert set(probes[0].quantities) <= set(d.index)
     assert d["tc.fp64.flop_per_clk_sm"] == fakes.tensor_unit_per_clk("fp64_m16n8k16")
     assert d["tc.bf16.sparse_flop_per_clk_sm"] == 2 * d["tc.bf16.ss_flop_per_clk_sm"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", tu.UNITS)
+def test_every_unit_passes_its_own_result_checks_on_the_gpu(op):
+    """On a Hopper GPU: each kernel's results match the host's (layouts, metadata, exact integer chains), and
+    no rate exceeds its physical bound."""
+    from probes.device import device_properties
+    from probes.harness import Budget, Context
+
+    device = device_properties()
+    if device["compute_capability"] != "9.0":
+        pytest.skip("tensor_units.cu is built for sm_90a")
+    ctx = Context(device=device, budget=Budget(min_repeats=3, max_repeats=3, time_s=0.05))
+    samples = tu.compute_tensor_units(ctx, op)
+    assert samples and not [s for s in samples if s.flag == "invalid"]
