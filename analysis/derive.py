@@ -22,6 +22,7 @@ from analysis.roofline import matmul_rows
 from analysis.stats import median_ci, select, split_by_probe
 from analysis.sync import sync_rows
 from analysis.tensor_latency import wgmma_latency_rows
+from analysis.tensor_units import tensor_unit_rows
 
 
 def _median_row(quantity: str, values, method: str, probe: str) -> dict:
@@ -35,7 +36,7 @@ FAMILIES = (
     lambda m, device: bank_rows(m),
     lambda m, device: bandwidth_rows(m, device),
     lambda m, device: littles_rows(m, device),
-    lambda m, device: compute_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
+    lambda m, device: compute_rows(m) + tensor_unit_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
     lambda m, device: execution_rows(m) + sync_rows(m) + wgmma_latency_rows(m),
     lambda m, device: geometry_rows(m),
     lambda m, device: path_rows(m, device),

@@ -129,6 +129,19 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "tc.tf32.flop_per_clk_sm": ("FLOP/cycle", "dense TF32 wgmma FLOP per clock per SM"),
     "tc.fp8.flop_per_clk_sm": ("FLOP/cycle", "dense FP8 E4M3 wgmma FLOP per clock per SM"),
     "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (wgmma) over the FP32 FMA peak"),
+    "tc.bf16.ss_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A and B "
+                                                 "from shared memory (SS)"),
+    "tc.bf16.rs_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A from "
+                                                 "registers (RS)"),
+    "tc.bf16.rs_over_ss": ("1", "BF16 wgmma width with A from registers over A from shared memory (m64n256k16)"),
+    "tc.bf16.sparse_flop_per_clk_sm": ("FLOP/cycle", "2:4 sparse BF16 wgmma (m64n256k32) FLOP per clock per SM, "
+                                                     "counted dense-equivalent (2 x 64 x 256 x 32 a wgmma)"),
+    "tc.int8.ops_per_clk_sm": ("op/cycle", "dense INT8 wgmma (s8 x s8 -> s32) integer ops per clock per SM, a "
+                                           "multiply-add counted as 2"),
+    "tc.fp64.flop_per_clk_sm": ("FLOP/cycle", "FP64 tensor (DMMA) FLOP per clock per SM: the faster mma.sync f64 "
+                                              "shape"),
+    "tc.fp64.m8n8k4_flop_per_clk_sm": ("FLOP/cycle", "FP64 mma.sync m8n8k4 (DMMA) FLOP per clock per SM"),
+    "tc.fp64.m16n8k16_flop_per_clk_sm": ("FLOP/cycle", "FP64 mma.sync m16n8k16 (DMMA) FLOP per clock per SM"),
     "matmul.cublas_bf16_flops": ("FLOP/s", "cuBLAS (torch.matmul) BF16 matmul throughput, 8192^3"),
     "matmul.triton_bf16_flops": ("FLOP/s", "Triton tl.dot BF16 matmul throughput, 8192^3, best of a few configs"),
     "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),

@@ -31,8 +31,9 @@ PROFILES = ("quick", "full")
 #: Modules that register probes, in the order a run measures them.
 PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase_l2", "probes.chase", "probes.chase_numba",
                  "probes.smem_banks", "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.dram",
-                 "probes.occupancy", "probes.compute", "probes.wgmma", "probes.execution", "probes.exec_chains",
-                 "probes.smem_atomics", "probes.barriers", "probes.wgmma_latency", "probes.matmul", "probes.fusion",
+                 "probes.occupancy", "probes.compute", "probes.wgmma", "probes.tensor_units", "probes.execution",
+                 "probes.exec_chains", "probes.smem_atomics", "probes.barriers", "probes.wgmma_latency",
+                 "probes.matmul", "probes.fusion",
                  "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.readonly",
                  "probes.write_policy", "probes.icache", "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent

@@ -272,6 +272,30 @@ def _compute_mma_sync(ctx, dtype):
     return _rates(MMA_SYNC_PER_CLK[dtype])
 
 
+#: compute.tensor_units' simulated widths (operations per clock per SM): bf16 wgmma with A from shared memory
+#: as compute.wgmma's; A from registers skips A's shared-memory read, which at N=128 is a third of the operand
+#: bytes per wgmma (A 64 rows, B 128): RS reaches the peak there, SS TENSOR_SS_N128 of it; N=256 both the peak.
+#: INT8 twice BF16 (half the bits), and 2:4 sparse BF16 too (dense-equivalent: half the products skipped).
+#: FP64 mma.sync (DMMA) DMMA_OVER_DFMA x the DFMA width, its native 16x8x16 shape full and the 8x8x4 one
+#: DMMA_884_FRACTION of it (a quarter of the operands per instruction).
+TENSOR_SS_N128, DMMA_OVER_DFMA, DMMA_884_FRACTION = 0.9, 2.0, 0.5
+
+
+def tensor_unit_per_clk(op):
+    bf16 = WGMMA_PER_CLK["bf16"]
+    if op.startswith(("bf16_ss", "bf16_rs")):
+        return bf16 * (TENSOR_SS_N128 if op == "bf16_ss_n128" else 1.0)
+    if op in ("int8_n256", "bf16_sparse_n256"):
+        return 2 * bf16
+    dmma = DMMA_OVER_DFMA * VECTOR_PER_CLK["fp64"]
+    return dmma * (DMMA_884_FRACTION if op == "fp64_m8n8k4" else 1.0)
+
+
+def _compute_tensor_units(ctx, op):
+    samples = _rates(tensor_unit_per_clk(op), "op" if op.startswith("int8") else "FLOP")
+    return samples + [Sample("blocks_per_sm", 3, "1", 0, None, "config")]
+
+
 #: Power model of dense tensor work: the board draws IDLE_W plus an energy per FLOP times the FLOP rate.  Past
 #: POWER_LIMIT_W the driver lowers the clock until the draw is the limit, POWER_LAG_S after the load starts.
 #: A faster limiter holds the draw of any launch, however short, to BURST_LIMIT_W: a burst runs at the clock
@@ -945,6 +969,7 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "occupancy.throughput": _occupancy,
          "compute.vector": _compute_vector, "compute.latency": _compute_latency,
          "compute.mma_sync": _compute_mma_sync, "compute.wgmma": _compute_wgmma,
+         "compute.tensor_units": _compute_tensor_units,
          "matmul.library": _matmul_library, "matmul.roofline": _matmul_roofline, "fusion.softmax": _softmax,
          "hopper.dsmem_latency": _dsmem_latency, "hopper.dsmem_bandwidth": _dsmem_bandwidth,
          "hopper.tma_latency": _tma_latency, "hopper.tma_tensor": _tma_tensor, "hopper.copy_bandwidth": _copy_bandwidth,

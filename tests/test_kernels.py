@@ -94,7 +94,7 @@ def test_numba_chase_compiles_to_the_same_chain(flavour, opcode):
 
 
 #: Kernel files built for an architecture-specific target (wgmma exists only on sm_90a).
-ARCH_SPECIFIC = {"wgmma.cu": "sm_90a", "wgmma_latency.cu": "sm_90a"}
+ARCH_SPECIFIC = {"wgmma.cu": "sm_90a", "wgmma_latency.cu": "sm_90a", "tensor_units.cu": "sm_90a"}
 
 
 @pytest.mark.parametrize("filename", sorted(p.name for p in (Path(__file__).parents[1] / "probes").glob("*.cu")))
