@@ -360,8 +360,10 @@ def _fastest_read(measurements) -> str:
     if any(v != v for v in config.values()):
         return READ_VARIANTS["fastest"]
     unroll, warp, block, threads, blocks = config.values()
+    barrier = _config_median(measurements, "block_barrier_per_trip", op="read", variant="fastest")
     return (f"{read_pattern(unroll, warp, block, threads)}, {unroll:g} 16-byte loads per thread in flight, "
-            f"{blocks:g} blocks of {threads:g} threads per SM")
+            f"{blocks:g} blocks of {threads:g} threads per SM" + (", a block barrier after every trip"
+                                                                  if barrier == 1 else ""))
 
 
 def _dram_rows(measurements, device) -> list[dict]:

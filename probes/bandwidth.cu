@@ -213,7 +213,9 @@ dram_read_chunk_u8(const uint4* buf, long long vecs, long long passes, unsigned 
 // The block size is the host's BLOCK_THREADS (256), fixed here so the V loads' offsets are immediates.
 constexpr int CHUNK_THREADS = 256;
 
-template <int V>
+// SYNC: a block barrier after every trip (as hopper.cu's staged streams have), so a block's warps issue each
+// chunk's loads together and its chunk reaches HBM as one burst of requests.
+template <int V, bool SYNC>
 __device__ __forceinline__ void block_read_body(const uint4* buf, long long vecs, long long passes,
                                                 unsigned int* sink) {
     constexpr long long CHUNK = (long long)V * CHUNK_THREADS;
@@ -228,6 +230,7 @@ __device__ __forceinline__ void block_read_body(const uint4* buf, long long vecs
             for (int j = 0; j < V; ++j) v[j] = buf[i + j * CHUNK_THREADS];
 #pragma unroll
             for (int j = 0; j < V; ++j) acc += word_sum(v[j]);
+            if (SYNC) __syncthreads();
         }
     }
     publish(acc, sink);
@@ -235,17 +238,27 @@ __device__ __forceinline__ void block_read_body(const uint4* buf, long long vecs
 
 extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
 dram_read_block_u2(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<2>(buf, vecs, passes, sink);
+    block_read_body<2, false>(buf, vecs, passes, sink);
 }
 
 extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
 dram_read_block_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<4>(buf, vecs, passes, sink);
+    block_read_body<4, false>(buf, vecs, passes, sink);
 }
 
 extern "C" __global__ void __launch_bounds__(CHUNK_THREADS, 4)
 dram_read_block_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<8>(buf, vecs, passes, sink);
+    block_read_body<8, false>(buf, vecs, passes, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
+dram_read_block_sync_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    block_read_body<4, true>(buf, vecs, passes, sink);
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK_THREADS, 4)
+dram_read_block_sync_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
+    block_read_body<8, true>(buf, vecs, passes, sink);
 }
 
 // One trip and no loop (as public stream suites read): block b reads the 256 x ONCE_U vectors from

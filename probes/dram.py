@@ -28,7 +28,7 @@ DRAM_OPS = ("read", "write", "copy", "memcpy")
 #: still serve a quarter of the bytes to several GiB, past the address-translation caches' reach.
 FOOTPRINT_LOW_L2, FOOTPRINT_TOP_L2 = 4, 128
 #: bw.dram kernels: (name, 16-byte accesses in flight per thread, bytes a warp's trip reads contiguously,
-#: bytes a block's trip reads contiguously).  Interleaved kernels spread a thread's U loads over grid-wide
+#: bytes a block's trip reads contiguously[, True: a block barrier after every trip]).  Interleaved kernels spread a thread's U loads over grid-wide
 #: rows (512 contiguous bytes per warp load, ROW_BYTES per block load); chunked ones read U x 512 contiguous
 #: bytes per warp and ask the L2 for 256-byte fetches; block kernels read one contiguous chunk of U x
 #: ROW_BYTES per block trip in 512-byte warp loads (hopper.cu's stream order, in registers).  Every kernel of
@@ -40,7 +40,9 @@ DRAM_KERNELS = {
     "read": (("dram_read_u4", 4, 512, ROW_BYTES), ("dram_read_u8", 8, 512, ROW_BYTES),
              ("dram_read_chunk_u4", 4, 4 * 512, 4 * ROW_BYTES), ("dram_read_chunk_u8", 8, 8 * 512, 8 * ROW_BYTES),
              ("dram_read_block_u2", 2, 512, 2 * ROW_BYTES), ("dram_read_block_u4", 4, 512, 4 * ROW_BYTES),
-             ("dram_read_block_u8", 8, 512, 8 * ROW_BYTES)),
+             ("dram_read_block_u8", 8, 512, 8 * ROW_BYTES),
+             ("dram_read_block_sync_u4", 4, 512, 4 * ROW_BYTES, True),
+             ("dram_read_block_sync_u8", 8, 512, 8 * ROW_BYTES, True)),
     "copy": (("dram_copy", COPY_U, 512, ROW_BYTES), ("dram_copy_chunk_u4", 4, 4 * 512, 4 * ROW_BYTES),
              ("dram_copy_chunk_u8", 8, 8 * 512, 8 * ROW_BYTES)),
 }
@@ -115,16 +117,17 @@ class _Variant:
     contiguous_bytes: int
     block_contiguous_bytes: int
     blocks_per_sm: int
+    barrier_per_trip: bool = False
 
 
-def dram_variants(kernels: list[tuple[object, int, int, int]], blocks_per_sm: list[int]) -> list[_Variant]:
-    """Each ``(func, unroll, contiguous_bytes, block_contiguous_bytes)`` kernel at the occupancy the driver
-    grants it and at half of it: the grid-stride loops need no particular grid, and HBM sometimes streams
-    better with fewer requests queued."""
+def dram_variants(kernels: list[tuple], blocks_per_sm: list[int]) -> list[_Variant]:
+    """Each ``(func, unroll, contiguous_bytes, block_contiguous_bytes[, barrier_per_trip])`` kernel at the
+    occupancy the driver grants it and at half of it: the grid-stride loops need no particular grid, and HBM
+    sometimes streams better with fewer requests queued."""
     out = []
-    for (func, unroll, contiguous, block_contiguous), full in zip(kernels, blocks_per_sm):
+    for (func, unroll, contiguous, block_contiguous, *barrier), full in zip(kernels, blocks_per_sm):
         for blocks in sorted({full, max(1, full // 2)}, reverse=True):
-            out.append(_Variant(func, unroll, contiguous, block_contiguous, blocks))
+            out.append(_Variant(func, unroll, contiguous, block_contiguous, blocks, *barrier))
     return out
 
 
@@ -165,6 +168,7 @@ def _dram_stream(ctx, kernels: tuple, buffer_l2: float, make_args, verify, reset
              ("contiguous_bytes_per_warp_trip", float(best.contiguous_bytes), "B"),
              ("contiguous_bytes_per_block_trip", float(best.block_contiguous_bytes), "B"),
              ("threads_per_block", float(BLOCK_THREADS), "1"), ("blocks_per_sm", float(best.blocks_per_sm), "1"),
+             ("block_barrier_per_trip", float(best.barrier_per_trip), "1"),
              ("buffer_bytes", float(vecs * 16), "B"), *extra)
     return bandwidth_samples(ctx, run(passes), reset, lambda: verify(vecs, passes), passes * vecs * bytes_per_vector,
                              sample_s=SAMPLE_S, bound=bandwidth_bound(ctx.device, "dram"), extra=extra)

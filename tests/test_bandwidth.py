@@ -200,7 +200,8 @@ def test_dram_kernels_are_the_declared_ones(cubin, bw):
     assert set(sass(cubin[0])) >= {f"{name}" for op in dram.DRAM_KERNELS.values() for name, *_ in op}
     row = bw.BLOCK_THREADS * 16
     for op, kernels in dram.DRAM_KERNELS.items():
-        for name, unroll, contiguous, block_contiguous in kernels:
+        for name, unroll, contiguous, block_contiguous, *barrier in kernels:
+            assert barrier in ([], [True]) and bool(barrier) == ("sync" in name), name
             assert contiguous in (512, unroll * 512), name  # one warp load, or the whole trip's U loads
             assert ("chunk" in name) == (contiguous > 512), name
             # a block's trip: one row per load (interleaved), or all its U rows contiguous (chunk, block)
@@ -208,9 +209,9 @@ def test_dram_kernels_are_the_declared_ones(cubin, bw):
             assert block_contiguous == (row if interleaved else unroll * row), name
 
 
-@pytest.mark.parametrize("name, unroll, contiguous, block_contiguous",
-                         [k for k in importlib.import_module("probes.dram").DRAM_KERNELS["read"]])
-def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous, block_contiguous):
+@pytest.mark.parametrize("name, unroll, contiguous",
+                         [k[:3] for k in importlib.import_module("probes.dram").DRAM_KERNELS["read"]])
+def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
     loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
     assert loads == [READ_OPS[contiguous]] * unroll, loads
@@ -230,13 +231,14 @@ def load_offsets(code: str, op: str) -> list[int]:
 def test_block_reads_are_the_unrolls_count_of_loads_one_block_row_apart(cubin, bw):
     """dram_read_block_u{2,4,8}: U plain 16-byte loads per trip, load j at j x (256 threads x 16 B) from
     load 0 (the block's chunk read row by row), all issued before the first is summed."""
-    assert [u for _, u in BLOCK_READS] == [2, 4, 8]
+    assert [u for _, u in BLOCK_READS] == [2, 4, 8, 4, 8]
     for name, unroll in BLOCK_READS:
         code = sass(cubin[0])[name]
         offsets = load_offsets(code, "LDG.E.128")
         assert len(offsets) == unroll, (name, offsets)
         assert [o - offsets[0] for o in offsets] == [j * bw.BLOCK_THREADS * 16 for j in range(unroll)], name
         assert_issued_before_use(code, "LDG.E.128", unroll)
+        assert ("BAR.SYNC" in code) == ("sync" in name), name  # the barrier variants' per-trip barrier
 
 
 def test_block_read_in_flight_check_fails_when_ptxas_sums_early():
@@ -249,7 +251,7 @@ def test_block_read_in_flight_check_fails_when_ptxas_sums_early():
     src = source("bandwidth.cu") + r'''
 extern "C" __global__ void __launch_bounds__(256, 8)
 squeezed(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<8>(buf, vecs, passes, sink);
+    block_read_body<8, false>(buf, vecs, passes, sink);
 }'''
     prog = nvrtc.createProgram(src, "squeezed.cu", [], [])
     nvrtc.compileProgram(prog, [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, "-arch=sm_90"])
