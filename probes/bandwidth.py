@@ -205,10 +205,10 @@ def bw_stride(ctx, element_bytes: int, stride_elements: int, aligned: str, level
 
 @probe("bw.l2",
        sweeps={"quick": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=2, dense_per_octave=3)},
-               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=4, dense_per_octave=8,
+               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=2, dense_per_octave=4,
                                                                    jitter=True)}},
        axes={"footprint_bytes": "bytes re-read, 1 MiB .. 4x the L2's size (quick: 2 per octave, 3 from half "
-                                "to twice the L2; full: 4, and 8 there)"},
+                                "to twice the L2; full: 2, and 4 there, jittered)"},
        quantities=("l2.bandwidth_bytes_per_s", "l2.capacity_bytes"), kernels=("bandwidth.cu",))
 def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
     """L2 read bandwidth (B/s): 16-byte ld.global.cg loads of every SM re-reading a footprint; past the L2's
