@@ -13,11 +13,13 @@ proportion to its code, so the top of the sweep sets the probe's time.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
 
 from probes.harness import Sample, repeat_until_stable
+from probes.kit import STRIDE_WARMUP_S
 from probes.registry import geom, probe
 
 INSTRUCTION_BYTES = 16  # every SASS instruction since Volta
@@ -28,8 +30,9 @@ LOOP_INSTRUCTIONS = 9
 CHAINS = 8  # independent FFMA chains: FFMA's latency (4 cycles) is covered at one instruction per cycle
 PER_ASM = 64  # FFMAs per inline-asm statement (one asm per block keeps the front end's work linear in N)
 LOWEST, HIGHEST = 1 << 10, 1 << 19
-#: Instructions a launch executes, about (trips x N): a few milliseconds at one instruction per cycle.
-INSTRUCTIONS_PER_LAUNCH = 1 << 23
+#: Instructions a launch executes, about (trips x N): 2 ms at one instruction per cycle, millions of cycles
+#: against clock64's single-cycle count and the few cycles of reading it.
+INSTRUCTIONS_PER_LAUNCH = 1 << 22
 MIN_TRIPS = 4
 
 
@@ -121,4 +124,7 @@ def geometry_icache(ctx, code_bytes: int) -> list[Sample]:
         return [Sample("cycles_per_instruction", cycles / timed, "cycles", repeat, hz, "clock64",
                        ctx.throttle_flag(hz))]
 
-    return repeat_until_stable(sample, "cycles_per_instruction", ctx.budget)
+    # Every launch runs a first, untimed trip that brings the code in, and cycles count on the SM's own clock:
+    # the short warm-up of the other long sweeps.
+    budget = dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s, STRIDE_WARMUP_S))
+    return repeat_until_stable(sample, "cycles_per_instruction", budget)
