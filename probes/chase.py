@@ -23,8 +23,10 @@ from probes.registry import geom, probe
 
 
 def footprint_sweep(device: dict) -> list[int]:
-    """1 KiB to 4x L2, 4 jittered points per octave (about 70 points on a 50 MiB L2)."""
-    return geom(1 << 10, 4 * device["l2_bytes"], per_octave=4, jitter_seed=device["l2_bytes"], align=128)
+    """1 KiB to 4x L2, 4 jittered points per octave (about 70 points on a 50 MiB L2), and the three footprints
+    the Numba chase measures, so that the two front ends are compared at the same footprints."""
+    sweep = geom(1 << 10, 4 * device["l2_bytes"], per_octave=4, jitter_seed=device["l2_bytes"], align=128)
+    return sorted(set(sweep) | set(three_footprints(device)))
 
 
 def sweep_ctx(ctx):

@@ -41,8 +41,9 @@ SAMPLE_S = 5e-4
 CALIBRATION_TRIPS, MIN_TRIPS, MAX_TRIPS = 64, 64, 1 << 24
 
 
-#: quick's strides: every conflict degree 1..32 of 32 banks appears, with odd strides between them.
-QUICK_STRIDES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 15, 16, 17, 24, 31, 32, 33, 48, 64)
+#: quick's strides: every conflict degree 1..32 of 32 banks appears (the powers of two), with odd strides
+#: between them and past the warp.
+QUICK_STRIDES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 33, 64)
 
 
 #: full adds every stride up to this one: each conflict degree 1..16 of 32 banks at 4 bytes, and each
@@ -170,7 +171,7 @@ def cupy_launcher(access_bytes: int, form: str):
 
 AXES = {"access_bytes": "bytes per lane per load: 4 (LDS), 8 (LDS.64), 16 (LDS.128)",
         "stride_words": "elements between consecutive lanes' addresses (0: all lanes read one element); "
-                        "quick: 0..8 and a spread up to 64; full adds every stride up to 16",
+                        "quick: 0..8, 16, 32, 33 and 64; full adds every stride up to 16",
         "offset_words": "elements added to every lane's index (full: 0 and 1; conflicts must not move)",
         "form": "latency (dependent loads) or throughput (independent loads)"}
 
