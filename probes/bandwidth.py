@@ -35,7 +35,9 @@ BLOCK_THREADS = 256  #: bandwidth.cu's __launch_bounds__ for every kernel
 #: element bytes -> (kernel, loads per thread per trip = chunks per tile), as bandwidth.cu instantiates them
 STRIDE_KERNELS = {2: ("stride_2", 16), 4: ("stride_4", 16), 16: ("stride_16", 4)}
 ELEMENT_BYTES = tuple(STRIDE_KERNELS)
-FULL_STRIDES = tuple(range(1, 65)) + (128, 256)
+#: full: 1, 2, 3, then every fourth stride to 64, 128 and 256 -- an even spread over 1..64, so no stretch of
+#: strides weighs more in the block-model fit than in a sweep of every stride.
+FULL_STRIDES = (1, 2, 3, *range(4, 65, 4), 128, 256)
 QUICK_STRIDES = (1, 2, 4, 8, 16, 32, 64)
 ALIGNMENTS = ("aligned", "misaligned")
 STRIDE_LEVELS = ("dram", "l2")
@@ -175,8 +177,8 @@ def measure_stride(ctx, element_bytes: int, stride: int, offset_bytes: int, leve
 
 STRIDE_AXES = {
     "element_bytes": "bytes per element: 2 (fp16), 4 (fp32), 16 (a 16-byte vector)",
-    "stride_elements": "elements between consecutive lanes of one warp load (full: 1..64, 128, 256; "
-                       "quick: 1, 2, 4, .., 64)",
+    "stride_elements": "elements between consecutive lanes of one warp load (full: 1, 2, 3, every "
+                       "4th to 64, 128, 256; quick: 1, 2, 4, .., 64)",
     "aligned": "aligned: each warp load starts on a boundary of the bytes it spans (the buffer is 512-byte "
                "aligned); misaligned: the whole pattern starts one element later",
     "level": f"dram (sectors touched per pass >= {HBM_FOOTPRINT_L2}x L2) or l2 (footprint <= L2/4 in 128-byte blocks); "
@@ -203,10 +205,10 @@ def bw_stride(ctx, element_bytes: int, stride_elements: int, aligned: str, level
 
 @probe("bw.l2",
        sweeps={"quick": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=2, dense_per_octave=3)},
-               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=4, dense_per_octave=8,
+               "full": lambda d: {"footprint_bytes": l2_footprints(d, per_octave=2, dense_per_octave=4,
                                                                    jitter=True)}},
        axes={"footprint_bytes": "bytes re-read, 1 MiB .. 4x the L2's size (quick: 2 per octave, 3 from half "
-                                "to twice the L2; full: 4, and 8 there)"},
+                                "to twice the L2; full: 2, and 4 there, jittered)"},
        quantities=("l2.bandwidth_bytes_per_s", "l2.capacity_bytes"), kernels=("bandwidth.cu",))
 def bw_l2(ctx, footprint_bytes: int) -> list[Sample]:
     """L2 read bandwidth (B/s): 16-byte ld.global.cg loads of every SM re-reading a footprint; past the L2's

@@ -11,17 +11,29 @@ The probe proves its own result: the chain is one cycle through every line by co
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from probes.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, cupy_launcher,
                           measure_chase, smem_footprints, steps_for, three_footprints)
 from probes.harness import Sample, repeat_until_stable
+from probes.kit import STRIDE_WARMUP_S
 from probes.registry import geom, probe
 
 
 def footprint_sweep(device: dict) -> list[int]:
-    """1 KiB to 4x L2, 8 jittered points per octave (about 220 points on a 60 MiB L2)."""
-    return geom(1 << 10, 4 * device["l2_bytes"], per_octave=8, jitter_seed=device["l2_bytes"], align=128)
+    """1 KiB to 4x L2, 4 jittered points per octave (about 70 points on a 50 MiB L2), and the three footprints
+    the Numba chase measures, so that the two front ends are compared at the same footprints."""
+    sweep = geom(1 << 10, 4 * device["l2_bytes"], per_octave=4, jitter_seed=device["l2_bytes"], align=128)
+    return sorted(set(sweep) | set(three_footprints(device)))
+
+
+def sweep_ctx(ctx):
+    """``ctx`` with the short warm-up of the sweeps of hundreds of configs: the calibration launch and every
+    timed launch walk the chain warm before their timed steps, and cycles count on the SM's own clock."""
+    return dataclasses.replace(ctx, budget=dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s,
+                                                                                         STRIDE_WARMUP_S)))
 
 
 #: Strides of the capacity-in-lines sweeps: a cache of L-byte lines holds one element per line when the stride
@@ -32,17 +44,17 @@ LINE_STRIDES = (32, 64, 256)
 
 def latency_configs(device: dict) -> list[dict]:
     """The full staircase at 128-byte stride, through L1 and L2-only; the through-L1 chase again at 32, 64 and
-    256 bytes around the L1's capacity (1/16..8x shared memory per SM, 8 per octave), and the L2-only one at 64
-    and 256 bytes around the L2 (L2/16..4x L2, 4 per octave), for each cache's line size."""
+    256 bytes around the L1's capacity (1/16..8x shared memory per SM, 4 per octave), and the L2-only one at 64
+    and 256 bytes around the L2 (L2/16..4x L2, 2 per octave), for each cache's line size."""
     configs = [{"footprint_bytes": f, "stride_bytes": 128, "flavour": flavour}
                for flavour in ("default", "cg") for f in footprint_sweep(device)]
     smem, l2 = device["smem_per_sm_bytes"], device["l2_bytes"]
     for stride in LINE_STRIDES:
         configs += [{"footprint_bytes": f, "stride_bytes": stride, "flavour": "default"}
-                    for f in geom(smem // 16, 8 * smem, per_octave=8, jitter_seed=smem + stride, align=stride)]
+                    for f in geom(smem // 16, 8 * smem, per_octave=4, jitter_seed=smem + stride, align=stride)]
     for stride in (64, 256):
         configs += [{"footprint_bytes": f, "stride_bytes": stride, "flavour": "cg"}
-                    for f in geom(l2 // 16, 4 * l2, per_octave=4, jitter_seed=l2 + stride, align=stride)]
+                    for f in geom(l2 // 16, 4 * l2, per_octave=2, jitter_seed=l2 + stride, align=stride)]
     return configs
 
 
@@ -50,7 +62,7 @@ def latency_configs(device: dict) -> list[dict]:
        sweeps={"quick": lambda d: {"footprint_bytes": three_footprints(d), "stride_bytes": [128],
                                    "flavour": ["default"]},
                "full": latency_configs},
-       axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 8/octave, and the "
+       axes={"footprint_bytes": "quick: one footprint in L1, L2 and HBM; full: 1 KiB..4x L2, 4/octave, and the "
                                 "line-size sweeps around each cache's capacity",
              "stride_bytes": "bytes between chain elements: 128 (one per line); full adds 32, 64 and 256 around the "
                              "L1 and 64 and 256 around the L2 (capacity counted in lines)",
@@ -61,7 +73,7 @@ def latency_configs(device: dict) -> list[dict]:
        kernels=("chase.cu",))
 def chase_latency(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per dependent 64-bit load over a random single-cycle chain of the given footprint."""
-    return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
+    return measure_chase(sweep_ctx(ctx), footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
 
 
 SECTOR_SPAN = 32  # bytes: the smallest block a cache fills, so the smallest block the sweep must overflow
@@ -118,20 +130,20 @@ PAGE_STRIDES = tuple(PAGE_STRIDE * 2**k // 4 for k in (0, 1, 3, 4, 5, 6, 7, 8, 9
 
 
 def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
-    """One element per 2 MiB block, 4 footprints per octave (quick: 2), and in ``full`` the same chase at
-    block strides of 1/4 to 128 pages, 2 per octave, to measure the span one TLB entry covers."""
+    """One element per 2 MiB block, 2 footprints per octave, and in ``full`` the same chase at block strides of
+    1/4 to 128 pages, 1 per octave, to measure the span one TLB entry covers."""
     configs = [{"footprint_bytes": f, "stride_bytes": PAGE_STRIDE, "flavour": "cg"}
-               for f in page_footprints(device, PAGE_STRIDE, 2 if quick else 4)]
+               for f in page_footprints(device, PAGE_STRIDE, 2)]
     if not quick:
         configs += [{"footprint_bytes": f, "stride_bytes": s, "flavour": "cg"} for s in PAGE_STRIDES
-                    for f in page_footprints(device, s, 2) if f >= 32 * PAGE_STRIDE]
+                    for f in page_footprints(device, s, 1) if f >= 32 * PAGE_STRIDE]
     return configs
 
 
 @probe("chase.tlb",
        sweeps={"quick": lambda d: tlb_configs(d, quick=True), "full": tlb_configs},
-       axes={"footprint_bytes": "2 blocks .. total memory / 4, 4 per octave at 2 MiB blocks (quick: 2), 2 per "
-                                "octave from 64 MiB at the other block sizes",
+       axes={"footprint_bytes": "2 blocks .. total memory / 4, 2 per octave at 2 MiB blocks, 1 per octave "
+                                "from 64 MiB at the other block sizes (full only)",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
                              "0.5 MiB..256 MiB blocks (the page size from how the knee moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
@@ -141,7 +153,7 @@ def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> lis
     """Cycles per load with one chain element per large block: the lines touched fit in L2 at every
     footprint, so latency steps only where the pages touched outgrow a TLB's reach, by that TLB's miss
     penalty.  Each element sits at a random sector of its block, so no two share a set by their low bits."""
-    return measure_chase(ctx, footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
+    return measure_chase(sweep_ctx(ctx), footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
 
 
 @probe("chase.smem",

@@ -35,7 +35,7 @@ LANES = 32
 LOAD_BYTES = (4, 16)
 ILPS = (1, 2, 4, 8)
 LEVELS = ("dram", "l2")
-FULL_WARPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 56, 64)
+FULL_WARPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # about two per doubling
 QUICK_WARPS = (1, 4, 16, 64)
 QUICK_ILPS = (1, 4)
 #: Registers per thread of each stream kernel as ptxas builds it for sm_90 (tests/test_occupancy_probe.py
@@ -246,7 +246,7 @@ def measure_throughput(ctx, resident_warps_per_sm: int, ilp: int, load_bytes: in
 
 
 AXES = {
-    "resident_warps_per_sm": "warps resident on every SM (full: 1, 2, 3, 4, 6, 8, 12, .., 64; quick: 1, 4, 16, "
+    "resident_warps_per_sm": "warps resident on every SM (full: 1, 2, 3, 4, 6, 8, 12, .., 48, 64; quick: 1, 4, 16, "
                              "64), up to max_threads_per_sm / 32 and what the kernel's registers allow",
     "ilp": "independent loads each thread issues before using any (full: 1, 2, 4, 8; quick: 1, 4)",
     "load_bytes": "bytes per lane per load: 4 (a 128-byte warp load, the lecture's) or 16 (LDG.E.128)",

@@ -18,11 +18,13 @@ read, on every launch.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from probes.harness import Sample, repeat_until_stable
+from probes.kit import STRIDE_WARMUP_S
 from probes.registry import probe
 
 LANES = 32  #: one warp
@@ -39,15 +41,24 @@ SAMPLE_S = 5e-4
 CALIBRATION_TRIPS, MIN_TRIPS, MAX_TRIPS = 64, 64, 1 << 24
 
 
-#: quick's strides: every conflict degree 1..32 of 32 banks appears, with odd strides between them.
-QUICK_STRIDES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 15, 16, 17, 24, 31, 32, 33, 48, 64)
+#: quick's strides: every conflict degree 1..32 of 32 banks appears (the powers of two), with odd strides
+#: between them and past the warp.
+QUICK_STRIDES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 33, 64)
+
+
+#: full adds every stride up to this one: each conflict degree 1..16 of 32 banks at 4 bytes, and each
+#: element size's pattern over the first half warp of banks.
+FULL_DENSE_STRIDE = 16
 
 
 def stride_sweep(device: dict, profile: str) -> list[int]:
-    """quick: a spread of strides up to 64; full: every stride up to 64.  Capped so that a warp's 16-byte
-    elements at the stride, padded by one element and offset by one, fit a block's shared memory."""
+    """quick: a spread of strides up to 64; full: every stride up to FULL_DENSE_STRIDE and the spread above.
+    Capped so that a warp's 16-byte elements at the stride, padded by one element and offset by one, fit a
+    block's shared memory."""
     cap = min(MAX_STRIDE, device["smem_per_block_bytes"] // (LANES * max(ACCESS_BYTES)) - 1)
-    strides = range(cap + 1) if profile == "full" else [s for s in QUICK_STRIDES if s <= cap] + [cap]
+    strides = [s for s in QUICK_STRIDES if s <= cap] + [cap]
+    if profile == "full":
+        strides += range(min(cap, FULL_DENSE_STRIDE) + 1)
     return sorted(set(strides))
 
 
@@ -133,7 +144,10 @@ def measure_banks(ctx, access_bytes: int, stride_words: int, layout: str, offset
         return [Sample("cycles_per_access", cycles / (trips * per_trip * warps), "cycles", repeat, hz,
                        "clock64", ctx.throttle_flag(hz))]
 
-    return repeat_until_stable(sample, "cycles_per_access", ctx.budget)
+    # The calibration launch already ran these loads, and cycles are counted on the SM's own clock: a short
+    # warm-up, as the other sweeps of hundreds of configs.
+    budget = dataclasses.replace(ctx.budget, warmup_s=min(ctx.budget.warmup_s, STRIDE_WARMUP_S))
+    return repeat_until_stable(sample, "cycles_per_access", budget)
 
 
 def cupy_launcher(access_bytes: int, form: str):
@@ -156,7 +170,8 @@ def cupy_launcher(access_bytes: int, form: str):
 
 
 AXES = {"access_bytes": "bytes per lane per load: 4 (LDS), 8 (LDS.64), 16 (LDS.128)",
-        "stride_words": "elements between consecutive lanes' addresses (0: all lanes read one element)",
+        "stride_words": "elements between consecutive lanes' addresses (0: all lanes read one element); "
+                        "quick: 0..8, 16, 32, 33 and 64; full adds every stride up to 16",
         "offset_words": "elements added to every lane's index (full: 0 and 1; conflicts must not move)",
         "form": "latency (dependent loads) or throughput (independent loads)"}
 
