@@ -22,8 +22,9 @@ import numpy as np
 
 from probes.cuda import blocks_per_sm
 from probes.harness import Sample, calibrate
-from probes.kit import event_samples, kernel_clock_hz
+from probes.compute import check_identical, measure_rate, occupancy_sample
 from probes.registry import probe
+from probes.wgmma import wgmma_fragment_to_matrix
 
 LANES = 32
 #: tensor_units.cu's constants.
@@ -40,8 +41,8 @@ UNITS = (*WGMMA_UNITS, *DMMA_UNITS)
 #: sub-partition (4 per SM); 8-bit inputs at most twice that, 64-bit at most a quarter.  CLOCK_SLACK covers
 #: the measured clock's jitter.
 SUBPARTITIONS, TC_FMA_PER_CLK_SUBPARTITION_16BIT, CLOCK_SLACK = 4, 1024, 1.05
-#: A launch lasts about LAUNCH_S; a sample (several launches) at least SAMPLE_S.
-LAUNCH_S, SAMPLE_S = 2e-3, 4e-3
+#: A launch lasts about LAUNCH_S (a sample, several launches, compute.measure_rate's SAMPLE_S).
+LAUNCH_S = 2e-3
 MAX_TRIPS = 2**31 - 1
 #: One bf16 commit group against the host's matmul, relative to the result's largest magnitude (fp32
 #: accumulation rounds; a misread layout is off by O(1)).
@@ -108,19 +109,6 @@ def rs_a_fragment(a: np.ndarray) -> np.ndarray:
     return (low | high << 16).reshape(-1)
 
 
-def wgmma_fragment_to_matrix(out: np.ndarray, n: int) -> np.ndarray:
-    """The 64 x N accumulator from one warpgroup's registers (``out``: 128 threads x N/2 values): register i
-    of lane l in warp w holds row 16 w + g + 8 ((i mod 4) >= 2), column 8 (i / 4) + 2 c + (i mod 2)."""
-    d = np.empty((WGMMA_M, n), dtype=out.dtype)
-    t = np.arange(WG_THREADS)[:, None]
-    i = np.arange(n // 2)[None, :]
-    lane = t % LANES
-    rows = 16 * (t // LANES) + lane // 4 + 8 * ((i % 4) >= 2)
-    cols = 8 * (i // 4) + 2 * (lane % 4) + (i % 2)
-    d[rows, cols] = out.reshape(WG_THREADS, n // 2)
-    return d
-
-
 def dmma_a_fragment(a: np.ndarray) -> np.ndarray:
     """Per lane, A's doubles of mma.sync f64 (``a``: M x K, row-major): a_i = A[g + 8 (i mod 2), c + 4 (i / 2)]."""
     lane = np.arange(LANES)[:, None]
@@ -166,34 +154,12 @@ def _kernel(name: str):
     return kernel("tensor_units.cu", name, arch="sm_90a")
 
 
-def _check_identical(out: np.ndarray, what: str) -> None:
-    """Every row of ``out`` (one per CTA or warp, all given the same operands) equals the first; finite."""
-    if not np.isfinite(out).all() or not np.any(out[0]):
-        raise RuntimeError(f"{what}: non-finite or all-zero accumulators")
-    bad = np.count_nonzero(np.any(out != out[0], axis=1))
-    if bad:
-        raise RuntimeError(f"{what}: {bad} of {len(out)} blocks of accumulators differ from the first, with the "
-                           "same operands")
-
-
-def _measure(ctx, unit: str, launch, clocks, check, ops_per_launch: float, blocks: int) -> list[Sample]:
-    """Event-time ``launch`` until stable: ``per_clk_sm`` (ops / clock / SM at the launch's own clock, the
-    primary metric) and ``throughput`` (ops / s); ``check()`` runs after every sample."""
-    sms = ctx.device["sm_count"]
-    unit_name = "op" if unit.startswith("int8") else "FLOP"
-    bound = bound_per_clk_sm(unit)
-
-    def after(seconds: float, repeat: int) -> list[Sample]:
-        hz = kernel_clock_hz(clocks.get())
-        check()
-        rate = ops_per_launch / seconds
-        per_clk = rate / sms / hz
-        flag = "invalid" if per_clk > bound else ctx.throttle_flag(hz, power_limited=True)
-        return [Sample("per_clk_sm", per_clk, f"{unit_name}/cycle", repeat, hz, "cuda_event", flag),
-                Sample("throughput", rate, f"{unit_name}/s", repeat, hz, "cuda_event", flag)]
-
-    return event_samples(ctx, launch, after, "per_clk_sm", sample_s=SAMPLE_S) + [
-        Sample("blocks_per_sm", blocks // sms, "1", 0, None, "config")]
+def _rates(ctx, unit: str, launch, clocks, check, ops_per_launch: float, blocks: int) -> list[Sample]:
+    """compute.measure_rate's samples (ops per clock per SM at the launch's own clock, ops per second) and
+    the blocks per SM the grid ran with."""
+    return (measure_rate(ctx, launch, clocks, check, ops_per_launch, "op" if unit.startswith("int8") else "FLOP",
+                         bound_per_clk_sm(unit), power_limited=True)
+            + [occupancy_sample(blocks, ctx, "blocks_per_sm", 1)])
 
 
 def _wgmma(ctx, unit: str) -> list[Sample]:
@@ -232,7 +198,7 @@ def _wgmma(ctx, unit: str) -> list[Sample]:
     # One commit group (STEPS wgmmas) against the host's matmul: the layouts are the ones the host assumes.
     run(1)()
     per_cta = out.get().reshape(blocks, -1)
-    _check_identical(per_cta, name)
+    check_identical(per_cta, name, "blocks")
     got = wgmma_fragment_to_matrix(per_cta[0], n).astype(np.float64)
     error = np.abs(got - STEPS * product).max() / np.abs(STEPS * product).max()
     if error > (0 if integer else WGMMA_RTOL):
@@ -252,8 +218,8 @@ def _wgmma(ctx, unit: str) -> list[Sample]:
         if not np.array_equal(out[:cta_values].get(), first):
             raise RuntimeError(f"{name}: CTA 0's accumulators changed between identical launches")
 
-    samples = _measure(ctx, unit, run(groups), clocks, check, float(blocks) * groups * STEPS * unit_ops(unit), blocks)
-    _check_identical(out.get().reshape(blocks, -1), name)
+    samples = _rates(ctx, unit, run(groups), clocks, check, float(blocks) * groups * STEPS * unit_ops(unit), blocks)
+    check_identical(out.get().reshape(blocks, -1), name, "blocks")
     return samples
 
 
@@ -289,9 +255,9 @@ def _dmma(ctx, unit: str) -> list[Sample]:
     trips, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
     run(trips)()
     warp0(trips)
-    samples = _measure(ctx, unit, run(trips), clocks, lambda: warp0(trips),
+    samples = _rates(ctx, unit, run(trips), clocks, lambda: warp0(trips),
                        float(warps) * trips * DMMA_ACC * unit_ops(unit), blocks)
-    _check_identical(out.get().reshape(warps, -1), name)
+    check_identical(out.get().reshape(warps, -1), name, "warps")
     return samples
 
 

@@ -92,7 +92,7 @@ def test_no_probe_module_borrows_another_ones_private_names():
 #: tensor-map encoder, the Numba bank probe the CuPy one's sweep and checks, wgmma the tensor-core operands,
 #: bounds and rate sampler of compute.py); nothing else.
 OWN_FAMILY = {"dram": {"probes.bandwidth"}, "dsmem": {"probes.hopper"}, "tma": {"probes.hopper", "probes.tensor_map"},
-              "dpx": {"probes.hopper"}, "barriers": {"probes.hopper"},
+              "dpx": {"probes.hopper"}, "barriers": {"probes.hopper"}, "tensor_units": {"probes.compute", "probes.wgmma"},
               "smem_banks_numba": {"probes.smem_banks"}, "wgmma": {"probes.compute"}}
 #: Every module under probes/ that is not the kit or the house: a family, or a unit of one.
 FAMILIES = sorted(p.stem for p in PROBES.glob("*.py")
