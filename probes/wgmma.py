@@ -44,12 +44,12 @@ QUICK_WGMMA_NS = (128, 256)
 OPERAND_SETS = ("signed", "unit")
 #: Burst launches last about BURST_S (the full profile's short ones SHORT_BURST_S); rests as the docstring says.
 BURST_S, SHORT_BURST_S = 6e-3, 5e-4
-REST_MIN_S, REST_MAX_S, REST_MARGIN = 0.1, 0.5, 1.5
+REST_MIN_S, REST_MAX_S, REST_MARGIN = 0.1, 0.25, 1.5
 SUSTAINED_SAMPLE_S = 0.05
 #: Per profile (told apart by its config budget, Budget.for_profile): (bursts per operand set, short
 #: bursts, seconds of sustained launches).  The sustained rate settles within a tenth of a second, so the
 #: quick profile's shorter run keeps its meaning, but it sees less of the slow decline as the chip warms.
-QUICK_PLAN, FULL_PLAN = (3, 0, 0.4), (5, 3, 1.5)
+QUICK_PLAN, FULL_PLAN = (2, 0, 0.4), (3, 2, 1.5)
 #: A one-group launch against the host's matmul, relative to the result's largest magnitude (the tensor
 #: core's own fp32 accumulation keeps fewer bits for FP8; a misread layout is off by O(1)).
 WGMMA_RTOL = 1e-2
