@@ -10,7 +10,10 @@ A run directory holds
 * ``parts/<probe>/<config>.parquet`` -- the same rows, one file per finished config.  Parts are the durable
   record while a run is in flight: each is written by atomic rename, so a crash or ``kill -9`` loses at most
   the config being measured, and ``gpuatlas run --resume`` skips every config that has a part.
-  ``measurements.parquet`` is the merge of the parts, rewritten (atomically) after every probe.
+* ``parts/<probe>.parquet`` -- a probe's finished configs in one file, written when the probe ends, so that
+  reading a run in flight reads a file per probe, not one per config.
+  ``measurements.parquet`` is the merge of all of these, written when the run ends (the per-probe files are
+  then removed); a reader of an interrupted or killed run sees every part not merged yet.
 
 Every file is replaced by ``os.replace`` of a finished temporary file: a reader never sees half a file.
 """
@@ -25,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from analysis.errors import UsageError
 
@@ -103,6 +108,20 @@ def atomic_write_parquet(path: Path, frame: pd.DataFrame) -> None:
         raise
 
 
+def write_table(path: Path, table: pa.Table) -> None:
+    """Write ``table`` to ``path`` whole or not at all, as a part is written: atomic against the writer's death
+    (``kill -9``), not synced to the disk, which a machine's crash alone could lose (a part costs a
+    millisecond; a sync would cost more than that)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def config_key(params: dict) -> str:
     """Canonical ``k=v,k=v`` string of one config's parameters, sorted by name."""
     return ",".join(f"{k}={params[k]}" for k in sorted(params))
@@ -142,6 +161,9 @@ class RunDir:
     def part_path(self, probe: str, params: dict) -> Path:
         return self.parts / probe / config_filename(params)
 
+    def probe_path(self, probe: str) -> Path:
+        return self.parts / f"{probe}.parquet"
+
     # -- reading ---------------------------------------------------------------------------------
     def read_meta(self) -> dict:
         if not self.path.is_dir():
@@ -164,27 +186,56 @@ class RunDir:
                              f"gpuatlas reads ({SCHEMA_VERSION}): upgrade gpuatlas")
         return meta
 
-    def read_measurements(self) -> pd.DataFrame:
-        """All measured rows: the merged file plus any parts not yet merged (an interrupted run)."""
-        frames = []
-        if self.measurements_path.exists():
-            frames.append(_read_parquet(self.measurements_path))
-        parts = sorted(self.parts.glob("*/*.parquet")) if self.parts.is_dir() else []
-        merged = set()
-        if frames and parts:  # parts already in the merged file are not read again (a full run has thousands)
-            pairs = frames[0][["probe", "config"]].drop_duplicates()
-            merged = {(probe, _part_name(config)) for probe, config in zip(pairs["probe"], pairs["config"])}
-        for part in parts:
-            if (part.parent.name, part.name) in merged:
-                continue
-            frame = _read_parquet(part)
-            if not frame.empty and (frame["probe"].iat[0], _part_name(frame["config"].iat[0])) in merged:
-                continue
-            frames.append(frame)
+    def read_measurements(self, order=()) -> pd.DataFrame:
+        """All measured rows: the merged file, then the rows not merged yet (an interrupted run, or one being
+        measured) probe by probe, those in ``order`` first."""
+        frames = self._frames(None, order)
         if not frames:
             raise UsageError(f"{self.path} holds no measurements yet: finish it with "
                              f"`gpuatlas run --resume {self.path}`")
         return _whole_parameters(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+
+    def read_probe(self, probe: str) -> pd.DataFrame:
+        """The rows of one probe, merged or not (empty if it has none)."""
+        frames = self._frames(probe)
+        return _whole_parameters(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            columns=list(MEASUREMENT_COLUMNS)))
+
+    def _frames(self, probe: str | None, order=()) -> list[pd.DataFrame]:
+        """The merged rows (of ``probe``, or all), then each probe's own file and its parts, every config once:
+        a part already in the merged file or its probe's file is not read (a full run has thousands)."""
+        frames, held = [], set()  # (probe, part file name) of every config read
+
+        def add(frame: pd.DataFrame, keys: list[tuple]) -> None:
+            new = {key for key in keys if (key[0], _part_name(key[1])) not in held}
+            if len(new) < len(keys):  # a file left by a run killed while it merged: only what is not merged yet
+                frame = frame[[key in new for key in zip(frame["probe"], frame["config"])]]
+            if len(frame):
+                frames.append(frame)
+                held.update((p, _part_name(c)) for p, c in new)
+
+        def add_file(path: Path, filters=None) -> None:
+            frame = _read_parquet(path, filters=filters)
+            keys = frame[["probe", "config"]].drop_duplicates()
+            add(frame, list(zip(keys["probe"], keys["config"])))
+
+        if self.measurements_path.exists():
+            add_file(self.measurements_path, None if probe is None else [("probe", "==", probe)])
+        for name in self._unmerged(order) if probe is None else [probe]:
+            if self.probe_path(name).is_file():
+                add_file(self.probe_path(name))
+            folder = self.parts / name
+            for part in sorted(folder.glob("*.parquet")) if folder.is_dir() else ():
+                if (name, part.name) not in held:
+                    frame = _read_parquet(part)  # one config
+                    add(frame, [(frame["probe"].iat[0], frame["config"].iat[0])] if len(frame) else [])
+        return frames
+
+    def _unmerged(self, order=()) -> list[str]:
+        """Probes with files under parts/: those in ``order`` first, then the rest by name."""
+        found = {p.name.removesuffix(".parquet") for p in self.parts.iterdir()
+                 if not p.name.startswith(".")} if self.parts.is_dir() else set()
+        return [p for p in order if p in found] + sorted(found - set(order))
 
     def read_derived(self) -> pd.DataFrame:
         if not self.derived_path.is_file():
@@ -207,29 +258,44 @@ class RunDir:
         return migrate_derived(frame, self.read_meta()["schema_version"])
 
     def done_configs(self, probe: str) -> set[str]:
-        """Config keys of ``probe`` whose part is on disk (or already merged)."""
+        """Config keys of ``probe`` that are on disk: merged, in its probe's file, or in a part."""
         done = set()
         if self.measurements_path.exists():
-            frame = _read_parquet(self.measurements_path, columns=["probe", "config"])
-            done |= set(frame.loc[frame["probe"] == probe, "config"])
+            frame = _read_parquet(self.measurements_path, columns=["probe", "config"],
+                                  filters=[("probe", "==", probe)])
+            done |= set(frame["config"])
+        if self.probe_path(probe).is_file():
+            done |= set(_read_parquet(self.probe_path(probe), columns=["config"])["config"])
         folder = self.parts / probe
         if folder.is_dir():
+            named = {_part_name(key) for key in done}
             for part in folder.glob("*.parquet"):
-                done |= set(_read_parquet(part, columns=["config"])["config"])
+                if part.name not in named:
+                    done |= set(_read_parquet(part, columns=["config"])["config"])
         return done
 
     # -- writing ---------------------------------------------------------------------------------
     def write_meta(self, meta: dict) -> None:
         atomic_write_text(self.run_json, json.dumps(meta, indent=2, sort_keys=False, default=str) + "\n")
 
-    def write_part(self, probe: str, params: dict, rows: pd.DataFrame) -> None:
-        atomic_write_parquet(self.part_path(probe, params), rows)
+    def write_part(self, probe: str, params: dict, rows: pa.Table) -> None:
+        write_table(self.part_path(probe, params), rows)
 
-    def merge_parts(self) -> pd.DataFrame:
-        """Rewrite measurements.parquet as the union of everything measured so far."""
-        frame = self.read_measurements()
+    def write_probe(self, probe: str, tables: list[pa.Table]) -> None:
+        """A probe's finished parts as its one file, with the rows that file holds already (a resumed probe)."""
+        path = self.probe_path(probe)
+        if path.is_file():
+            tables = [pq.read_table(path), *tables]
+        write_table(path, pa.concat_tables(tables, promote_options="permissive"))
+
+    def merge_parts(self, order=()) -> pd.DataFrame:
+        """Write measurements.parquet as the union of everything measured (probes in ``order`` first, as
+        ``read_measurements`` orders them), then remove the per-probe files it holds."""
+        frame = self.read_measurements(order)
         frame = frame.drop_duplicates(subset=["probe", "config", "metric", "repeat"], keep="last")
         atomic_write_parquet(self.measurements_path, frame)
+        for path in self.parts.glob("*.parquet") if self.parts.is_dir() else ():
+            path.unlink()
         return frame
 
     def remove_temporaries(self) -> list[Path]:
@@ -252,9 +318,9 @@ def migrate_derived(derived: pd.DataFrame, schema_version: int) -> pd.DataFrame:
     return derived
 
 
-def _read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+def _read_parquet(path: Path, columns: list[str] | None = None, filters=None) -> pd.DataFrame:
     try:
-        frame = pd.read_parquet(path, columns=columns)
+        frame = pd.read_parquet(path, columns=columns, filters=filters)
     except Exception as exc:  # pyarrow raises several types for truncated or foreign files
         raise UsageError(f"{path} is not a readable parquet file ({exc.__class__.__name__}): it is "
                          "truncated or foreign; delete it and finish the run with `gpuatlas run --resume`"

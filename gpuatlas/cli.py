@@ -82,8 +82,7 @@ def cmd_run(args) -> int:
         if state.get("error"):
             line += f" -- {state['error']}"
         elif state["configs_done"]:
-            measured = run.read_measurements()
-            unstable = unstable_configs(measured[measured["probe"] == probe.id])
+            unstable = unstable_configs(run.read_probe(probe.id))
             if len(unstable):
                 line += (f" [yellow]({len(unstable)} configs spread more than {SPREAD_WARNING:.0%}; "
                          "see the report's warnings)[/]")

@@ -165,28 +165,43 @@ def _rebound(module_name: str) -> frozenset:
 def _local_imports(obj, root: Path) -> dict:
     """Names that ``obj`` imports inside its body from this project's modules (``from probes.cuda import
     kernel``), as name -> value: followed like its global names."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
-    except (OSError, TypeError, SyntaxError):
-        return {}
     found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            if not _is_own_module(node.module, root):
-                continue
-            module = importlib.import_module(node.module)
-            found.update({alias.asname or alias.name: getattr(module, alias.name) for alias in node.names
-                          if hasattr(module, alias.name)})
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if _is_own_module(alias.name, root):
-                    found[(alias.asname or alias.name).split(".")[0]] = importlib.import_module(alias.name)
+    for module_name, names in _body_imports(obj):
+        if not _is_own_module(module_name, root):
+            continue
+        module = importlib.import_module(module_name)
+        if isinstance(names, str):  # ``import a.b [as c]`` binds ``c``, or ``a``
+            found[names] = module
+        else:
+            found.update({bound: getattr(module, name) for name, bound in names if hasattr(module, name)})
     return found
 
 
-def _is_own_module(name: str, root: Path) -> bool:
-    """Whether module ``name`` is this project's (found without importing it; a missing package is not)."""
+@functools.lru_cache(maxsize=None)
+def _body_imports(obj) -> tuple:
+    """The absolute imports in ``obj``'s source, in walk order: ``(module, ((name, bound name), ...))`` for a
+    ``from`` import, ``(module, bound name)`` for a plain one (parsed once per object, as ``_syntax`` is)."""
     try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError):
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.module, tuple((alias.name, alias.asname or alias.name) for alias in node.names)))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, (alias.asname or alias.name).split(".")[0]) for alias in node.names]
+    return tuple(found)
+
+
+def _is_own_module(name: str, root: Path) -> bool:
+    """Whether module ``name`` is this project's (found without importing it; a missing package is not).  A
+    submodule of another package's is not, and is not looked for: finding it would import its package."""
+    top = name.partition(".")[0]
+    try:
+        if top != name and (spec := importlib.util.find_spec(top)) is not None and spec.origin \
+                and not _is_own_file(spec.origin, root):
+            return False
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
@@ -215,6 +230,7 @@ def _is_own(obj, root: Path) -> bool:
     return _is_own_file(getattr(sys.modules.get(obj.__module__), "__file__", None), root)
 
 
+@functools.lru_cache(maxsize=None)
 def _is_own_file(file: str | None, root: Path) -> bool:
     if not file:
         return False

@@ -1,8 +1,9 @@
 """``gpuatlas run``: measure the selected probes' configs into a run directory, resumably.
 
-Each finished config is written at once as its own part (atomic rename), run.json is rewritten after every
-probe, and a failing probe is recorded with its error while the run goes on.  ``--resume`` re-reads the
-run's own settings and measures only the configs that have no part yet.
+Each finished config is written at once as its own part (atomic rename) and each finished probe's parts as
+one file, run.json is rewritten after every probe, and a failing probe is recorded with its error while the
+run goes on; measurements.parquet is merged once, at the end (or at Ctrl-C).  ``--resume`` re-reads the run's
+own settings and measures only the configs that have no part yet.
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from analysis.errors import UsageError
-from analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from analysis.results import SCHEMA, SCHEMA_VERSION, TELEMETRY_COLUMNS, RunDir, config_filename, config_key
 from probes import telemetry
 from probes.harness import Budget, Context
 from probes.telemetry import EMPTY as TELEMETRY_EMPTY, POLL_S
@@ -74,21 +76,36 @@ def telemetry_windows(samples, start: float, poll_s: float = POLL_S) -> list[tup
     return windows
 
 
-def samples_frame(meta: dict, probe_id: str, params: dict, samples, recorder=None,
-                  start: float | None = None, origin: float | None = None) -> pd.DataFrame:
-    """One row per sample; with a telemetry ``recorder``, each row carries the readings of its window (from
-    ``start``, the config's), and ``elapsed_s``, its time since ``origin`` (the probe's start)."""
+def samples_table(meta: dict, probe_id: str, params: dict, samples, recorder=None,
+                  start: float | None = None, origin: float | None = None) -> pa.Table:
+    """One row per sample, as an Arrow table (a config's part); with a telemetry ``recorder``, each row carries
+    the readings of its window (from ``start``, the config's), and ``elapsed_s``, its time since ``origin`` (the
+    probe's start)."""
     samples = list(samples)
-    first = min((s.created for s in samples), default=0.0)
-    start = first if start is None else start
+    if not samples:
+        return pa.table({})
+    start = min(s.created for s in samples) if start is None else start
     origin = start if origin is None else origin
     windows = telemetry_windows(samples, start)
-    readings = recorder.windows(windows) if recorder is not None else [dict(TELEMETRY_EMPTY) for _ in windows]
-    rows = [{"run_id": meta["run_id"], "gpu": meta["gpu"], "probe": probe_id, "config": config_key(params),
-             **params, "metric": s.metric, "value": float(s.value), "unit": s.unit, "repeat": s.repeat,
-             "sm_clock_hz": s.sm_clock_hz, "timer": s.timer, "flag": s.flag, **reading,
-             "elapsed_s": s.created - origin} for s, reading in zip(samples, readings)]
-    return pd.DataFrame(rows).astype({"clock_event_reasons": "int64"}) if rows else pd.DataFrame(rows)
+    readings = recorder.windows(windows) if recorder is not None else [TELEMETRY_EMPTY for _ in windows]
+    n = len(samples)
+    columns = {"run_id": [meta["run_id"]] * n, "gpu": [meta["gpu"]] * n, "probe": [probe_id] * n,
+               "config": [config_key(params)] * n, **{name: [value] * n for name, value in params.items()},
+               "metric": [s.metric for s in samples], "value": [float(s.value) for s in samples],
+               "unit": [s.unit for s in samples], "repeat": [s.repeat for s in samples],
+               "sm_clock_hz": [s.sm_clock_hz for s in samples], "timer": [s.timer for s in samples],
+               "flag": [s.flag for s in samples]}
+    for name in TELEMETRY_COLUMNS[:-1]:
+        columns[name] = [reading[name] for reading in readings]
+    columns["clock_event_reasons"] = pa.array(columns["clock_event_reasons"], pa.int64())
+    columns["elapsed_s"] = [s.created - origin for s in samples]
+    return pa.table(columns)
+
+
+def samples_frame(meta: dict, probe_id: str, params: dict, samples, recorder=None,
+                  start: float | None = None, origin: float | None = None) -> pd.DataFrame:
+    """``samples_table``'s rows as a DataFrame."""
+    return samples_table(meta, probe_id, params, samples, recorder, start, origin).to_pandas()
 
 
 def new_run(out_root: Path, device: dict, software: dict, probes: list[Probe], profile: str,
@@ -159,18 +176,22 @@ class ProbeFailed(Exception):
 
 def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo: list[dict], ctx: Context,
                     report: Callable[[dict], None]) -> None:
-    """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured."""
+    """Measure ``todo`` with ``func``, writing each config's part as soon as it is measured, and the probe's
+    file (its parts in the order a reader of the parts reads them) once all are."""
     recorder = telemetry.recorder(ctx.device.get("uuid"))
     origin = time.monotonic()
+    tables = {}
     for params in todo:
         start = time.monotonic()
         try:
             samples = func(ctx, **params)
         except Exception as exc:
             raise ProbeFailed(f"{config_key(params)}: {exc.__class__.__name__}: {exc}") from None
-        rows = samples_frame(meta, probe_id, params, samples, recorder, start, origin)
-        run.write_part(probe_id, params, rows)
+        tables[config_filename(params)] = samples_table(meta, probe_id, params, samples, recorder, start, origin)
+        run.write_part(probe_id, params, tables[config_filename(params)])
         report(params)
+    if tables:
+        run.write_probe(probe_id, [tables[name] for name in sorted(tables)])
 
 
 def _worker(run_path: str, budget: Budget, tasks, events) -> None:
@@ -364,8 +385,6 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                     error = str(exc)
             state.update(status="failed" if error else "ok", error=error,
                          seconds=round(state["seconds"] + time.perf_counter() - started, 3))
-            if any(run.parts.glob("*/*.parquet")):
-                run.merge_parts()
             run.write_meta(meta)
             if on_probe:
                 on_probe(probe, state)
@@ -374,13 +393,15 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             if state["status"] == "running":
                 state["status"] = "interrupted"
         run.write_meta(meta)
+        if any(s["configs_done"] for s in meta["probes"].values()):
+            run.merge_parts(order=list(meta["probes"]))
         raise RunInterrupted(run.path) from None
     finally:
         worker.stop()
     meta["ended"] = _now()
     run.write_meta(meta)
     if any(s["configs_done"] for s in meta["probes"].values()):
-        run.write_derived(derive(meta, run.merge_parts()))
+        run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"]))))
     return meta
 
 

@@ -9,6 +9,7 @@ recorded and every telemetry column stays empty.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -24,6 +25,10 @@ SW_POWER_CAP, SW_THERMAL, HW_THERMAL, HW_POWER_BRAKE = 0x4, 0x20, 0x40, 0x80
 STALE_S = 0.1
 #: Readings kept (the oldest half is dropped past it): hours at POLL_S, far longer than any config.
 MAX_READINGS = 1 << 20
+
+
+def _time(row: tuple) -> float:
+    return row[0]
 
 
 def reason_flags(mask: int) -> str:
@@ -72,11 +77,12 @@ class Recorder:
             self.stopped.wait(self.poll_s)
 
     def readings(self, t0: float = -math.inf, t1: float = math.inf) -> np.ndarray:
-        """The readings with t0 < t <= t1, as an (n, 5) float array."""
+        """The readings with t0 < t <= t1, as an (n, 5) float array (rows are in time order: only those in the
+        window are copied, not the whole run's)."""
         with self.lock:
-            rows = list(self.rows)
-        data = np.array(rows, dtype=float).reshape(-1, 5)
-        return data[(data[:, 0] > t0) & (data[:, 0] <= t1)]
+            lo = bisect.bisect_right(self.rows, t0, key=_time)
+            rows = self.rows[lo:bisect.bisect_right(self.rows, t1, lo=lo, key=_time)]
+        return np.array(rows, dtype=float).reshape(-1, 5)
 
     def windows(self, windows: list[tuple[float, float]]) -> list[dict]:
         """Per window ``(t0, t1]``: mean and max power, median SM clock, OR of the reason masks and max
