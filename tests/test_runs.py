@@ -1,5 +1,6 @@
 """The results contract, the runner and resume, on the simulated backend (tests/fakes.py)."""
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -164,7 +165,8 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
     assert not list((tmp_path / "report").glob("*.png")), "figures are written as SVG only"
     drawn = html.count("<figcaption>")
     assert drawn == html.count("data:image/svg+xml;base64,") == markdown.count("*Figure ") == len(lines) >= 5
-    assert drawn == markdown.count(".svg)") == len(list((tmp_path / "report").glob("*.svg")))
+    shown = re.findall(r"^!\[[^]]*\]\(([a-z0-9-]+\.svg)\)$", markdown, re.MULTILINE)
+    assert sorted(shown) == sorted(p.name for p in (tmp_path / "report").glob("*.svg")) and len(shown) == drawn
     assert '<nav class="toc">' in html and 'href="#latency-staircase"' in html and "TLB staircase" in html
 
 
