@@ -982,7 +982,7 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
 def _where_shown(claim: Claim) -> str:
     """Where the report shows a deviation: its figure's file, else the table that holds its inputs."""
     if claim.figure:
-        return f"{claim.figure}.png"
+        return f"{claim.figure}.svg"
     if claim.kind == "property":
         return "Device, clocks and software (the driver's properties)"
     if claim.kind == "reference":

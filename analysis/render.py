@@ -1,7 +1,7 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
 Order: a table of contents, the reconstructed hierarchy table, the derived quantities, the lecture's claims
-judged, the captioned figures (FIGURES, each also written as PNG and SVG), the Hopper units, CuPy vs Numba
+judged, the captioned figures (FIGURES, each written as SVG), the Hopper units, CuPy vs Numba
 agreement, then device, clocks, software, probe status and warnings.
 """
 from __future__ import annotations
@@ -312,26 +312,26 @@ def _figure_specs(measurements) -> tuple:
     return specs + TELEMETRY_FIGURES if _telemetry().has_telemetry(measurements) else specs
 
 
-#: Resolution of the PNGs (print); every figure is also written as SVG.
-PNG_DPI = 200
+#: Resolution at which a figure's text is measured to lay it out: the SVG is vector, but Agg measures text in
+#: whole pixels, so a finer grid places labels and margins closer to their true extents.
+LAYOUT_DPI = 200
 
 
 def drawn_figures(measurements) -> list[str]:
-    """Names of the PNGs a report of these measurements holds (main and Hopper sections)."""
+    """Names of the SVGs a report of these measurements holds (main and Hopper sections)."""
     measured = set(measurements["probe"].unique())
-    return [f"{spec.stem}.png" for spec in _figure_specs(measurements) if spec.probe in measured or spec.probe is None]
+    return [f"{spec.stem}.svg" for spec in _figure_specs(measurements) if spec.probe in measured or spec.probe is None]
 
 
 def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
     """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
-    closes them.  Each is made at the PNG's resolution, so laying it out measures its text at the size the
-    PNG draws it (and the PNG reuses those measures)."""
+    closes them."""
     import matplotlib as mpl
 
     measured = set(measurements["probe"].unique())
     for spec in which:
         if spec.probe in measured or spec.probe is None:
-            with mpl.rc_context({"figure.dpi": PNG_DPI}):
+            with mpl.rc_context({"figure.dpi": LAYOUT_DPI}):
                 ax = spec.draw(meta, measurements, derived)
                 if ax is None:  # nothing of its kind in this run (an NVML trace, say)
                     continue
@@ -341,36 +341,14 @@ def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES))
             yield spec, ax.figure
 
 
-#: zlib level of the PNGs: lossless at any level; 3 writes them in about half the time of the default 6, at
-#: about the same size, since they are stored as RGB (the figures are opaque) rather than RGBA.
-PNG_COMPRESS_LEVEL = 3
-
-
-def _png(fig) -> bytes:
-    """The figure drawn by Agg at PNG_DPI, as PNG bytes (no date, so rebuilds are byte-identical)."""
-    from PIL import Image
-
-    fig.set_dpi(PNG_DPI)  # a no-op for the report's figures, made at PNG_DPI
-    raw = io.BytesIO()
-    fig.savefig(raw, format="rgba", dpi=PNG_DPI)
-    width, height = fig.canvas.get_width_height(physical=True)
-    image = Image.frombuffer("RGBA", (width, height), raw.getbuffer(), "raw", "RGBA", 0, 1)
-    if image.getextrema()[3] == (255, 255):
-        image = image.convert("RGB")
-    out = io.BytesIO()
-    image.save(out, format="png", compress_level=PNG_COMPRESS_LEVEL, dpi=(PNG_DPI, PNG_DPI))
-    return out.getvalue()
-
-
-def _encode(fig) -> tuple[bytes, bytes]:
-    """The laid-out figure as PNG and SVG bytes, both without dates so rebuilds are byte-identical."""
+def _svg(fig) -> bytes:
+    """The laid-out figure as SVG bytes, text kept as text and no date, so rebuilds are byte-identical."""
     import matplotlib as mpl
 
     with mpl.rc_context({"svg.hashsalt": "gpuatlas", "svg.fonttype": "none"}):
-        png = _png(fig)
         svg = io.BytesIO()
         fig.savefig(svg, format="svg", metadata={"Date": None})
-    return png, svg.getvalue()
+    return svg.getvalue()
 
 
 #: Figures started first: the most panels (or a fit to redo), so that no long one is left for the pool's end.
@@ -386,17 +364,17 @@ def _adopt(specs, meta, measurements) -> None:
     _JOB.update(specs=specs, meta=meta, measurements=measurements)
 
 
-def _draw_one(spec_index: int, derived) -> tuple[int, bytes, bytes, float]:
+def _draw_one(spec_index: int, derived) -> tuple[int, bytes | None, float]:
     import matplotlib.pyplot as plt
 
     started = time.perf_counter()
     drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], derived, [_JOB["specs"][spec_index]]))
     if not drawn:
-        return spec_index, None, None, time.perf_counter() - started
+        return spec_index, None, time.perf_counter() - started
     (_, fig), = drawn
-    png, svg = _encode(fig)
+    svg = _svg(fig)
     plt.close(fig)
-    return spec_index, png, svg, time.perf_counter() - started
+    return spec_index, svg, time.perf_counter() - started
 
 
 def uses_derived(spec: FigureSpec) -> bool:
@@ -435,13 +413,13 @@ class FigureJob:
             _adopt(specs, meta, measurements)
             self.waiting = now + self.waiting
 
-    def _record(self, i, png, svg, seconds) -> None:
-        self.done[i] = (png, svg)
+    def _record(self, i, svg, seconds) -> None:
+        self.done[i] = svg
         if self.progress:
             self.progress(f"figure {len(self.done)}/{len(self.specs)}: {self.specs[i].stem} ({seconds:.1f} s)")
 
     def results(self, derived) -> dict:
-        """stem -> (spec, PNG, SVG) of every figure drawn, in report order; ``progress`` gets a line per figure
+        """stem -> (spec, SVG) of every figure drawn, in report order; ``progress`` gets a line per figure
         as it is done."""
         from concurrent.futures import as_completed
 
@@ -456,7 +434,7 @@ class FigureJob:
         finally:
             self.close()
         specs = self.specs
-        return {specs[i].stem: (specs[i], *self.done[i]) for i in sorted(self.done) if self.done[i][0] is not None}
+        return {specs[i].stem: (specs[i], self.done[i]) for i in sorted(self.done) if self.done[i] is not None}
 
     def close(self) -> None:
         """Let the workers go: a figure not yet begun is dropped, one being drawn is left to end on its own."""
@@ -509,10 +487,10 @@ def _sections(meta, measurements, derived, figures: FigureJob):
              ("Warnings", warnings(meta, measurements) or ["none"])]
     figs = figures.results(derived)
     sections = head
-    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
+    sections += [(spec.title, ("figure", spec, svg)) for spec, svg in figs.values()
                  if spec in FIGURES]
     sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
-    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in figs.values()
+    sections += [(spec.title, ("figure", spec, svg)) for spec, svg in figs.values()
                  if spec in TELEMETRY_FIGURES] or [("Clock and power (NVML)", [
                      "this run recorded no NVML telemetry (a run from before results schema 2, or NVML did not "
                      "answer)"])]
@@ -539,7 +517,7 @@ def hopper_table(derived: pd.DataFrame) -> pd.DataFrame:
 
 
 def hopper_sections(meta, measurements, derived, drawn=()) -> list:
-    """The "Hopper units" section: the comparison table and its ``drawn`` figures ((spec, PNG, SVG)), or why
+    """The "Hopper units" section: the comparison table and its ``drawn`` figures ((spec, SVG)), or why
     the run has none."""
     states = {pid: s for pid, s in meta["probes"].items() if pid.startswith("hopper.")}
     if not states:
@@ -549,7 +527,7 @@ def hopper_sections(meta, measurements, derived, drawn=()) -> list:
     table = hopper_table(derived)
     sections = [("Hopper units: DSMEM, TMA, DPX against the classic path",
                  table if not table.empty else (skipped or ["no Hopper quantity and classic path both measured"]))]
-    sections += [(spec.title, ("figure", spec, png, svg)) for spec, png, svg in drawn]
+    sections += [(spec.title, ("figure", spec, svg)) for spec, svg in drawn]
     if skipped and not table.empty:
         sections.append(("Hopper units not measured", skipped))
     return sections
@@ -562,7 +540,7 @@ def _value(derived: pd.DataFrame, quantity: str):
 
 def _md_link(cell: str) -> str:
     """A figure's file named in a table cell becomes a link to it."""
-    return f"[{cell}]({cell})" if re.fullmatch(r"[a-z0-9-]+\.png", cell) else cell
+    return f"[{cell}]({cell})" if re.fullmatch(r"[a-z0-9-]+\.svg", cell) else cell
 
 
 def _md_table(frame: pd.DataFrame) -> str:
@@ -575,7 +553,7 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path,
            progress: Callable[[str], None] | None = None, figures: FigureJob | None = None) -> Path:
-    """Write ``index.html`` (self-contained), ``index.md`` and each figure as PNG and SVG; return the HTML path.
+    """Write ``index.html`` (self-contained), ``index.md`` and each figure as SVG; return the HTML path.
     ``progress`` is called with a line as each figure is done; ``figures``, a FigureJob started earlier on these
     measurements (with its own progress), else one is started here."""
     title = f"gpuatlas: {meta['gpu']} ({meta['run_id']})"
@@ -636,19 +614,18 @@ def _write_page(title: str, sections, out_dir: Path) -> Path:
             table = content.to_html(index=False, na_rep="", classes="data", border=0)
             if "verdict" in content:
                 table = table.replace("<td>deviates</td>", '<td class="deviates">deviates</td>')
-                table = re.sub(r"<td>([a-z0-9-]+\.png)</td>", r'<td><a href="\1">\1</a></td>', table)
+                table = re.sub(r"<td>([a-z0-9-]+\.svg)</td>", r'<td><a href="\1">\1</a></td>', table)
             body.append(table)
         elif isinstance(content, tuple):
-            _, spec, png, svg = content
+            _, spec, svg = content
             n_fig += 1
-            atomic_write_bytes(out_dir / f"{spec.stem}.png", png)
             atomic_write_bytes(out_dir / f"{spec.stem}.svg", svg)
             caption = f"Figure {n_fig}. {spec.caption}"
-            md += [f"![{heading}]({spec.stem}.png)", "",
-                   f"*{caption}* (vector: [{spec.stem}.svg]({spec.stem}.svg))", ""]
-            body.append(f'<figure><img alt="{html.escape(heading)}" src="data:image/png;base64,'
-                        f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(caption)} '
-                        f'<a href="{spec.stem}.svg">SVG</a></figcaption></figure>')
+            md += [f"![{heading}]({spec.stem}.svg)", "", f"*{caption}*", ""]
+            # a data URI, not inline <svg>: each figure keeps its own ids and style sheet out of the page's
+            body.append(f'<figure><img alt="{html.escape(heading)}" src="data:image/svg+xml;base64,'
+                        f'{base64.b64encode(svg).decode()}"><figcaption>{html.escape(caption)} '
+                        f'<a href="{spec.stem}.svg">{spec.stem}.svg</a></figcaption></figure>')
         else:
             md += [f"- {line}" for line in content] + [""]
             body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>")

@@ -229,7 +229,7 @@ def test_recomputations_show_their_inputs_and_use_the_lectures_formula():
     # negative control: a GPU with faster HBM moves them
     fast = by_id(judge(derived(**{"dram.read_bandwidth_bytes_per_s": 4.8e12}), DEVICE))
     assert fast.loc["7.3.decode_floor", "verdict"] == "deviates"
-    assert fast.loc["7.3.decode_floor", "figure"] == "bandwidth-footprint.png"
+    assert fast.loc["7.3.decode_floor", "figure"] == "bandwidth-footprint.svg"
 
 
 def test_the_reference_ratios_come_from_the_reference_data():
@@ -248,7 +248,7 @@ def test_deviations_link_to_a_report_figure_and_the_summary_counts_them():
     table = judge(derived(**{"dram.read_bandwidth_bytes_per_s": 4.8e12, "dram.latency_cycles": 640.0}), DEVICE)
     deviating = table[table["verdict"] == "deviates"]
     measured = deviating[deviating["kind"].isin(["measured", "recomputed"])]
-    assert len(measured) > 10 and measured["figure"].str.endswith(".png").all()
+    assert len(measured) > 10 and measured["figure"].str.endswith(".svg").all()
     assert (deviating["figure"] != "").all()
     assert (table.loc[table["verdict"] != "deviates", "figure"] == "").all()
     counts = summary(table).set_index("section")
@@ -277,8 +277,8 @@ def test_the_report_groups_claims_by_section_and_links_each_deviation_to_its_fig
     titles = [title for title, _ in sections[1:]]
     assert titles.index("Claims of §7.3") < titles.index("Claims of §7.10") and len(titles) == len(set(titles))
     page = _write_page("t", sections, tmp_path)
-    assert '<a href="bandwidth-footprint.png">bandwidth-footprint.png</a>' in page.read_text()
-    assert "[bandwidth-footprint.png](bandwidth-footprint.png)" in (tmp_path / "index.md").read_text()
+    assert '<a href="bandwidth-footprint.svg">bandwidth-footprint.svg</a>' in page.read_text()
+    assert "[bandwidth-footprint.svg](bandwidth-footprint.svg)" in (tmp_path / "index.md").read_text()
 
 
 def test_the_index_computing_chase_is_judged_like_for_like_against_30():
@@ -310,7 +310,7 @@ def test_the_490_launch_claim_prefers_the_timed_chain_and_shows_the_graph():
 def test_the_wave_claim_holds_at_one_program_per_sm_and_deviates_at_two():
     one = by_id(judge(derived(**{"waves.programs_per_wave": 132.0}), DEVICE)).loc["7.8.wave_size"]
     two = by_id(judge(derived(**{"waves.programs_per_wave": 264.0}), DEVICE)).loc["7.8.wave_size"]
-    assert one["verdict"] == "holds" and two["verdict"] == "deviates" and two["figure"] == "wave-quantization.png"
+    assert one["verdict"] == "holds" and two["verdict"] == "deviates" and two["figure"] == "wave-quantization.svg"
 
 
 def test_the_latency_gap_uses_the_index_computing_chase_when_the_run_has_it():

@@ -85,7 +85,7 @@ def test_committed_report_renders_headless_with_the_measured_values(committed_ru
     page, derived = committed_report
     text = page.read_text()
     drawn = drawn_figures(measurements)
-    assert len(drawn) >= 5 and text.count("data:image/png;base64,") == len(drawn)
+    assert len(drawn) >= 5 and text.count("data:image/svg+xml;base64,") == len(drawn)
     dram = derived.set_index("quantity").loc["dram.latency_cycles", "value"]
     assert f"{dram:.4g} cycles" in text
     assert "deviates" in text or "holds" in text

@@ -454,7 +454,7 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     page = render(meta, measurements, derived, tmp_path / "report")
     md = (tmp_path / "report" / "index.md").read_text()
     assert "Instruction table" in md and "| SFU | mufu_sin | FMUL.RZ + MUFU.SIN |" in md
-    for name in ("instruction-latency-throughput.png", "warp-scheduling.png", "divergence.png"):
+    for name in ("instruction-latency-throughput.svg", "warp-scheduling.svg", "divergence.svg"):
         assert (tmp_path / "report" / name).exists(), name
     assert page.exists()
     from test_figures import overlaps

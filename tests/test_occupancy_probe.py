@@ -213,7 +213,7 @@ def test_a_simulated_run_fits_the_fakes_physics_renders_and_feeds_the_claims(tmp
     assert claims.loc["~0.93 MB in flight saturates HBM", "ratio"] == f"{d['littles.bytes_in_flight'] / 0.93e6:.3g}"
     assert claims.loc["~55 warps per SM, one 128-B load each", "verdict"] == "deviates"
     render(meta, measurements, derived, tmp_path / "report")
-    assert (tmp_path / "report" / "occupancy-throughput.png").stat().st_size > 10_000
+    assert (tmp_path / "report" / "occupancy-throughput.svg").stat().st_size > 10_000
 
 
 # -- the host side against a replay of the kernel (no CuPy device calls) ---------------------------------------

@@ -36,10 +36,11 @@ def test_report_loads_with_figures_and_measured_values(page, tmp_path):
     dom = done.stdout
     assert "Memory hierarchy, reconstructed" in dom and "The lecture's claims, judged" in dom
     assert not re.search(r"Uncaught|CONSOLE\(\d+\).*[Ee]rror", done.stderr), done.stderr[-2000:]
-    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', dom)
+    images = re.findall(r'<img alt="[^"]*" src="data:image/svg\+xml;base64,([^"]+)"', dom)
     expected = drawn_figures(measurements)
     assert len(images) == len(expected) >= 5
-    assert all(base64.b64decode(data).startswith(b"\x89PNG") for data in images)
+    assert all(base64.b64decode(data).lstrip().startswith(b"<?xml") and b"<svg" in base64.b64decode(data)
+               for data in images)
     d = derived.set_index("quantity")
     for quantity in ("l1.latency_cycles", "l2.latency_cycles", "dram.latency_cycles", "smem.banks"):
         assert f"{d.loc[quantity, 'value']:.4g}" in dom, quantity

@@ -1,5 +1,6 @@
 """The results contract, the runner and resume, on the simulated backend (tests/fakes.py)."""
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -156,13 +157,16 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
     lines = []
     page = render(meta, measurements, derived, tmp_path / "report", progress=lines.append)
     html = page.read_text()
-    assert "data:image/png;base64," in html and "Memory hierarchy, reconstructed" in html
+    assert "data:image/svg+xml;base64," in html and "Memory hierarchy, reconstructed" in html
     markdown = (tmp_path / "report" / "index.md").read_text()
-    assert "33.0" in markdown
-    assert (tmp_path / "report" / "latency-staircase.png").stat().st_size > 10_000
-    assert (tmp_path / "report" / "latency-staircase.svg").read_text().lstrip().startswith("<?xml")
+    assert "33.0" in markdown and "![TLB staircase" in markdown and "](latency-staircase.svg)" in markdown
+    svg = (tmp_path / "report" / "latency-staircase.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and len(svg) > 10_000
+    assert not list((tmp_path / "report").glob("*.png")), "figures are written as SVG only"
     drawn = html.count("<figcaption>")
-    assert drawn == html.count("data:image/png;base64,") == markdown.count("*Figure ") == len(lines) >= 5
+    assert drawn == html.count("data:image/svg+xml;base64,") == markdown.count("*Figure ") == len(lines) >= 5
+    shown = re.findall(r"^!\[[^]]*\]\(([a-z0-9-]+\.svg)\)$", markdown, re.MULTILINE)
+    assert sorted(shown) == sorted(p.name for p in (tmp_path / "report").glob("*.svg")) and len(shown) == drawn
     assert '<nav class="toc">' in html and 'href="#latency-staircase"' in html and "TLB staircase" in html
 
 
