@@ -34,8 +34,8 @@ PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase_l2", "probes.cha
                  "probes.occupancy", "probes.compute", "probes.wgmma", "probes.tensor_units", "probes.execution",
                  "probes.exec_chains", "probes.smem_atomics", "probes.barriers", "probes.wgmma_latency",
                  "probes.matmul", "probes.fusion",
-                 "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.readonly",
-                 "probes.write_policy", "probes.icache", "probes.links", "probes.collectives")
+                 "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.l2_partition",
+                 "probes.readonly", "probes.write_policy", "probes.icache", "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
 

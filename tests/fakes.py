@@ -778,7 +778,7 @@ def partition_walks(stride_bytes, lines, walks, interleave=PARTITION_INTERLEAVE,
 
 
 def _l2_partition(ctx, stride_bytes):
-    from probes.geometry import PARTITION_LINES, PARTITION_WALKS
+    from probes.l2_partition import PARTITION_LINES, PARTITION_WALKS
 
     values = partition_walks(stride_bytes, PARTITION_LINES, PARTITION_WALKS, seed=stride_bytes)
     return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(values)]
@@ -800,7 +800,7 @@ def sm_map_walks(lines, sm_ids, sides, seed=0):
 
 
 def _l2_sm_map(ctx, sm_stride):
-    from probes.geometry import SM_MAP_LINES
+    from probes.l2_partition import SM_MAP_LINES
 
     ids = [i for i in range(2 * DEVICE["sm_count"]) if i % SM_ID_GAP != 3][:DEVICE["sm_count"]:int(sm_stride)]
     values = sm_map_walks(SM_MAP_LINES, ids, [i % 2 for i in ids], seed=sm_stride)

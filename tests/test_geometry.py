@@ -466,7 +466,8 @@ def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx)
 
 @pytest.mark.gpu
 def test_gpu_partition_walk_and_constant_chase_pass_their_checks(gpu_ctx):
-    from probes.geometry import const_footprints, geometry_const, geometry_l2_partition
+    from probes.geometry import const_footprints, geometry_const
+    from probes.l2_partition import geometry_l2_partition
 
     accesses = [s.value for s in geometry_l2_partition(gpu_ctx, LINE) if s.metric == "access"]
     assert len(accesses) >= 4096 and min(accesses) > 0

@@ -90,9 +90,11 @@ def test_no_probe_module_borrows_another_ones_private_names():
 #: Probe modules of one family share its public parts (HBM's streams share bandwidth.py's kernel loader, the
 #: Hopper units hopper.py's mirrors and launch helpers, exec.barriers its cluster launch, the TMA probes the
 #: tensor-map encoder, the Numba bank probe the CuPy one's sweep and checks, wgmma the tensor-core operands,
-#: bounds and rate sampler of compute.py); nothing else.
+#: bounds and rate sampler of compute.py, tensor_units the same and wgmma's fragment layout, the L2 partition
+#: maps the geometry recorder's line stride and record size); nothing else.
 OWN_FAMILY = {"dram": {"probes.bandwidth"}, "dsmem": {"probes.hopper"}, "tma": {"probes.hopper", "probes.tensor_map"},
               "dpx": {"probes.hopper"}, "barriers": {"probes.hopper"}, "tensor_units": {"probes.compute", "probes.wgmma"},
+              "l2_partition": {"probes.geometry"},
               "smem_banks_numba": {"probes.smem_banks"}, "wgmma": {"probes.compute"}}
 #: Every module under probes/ that is not the kit or the house: a family, or a unit of one.
 FAMILIES = sorted(p.stem for p in PROBES.glob("*.py")
