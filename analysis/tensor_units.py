@@ -66,8 +66,9 @@ def tensor_unit_rows(measurements: pd.DataFrame) -> list[dict]:
             continue
         value, low, high = median_ci(frame["value"])
         by[quantity] = (value, low, high, what)
+        bound = _shared_memory_bound(measurements, value) if key == "bf16_sparse" else ""
         rows.append(derived_row(quantity, value, low, high, f"{what}: {METHOD}", TENSOR_UNITS_PROBE,
-                                f"{_note(frame)}; {_judged(value, key)}"))
+                                f"{_note(frame)}; {_judged(value, key)}{bound}"))
     rs, ss = by.get("tc.bf16.rs_flop_per_clk_sm"), by.get("tc.bf16.ss_flop_per_clk_sm")
     if rs and ss:
         n128 = [select(measurements, TENSOR_UNITS_PROBE, "per_clk_sm", op=f"bf16_{a}_n128")["value"].median()
@@ -84,3 +85,19 @@ def tensor_unit_rows(measurements: pd.DataFrame) -> list[dict]:
                                 f"the faster FP64 mma.sync shape: {what}", TENSOR_UNITS_PROBE,
                                 _judged(value, "fp64")))
     return rows
+
+
+#: B bytes per dense-equivalent FLOP of the sparse wgmma m64nNk32 (bf16): each instruction reads B's N x 32
+#: two-byte elements from shared memory for 2 x 64 x N x 32 FLOP, whatever N.
+SPARSE_B_BYTES_PER_FLOP = 32 * 2 / (2 * 64 * 32)
+
+
+def _shared_memory_bound(measurements: pd.DataFrame, per_clk: float) -> str:
+    """The sparse rate's B traffic from shared memory beside the LDS bandwidth bw.onchip measured: a rate
+    whose B reads come near that bandwidth is bound by shared memory, not by the tensor core."""
+    lds = select(measurements, "bw.onchip", "bytes_per_clk_sm", level="smem")
+    if lds.empty:
+        return ""
+    need, have = per_clk * SPARSE_B_BYTES_PER_FLOP, float(lds["value"].median())
+    return (f"; B read from shared memory at {need:.1f} B per clock per SM, {need / have:.2f} of the LDS bandwidth "
+            f"measured ({have:.1f}): the documented width would need {documented_per_clk_sm('bf16_sparse') * SPARSE_B_BYTES_PER_FLOP:.0f}")

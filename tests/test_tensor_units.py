@@ -236,6 +236,25 @@ def test_derivation_recovers_the_simulated_widths():
     assert "of NVIDIA's documented" in rows.loc["tc.int8.ops_per_clk_sm", "note"]
 
 
+def test_the_sparse_rate_is_set_beside_the_shared_memory_bandwidth_its_b_reads_need():
+    """B of m64nNk32 is N x 32 bf16 per 2 x 64 x N x 32 FLOP: 1/64 byte per FLOP, so 6400 FLOP per clock reads
+    100 B per clock; against an LDS bandwidth of 125 that is 0.80.  Without bw.onchip's samples, no claim."""
+    from analysis.tensor_units import tensor_unit_rows
+
+    m = simulated_measurements()
+    m = m[~((m["op"] == "bf16_sparse_n256") & (m["metric"] == "per_clk_sm"))]
+    sparse = pd.DataFrame([{"probe": "compute.tensor_units", "metric": "per_clk_sm", "value": 6400.0, "repeat": r,
+                            "sm_clock_hz": 1.8e9, "flag": "", "op": "bf16_sparse_n256"} for r in range(5)])
+    lds = pd.DataFrame([{"probe": "bw.onchip", "metric": "bytes_per_clk_sm", "value": 125.0, "repeat": r,
+                         "flag": "", "level": "smem"} for r in range(5)])
+    note = pd.DataFrame(tensor_unit_rows(pd.concat([m, sparse, lds], ignore_index=True))).set_index(
+        "quantity").loc["tc.bf16.sparse_flop_per_clk_sm", "note"]
+    assert "at 100.0 B per clock per SM, 0.80 of the LDS bandwidth measured (125.0)" in note
+    assert "would need 128" in note
+    alone = pd.DataFrame(tensor_unit_rows(pd.concat([m, sparse], ignore_index=True))).set_index("quantity")
+    assert "LDS" not in alone.loc["tc.bf16.sparse_flop_per_clk_sm", "note"]
+
+
 def test_derivation_without_the_probe_has_no_rows():
     from analysis.tensor_units import tensor_unit_rows
 
