@@ -216,7 +216,7 @@ def _l2_rows(measurements, device) -> list[dict]:
     return [derived_row("l2.bandwidth_bytes_per_s", med, lo, hi,
                  "16-byte ld.global.cg loads re-reading footprints up to half the L2, every SM full: median over "
                  "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note),
-            *_capacity_row(frame, device)]
+            *_capacity_row(frame, device, med, _fastest_read_rate(measurements))]
 
 
 #: Footprints below this fraction of the driver's L2 are left out of the capacity fit: there the sweep runs
@@ -238,8 +238,25 @@ def _capacity_fit(footprints: bytes, values: bytes, l2_bytes: float):
                         min_footprint_bytes=l2_bytes * CAPACITY_FLOOR)
 
 
-def _capacity_row(frame, device) -> list[dict]:
-    """``l2.capacity_bytes`` from ``l2_capacity_fit``."""
+def resident_bytes(per_footprint, hit_bytes_per_s: float, miss_bytes_per_s: float) -> dict[float, float]:
+    """Bytes the L2 kept at each footprint, as the miss model reads them off one footprint's bandwidth B with
+    the measured endpoints: B = 1 / (h / hit + (1 - h) / miss) gives the resident fraction h, and h x F the
+    bytes.  Under the model they are one constant C at every footprint past it; how far they drift from each
+    other is how far the model is from this cache's replacement."""
+    out = {}
+    for footprint, bandwidth in per_footprint.items():
+        h = (1 / miss_bytes_per_s - 1 / bandwidth) / (1 / miss_bytes_per_s - 1 / hit_bytes_per_s)
+        out[float(footprint)] = float(np.clip(h, 0.0, 1.0)) * float(footprint)
+    return out
+
+
+def _fastest_read_rate(measurements) -> float:
+    return float(select(measurements, DRAM_PROBE, "bandwidth", op="read", variant="fastest")["value"].median())
+
+
+def _capacity_row(frame, device, hit_bytes_per_s: float, miss_bytes_per_s: float) -> list[dict]:
+    """``l2.capacity_bytes`` from ``l2_capacity_fit``; its note gives the bytes the model reads off each
+    footprint past the driver's L2 with the measured L2 plateau and HBM read as its rates."""
     floor = device["l2_bytes"] * CAPACITY_FLOOR
     fit = l2_capacity_fit(frame, device)
     if fit is None:
@@ -250,6 +267,13 @@ def _capacity_row(frame, device) -> list[dict]:
             f"{fmt_value(fit.miss_bytes_per_s, 'B/s')}; sweep {fmt_bytes(footprints[0])}..{fmt_bytes(footprints[-1])}, "
             f"fitted over its {used.size} footprints from L2/8 ({fmt_bytes(used[0])}..{fmt_bytes(used[-1])}); "
             f"driver L2 {fmt_bytes(device['l2_bytes'])}")
+    if miss_bytes_per_s == miss_bytes_per_s:  # HBM's read rate measured in the same run
+        per = frame.groupby("footprint_bytes")["value"].median().sort_index()
+        kept = resident_bytes(per[per.index > device["l2_bytes"]], hit_bytes_per_s, miss_bytes_per_s)
+        note += ("; bytes resident by the model at each footprint past the driver's L2, from the L2 plateau "
+                 f"({fmt_value(hit_bytes_per_s, 'B/s')}) and bw.dram's read ({fmt_value(miss_bytes_per_s, 'B/s')}): "
+                 + ", ".join(f"{fmt_bytes(f)}: {fmt_bytes(c)}" for f, c in kept.items())
+                 + " (one C under the model: where they drift, the fitted C is not a capacity)")
     return [derived_row("l2.capacity_bytes", fit.capacity_bytes, *fit.ci,
                         "miss model fitted to the all-SM read sweep (analysis.capacity.fit_capacity): an L2 of C "
                         "bytes re-read cyclically over a footprint F keeps a fraction h = min(1, C/F) resident, "

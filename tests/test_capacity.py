@@ -113,3 +113,19 @@ def test_the_fit_is_global_whatever_a_local_optimiser_would_start_from():
     assert max(local) > oracle * 1.01, "this sweep has local minima: the test needs them to mean anything"
     order = np.random.default_rng(1).permutation(footprint.size)
     assert fit_capacity(footprint[order], bandwidth[order]).capacity_bytes == fit.capacity_bytes
+
+
+def test_resident_bytes_are_one_constant_where_the_miss_model_holds():
+    """Bandwidth made by the model (an L2 of C bytes keeping C / F of a footprint F) reads back C at every
+    footprint; a cache that keeps nothing past its size (LRU under a cyclic re-read) reads back 0 bytes, far
+    from any C: the drift the note reports."""
+    import pandas as pd
+
+    from analysis.coalescing import resident_bytes
+
+    hit, miss, capacity = 9e12, 4.5e12, 50 * 2**20
+    footprints = np.array([64, 96, 128, 192, 256]) * 2**20
+    model = pd.Series(1 / ((capacity / footprints) / hit + (1 - capacity / footprints) / miss), index=footprints)
+    assert np.allclose(list(resident_bytes(model, hit, miss).values()), capacity)
+    lru = pd.Series(miss, index=footprints)
+    assert np.allclose(list(resident_bytes(lru, hit, miss).values()), 0.0)
