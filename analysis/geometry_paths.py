@@ -52,26 +52,16 @@ def readonly_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     top = 4 * device["smem_per_sm_bytes"]
     fits = {path: knee_fit(_chase(measurements, path), top) for path in ("plain", "nc", "mixed", "tex")}
     rows = []
-    method = "staircase fit of a random dependent chase over 1/4..4x shared memory per SM"
-    nc, plain, mixed = fits["nc"], fits["plain"], fits["mixed"]
+    nc, plain, mixed, tex = fits["nc"], fits["plain"], fits["mixed"], fits["tex"]
     if nc is not None:
-        first = nc.plateaus[0]
         note = f"plain ld.global: {plain.plateaus[0].latency:.1f} cycles" if plain is not None else ""
-        rows += [derived_row("readonly.latency_cycles", first.latency, first.ci_low, first.ci_high,
-                             method + " through ld.global.nc (plateau: bootstrap 95% CI)", READONLY_PROBE, note),
-                 derived_row("readonly.capacity_bytes", nc.knees_bytes[0], *nc.knee_ci[0],
-                             method + " through ld.global.nc: the knee where latency crosses the geometric mean of "
-                                      "its first two levels", READONLY_PROBE,
-                             f"{first.latency:.1f} -> {nc.plateaus[1].latency:.1f} cycles")]
+        rows += _first_level_rows(nc, "nc", "", note)
     if nc is not None and plain is not None:
-        ratio = nc.knees_bytes[0] / plain.knees_bytes[0]
-        rows.append(derived_row("readonly.capacity_ratio", ratio, nc.knee_ci[0][0] / plain.knee_ci[0][1],
-                                nc.knee_ci[0][1] / plain.knee_ci[0][0], "first knee of the nc chase over the plain "
-                                "chase's", READONLY_PROBE, f"nc {fmt_bytes(nc.knees_bytes[0])}, plain "
-                                                           f"{fmt_bytes(plain.knees_bytes[0])}"))
+        rows.append(derived_row("readonly.capacity_ratio", *_knee_ratio(nc, plain), "first knee of the nc chase over "
+                                "the plain chase's", READONLY_PROBE, f"nc {fmt_bytes(nc.knees_bytes[0])}, plain "
+                                                                     f"{fmt_bytes(plain.knees_bytes[0])}"))
     if mixed is not None and plain is not None:
-        ratio = mixed.knees_bytes[0] / plain.knees_bytes[0]
-        low, high = mixed.knee_ci[0][0] / plain.knee_ci[0][1], mixed.knee_ci[0][1] / plain.knee_ci[0][0]
+        ratio, low, high = _knee_ratio(mixed, plain)
         evidence = (f"a chain alternating plain and nc loads leaves its first level at "
                     f"{fmt_bytes(mixed.knees_bytes[0])}, the plain chain at {fmt_bytes(plain.knees_bytes[0])}: "
                     f"ratio {ratio:.2f} (1: one array behind both paths; 2: two arrays)")
@@ -83,23 +73,34 @@ def readonly_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                              "geometric mean of 1 and 2)", READONLY_PROBE,
                              ("the read-only path shares the L1's capacity: " if shared else
                               "the read-only path has capacity of its own: ") + evidence)]
-    tex = fits["tex"]
     if tex is not None:
-        first = tex.plateaus[0]
         note = f"ld.global.nc: {nc.plateaus[0].latency:.1f} cycles" if nc is not None else ""
-        rows += [derived_row("readonly.tex_latency_cycles", first.latency, first.ci_low, first.ci_high,
-                             method + " through tex1Dfetch (plateau: bootstrap 95% CI)", READONLY_PROBE, note),
-                 derived_row("readonly.tex_capacity_bytes", tex.knees_bytes[0], *tex.knee_ci[0],
-                             method + " through tex1Dfetch: the knee where latency crosses the geometric mean of its "
-                                      "first two levels", READONLY_PROBE,
-                             f"{first.latency:.1f} -> {tex.plateaus[1].latency:.1f} cycles"
-                             + (f"; nc knee {fmt_bytes(nc.knees_bytes[0])}" if nc is not None else ""))]
+        rows += _first_level_rows(tex, "tex", "tex_", note,
+                                  f"; nc knee {fmt_bytes(nc.knees_bytes[0])}" if nc is not None else "")
     for quantity, at, path in (("readonly.l2_latency_cycles", device["l2_bytes"] // 8, "nc"),
                                ("readonly.dram_latency_cycles", 4 * device["l2_bytes"], "nc"),
                                ("readonly.tex_l2_latency_cycles", device["l2_bytes"] // 8, "tex")):
         rows += _level_row(measurements, quantity, at, path)
     rows += _bandwidth_rows(measurements, device)
     return rows
+
+
+def _first_level_rows(fit, path: str, prefix: str, note: str, knee_note: str = "") -> list[dict]:
+    """One path's first plateau (its first-level latency) and first knee (that level's capacity)."""
+    method = (f"staircase fit of a random dependent chase over 1/4..4x shared memory per SM through "
+              f"{LOAD_NAMES[path]}")
+    first = fit.plateaus[0]
+    return [derived_row(f"readonly.{prefix}latency_cycles", first.latency, first.ci_low, first.ci_high,
+                        method + " (plateau: bootstrap 95% CI)", READONLY_PROBE, note),
+            derived_row(f"readonly.{prefix}capacity_bytes", fit.knees_bytes[0], *fit.knee_ci[0],
+                        method + ": the knee where latency crosses the geometric mean of its first two levels",
+                        READONLY_PROBE, f"{first.latency:.1f} -> {fit.plateaus[1].latency:.1f} cycles" + knee_note)]
+
+
+def _knee_ratio(fit, base) -> tuple[float, float, float]:
+    """``fit``'s first knee over ``base``'s, with bounds from the knees' CIs (low over high, high over low)."""
+    return (fit.knees_bytes[0] / base.knees_bytes[0], fit.knee_ci[0][0] / base.knee_ci[0][1],
+            fit.knee_ci[0][1] / base.knee_ci[0][0])
 
 
 def _level_row(measurements: pd.DataFrame, quantity: str, footprint: int, path: str) -> list[dict]:

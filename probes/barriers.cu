@@ -27,6 +27,18 @@ __device__ __forceinline__ void timed(long long* cycles, unsigned long long c0) 
     if (threadIdx.x == 0 && blockIdx.x == 0) cycles[0] = (long long)(c1 - c0);
 }
 
+// The kernel NAME times NAME<false>(args...) from thread 0 of block 0; NAME_check runs NAME<true>(args...) untimed.
+#define TIMED_AND_CHECKED(NAME, ...)                                                                            \
+    extern "C" __global__ void NAME(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) { \
+        const unsigned long long c0 = clock64_fenced();                                                         \
+        NAME<false>(__VA_ARGS__);                                                                               \
+        timed(cycles, c0);                                                                                      \
+    }                                                                                                           \
+    extern "C" __global__ void NAME##_check(int n, int trips, unsigned* scratch, unsigned* passed,              \
+                                            long long* cycles) {                                                \
+        NAME<true>(__VA_ARGS__);                                                                                \
+    }
+
 // ---- named barriers ---------------------------------------------------------------------------------------
 
 template <bool CHECK>
@@ -50,16 +62,7 @@ __device__ __forceinline__ void named_partial(int n, int trips, unsigned* passed
     if (CHECK) atomicAdd(passed + 1, behind);
 }
 
-extern "C" __global__ void named_partial(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {
-    const unsigned long long c0 = clock64_fenced();
-    named_partial<false>(n, trips, passed);
-    timed(cycles, c0);
-}
-
-extern "C" __global__ void named_partial_check(int n, int trips, unsigned* scratch, unsigned* passed,
-                                               long long* cycles) {
-    named_partial<true>(n, trips, passed);
-}
+TIMED_AND_CHECKED(named_partial, n, trips, passed)
 
 template <bool CHECK>
 __device__ __forceinline__ void named_ids(int n, int trips, unsigned* passed) {
@@ -82,15 +85,7 @@ __device__ __forceinline__ void named_ids(int n, int trips, unsigned* passed) {
     if (CHECK) atomicAdd(passed + 1, behind);
 }
 
-extern "C" __global__ void named_ids(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {
-    const unsigned long long c0 = clock64_fenced();
-    named_ids<false>(n, trips, passed);
-    timed(cycles, c0);
-}
-
-extern "C" __global__ void named_ids_check(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {
-    named_ids<true>(n, trips, passed);
-}
+TIMED_AND_CHECKED(named_ids, n, trips, passed)
 
 // ---- fences -----------------------------------------------------------------------------------------------
 
@@ -148,12 +143,4 @@ __device__ __forceinline__ void grid_sync(int trips, unsigned* scratch, unsigned
     }
 }
 
-extern "C" __global__ void grid_sync(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {
-    const unsigned long long c0 = clock64_fenced();
-    grid_sync<false>(trips, scratch, passed);
-    timed(cycles, c0);
-}
-
-extern "C" __global__ void grid_sync_check(int n, int trips, unsigned* scratch, unsigned* passed, long long* cycles) {
-    grid_sync<true>(trips, scratch, passed);
-}
+TIMED_AND_CHECKED(grid_sync, trips, scratch, passed)

@@ -83,21 +83,7 @@ __device__ __forceinline__ unsigned int tex_step(unsigned long long tex, unsigne
 
 extern "C" __global__ void ro_chase_tex(unsigned long long tex, unsigned int start, long long warm_steps,
                                         long long steps, unsigned long long* out) {
-    unsigned int p = start;
-    for (long long i = 0; i < warm_steps; ++i) p = tex_step(tex, p);
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) p = tex_step(tex, p);
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
+    out[2] = timed_walk<UNROLL>(start, warm_steps, steps, [tex](unsigned int p) { return tex_step(tex, p); }, out);
 }
 
 template <int NC>

@@ -39,21 +39,8 @@ __device__ __forceinline__ unsigned long long wp_step(unsigned long long p) {
 template <int ACCESS>
 __device__ void wp_chase(unsigned long long start, long long warm_steps, long long steps,
                          unsigned long long* out) {
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; ++i) p = wp_step<ACCESS>(p);
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) p = wp_step<ACCESS>(p);
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
+    out[2] = timed_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return wp_step<ACCESS>(p); },
+                                out);
 }
 
 extern "C" __global__ void wp_chase_load(unsigned long long start, long long warm_steps, long long steps,

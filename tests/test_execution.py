@@ -525,6 +525,17 @@ class _FakeCupy:
         return np.arange(n, dtype=dtype).view(_DeviceArray)
 
 
+class _MillisecondTimer:
+    """EventTimer on an emulated device: one launch a sample, each taking 1 ms."""
+
+    def __init__(self, launch, min_sample_s):
+        self.launch = launch
+
+    def seconds_per_launch(self):
+        self.launch()
+        return 1e-3
+
+
 SM_COUNT, CLOCK_GHZ = 4, 2.0
 
 
@@ -536,20 +547,12 @@ def _emulated(monkeypatch, kernels: dict):
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
 
-    class Timer:
-        def __init__(self, launch, min_sample_s):
-            self.launch = launch
-
-        def seconds_per_launch(self):
-            self.launch()
-            return 1e-3
-
     for module in (execution, exec_chains):
         monkeypatch.setattr(module, "_kernel", lambda name: kernels[name.split("_", 1)[0] if name.startswith(
             ("thr_", "lat_")) else name])
         monkeypatch.setattr(module, "blocks_per_sm", lambda func, threads: 2)
         monkeypatch.setattr(module, "calibrate", lambda run, unit, target, max_count: (3, target))
-        monkeypatch.setattr(module, "EventTimer", Timer)
+        monkeypatch.setattr(module, "EventTimer", _MillisecondTimer)
     device = {"sm_count": SM_COUNT, "max_threads_per_sm": 2048, "max_threads_per_block": 1024,
               "sm_clock_max_hz": CLOCK_GHZ * 1e9}
     ctx = Context(device=device, budget=Budget(min_repeats=3, max_repeats=3))

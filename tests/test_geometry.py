@@ -52,13 +52,14 @@ def record_loop(kernel_name: str, filename: str) -> list[str]:
     return lines[clocks[0]:clocks[-1] + 1]
 
 
-def assert_timed_l1_loads(region: list[str]) -> None:
-    """Each load is the L1-caching LDG.E.64 (no .STRONG: not L2-only), its address the previous load's value,
-    and between two loads an STS of the loaded register and then a clock read (one interval per access)."""
+def assert_timed_loads(region: list[str], op: str) -> None:
+    """Each load is ``op`` (LDG.E.64: L1-caching; LDG.E.64.STRONG.GPU: L2-only), its address the previous
+    load's value, and between two loads an STS of the loaded register and then a clock read (one interval per
+    access)."""
     loads = [(i, m.groups()) for i, l in enumerate(region)
              if (m := re.search(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]", l))]
     assert len(loads) >= 32
-    assert {op for _, (op, _, _) in loads} == {"LDG.E.64"}
+    assert {load for _, (load, _, _) in loads} == {op}
     for (i, (_, dest, _)), (j, (_, _, addr)) in zip(loads, loads[1:]):
         assert addr == dest
         between = region[i + 1:j]
@@ -68,13 +69,13 @@ def assert_timed_l1_loads(region: list[str]) -> None:
 
 
 def test_the_record_kernel_times_each_l1_caching_load():
-    assert_timed_l1_loads(record_loop("l1_record", "geometry.cu"))
+    assert_timed_loads(record_loop("l1_record", "geometry.cu"), "LDG.E.64")
 
 
 def test_the_l2_only_record_kernel_is_not_an_l1_probe():
     """Negative control: chase.cu's L2-only recorder has the same shape but STRONG (L1-bypassing) loads."""
     with pytest.raises(AssertionError):
-        assert_timed_l1_loads(record_loop("chase_cg_record", "chase.cu"))
+        assert_timed_loads(record_loop("chase_cg_record", "chase.cu"), "LDG.E.64")
 
 
 # -- the probe's search -----------------------------------------------------------------------------------
@@ -292,30 +293,15 @@ def test_partition_figure():
 
 # -- the partition map from every SM ----------------------------------------------------------------------
 
-def assert_timed_l2_loads(region: list[str]) -> None:
-    """Each load L2-only (LDG.E.64.STRONG.GPU), its address the previous load's value, an STS and a clock read
-    between two loads."""
-    loads = [(i, m.groups()) for i, l in enumerate(region)
-             if (m := re.search(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]", l))]
-    assert len(loads) >= 32
-    assert {op for _, (op, _, _) in loads} == {"LDG.E.64.STRONG.GPU"}
-    for (i, (_, dest, _)), (j, (_, _, addr)) in zip(loads, loads[1:]):
-        assert addr == dest
-        between = region[i + 1:j]
-        sts = [k for k, l in enumerate(between) if re.search(rf"STS \[R\d+\], {dest}$", l)]
-        clock = [k for k, l in enumerate(between) if "SR_CLOCKLO" in l]
-        assert sts and clock and sts[0] < clock[0], between
-
-
 def test_the_per_sm_recorder_times_each_l2_only_load_on_the_chosen_sm():
     from probes.cuda import compile_cubin, sass
 
-    assert_timed_l2_loads(record_loop("l2_record_on_sm", "geometry.cu"))
+    assert_timed_loads(record_loop("l2_record_on_sm", "geometry.cu"), "LDG.E.64.STRONG.GPU")
     code = sass(compile_cubin("geometry.cu")[0])
     assert "SR_VIRTUALSMID" in code["l2_record_on_sm"] and "SR_VIRTUALSMID" in code["sm_ids"]  # %smid
     assert "SR_VIRTUALSMID" not in code["l1_record"]
     with pytest.raises(AssertionError):  # negative control: the L1 recorder's loads are not L2-only
-        assert_timed_l2_loads(record_loop("l1_record", "geometry.cu"))
+        assert_timed_loads(record_loop("l1_record", "geometry.cu"), "LDG.E.64.STRONG.GPU")
 
 
 def sm_map_frame(values, ids, lines):

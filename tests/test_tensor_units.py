@@ -11,8 +11,8 @@ import pytest
 
 from probes import tensor_units as tu
 from probes.cuda import compile_cubin, resource_usage, sass
+from test_compute import by_name, instructions
 
-ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 #: An HGMMA's operands: ``D, A, B, C`` with A a register (RS) or ``gdesc[...]`` (SS, two operands before C).
 HGMMA_RS = re.compile(r"HGMMA\.64x(\d+)x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\], R\d+")
 HGMMA_SS = re.compile(r"HGMMA\.64x(\d+)x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], R\d+")
@@ -20,20 +20,13 @@ HGMMA_SS = re.compile(r"HGMMA\.64x(\d+)x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], R\d+
 
 def loop_body(code: str, marker: str) -> list[str]:
     """Instructions of the one loop (backward branch's target to the branch) holding ``marker``."""
-    lines = [(int(m.group(1), 16), re.sub(r"^@!?U?P\w+\s+", "", re.sub(r"\s+", " ", m.group(2)).strip()))
-             for line in code.splitlines() if (m := ADDRESS.search(line))]
+    lines = instructions(code)
     loops = [(int(m.group(1), 16), addr) for addr, text in lines
              if (m := re.match(r"BRA (?:`\(\.L_x_\d+\) )?0x([0-9a-f]+)", text)) and int(m.group(1), 16) < addr]
     bodies = [[t for a, t in lines if start <= a <= end] for start, end in loops]
     bodies = [b for b in bodies if any(marker in t for t in b)]
     assert len(bodies) == 1, f"expected one loop with {marker}, found {len(bodies)}"
     return bodies[0]
-
-
-def by_name(kernels: dict, name: str) -> str:
-    hits = [k for k in kernels if k == name or k.endswith(name)]
-    assert len(hits) == 1, (name, list(kernels))
-    return kernels[hits[0]]
 
 
 @pytest.fixture(scope="module")
@@ -286,7 +279,7 @@ def _emulated_device(monkeypatch, layout_ok=True):
 
     import probes.kit
     from probes.harness import Budget, Context
-    from test_execution import _FakeCupy
+    from test_execution import _FakeCupy, _MillisecondTimer
 
     blocks_per_sm, sms, hz = 2, 4, 2e9
 
@@ -352,19 +345,11 @@ def _emulated_device(monkeypatch, layout_ok=True):
     kernels = {name: wgmma(name, n, k) for name, n, k, _ in tu.WGMMA_UNITS.values()}
     kernels.update({name: dmma(m, k) for name, m, k in tu.DMMA_UNITS.values()})
 
-    class Timer:
-        def __init__(self, launch, min_sample_s):
-            self.launch = launch
-
-        def seconds_per_launch(self):
-            self.launch()
-            return 1e-3
-
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
     monkeypatch.setattr(tu, "_kernel", lambda name: kernels[name])
     monkeypatch.setattr(tu, "blocks_per_sm", lambda func, threads: blocks_per_sm)
     monkeypatch.setattr(tu, "calibrate", lambda run, unit, target, max_count: (min(3, max_count), target))
-    monkeypatch.setattr(probes.kit, "EventTimer", Timer)
+    monkeypatch.setattr(probes.kit, "EventTimer", _MillisecondTimer)
     device = {"sm_count": sms, "compute_capability": "9.0", "sm_clock_max_hz": hz}
     return Context(device=device, budget=Budget(min_repeats=3, max_repeats=3, warmup_s=0)), blocks_per_sm * sms
 

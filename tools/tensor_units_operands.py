@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.wgmma_operands import _rows
+from tools.wgmma_operands import constraints, register_vector
 
 HEADER = Path(__file__).resolve().parents[1] / "probes" / "tensor_units_operands.cuh"
 NS = (128, 256)
@@ -20,12 +20,9 @@ NS = (128, 256)
 def operand_lists(n: int) -> str:
     """The macros of one N (N/2 accumulator registers come first, numbered from %0)."""
     regs = n // 2
-    vector = _rows([f"%{i}" for i in range(regs)], 16)
-    lines = [f'#define TU_D_{n} "{{" \\']
-    lines += [f'    "{row}, " \\' for row in vector[:-1]] + [f'    "{vector[-1]}" \\', '    "}"']
+    lines = register_vector(f"TU_D_{n}", regs)
     for name, letter in (("F32", "f"), ("S32", "r")):
-        outs = _rows([f'"+{letter}"(d[{i}])' for i in range(regs)], 8)
-        lines += [f"#define TU_{name}_{n} \\"] + [f"    {row},\\" for row in outs[:-1]] + [f"    {outs[-1]}"]
+        lines += constraints(f"TU_{name}_{n}", letter, regs)
     lines += [f'#define TU_SS_{n} "%{regs}, %{regs + 1}"', f'#define TU_SS_SCALE_{n} "%{regs + 2}"',
               f'#define TU_RS_{n} "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}"',
               f'#define TU_RS_SCALE_{n} "%{regs + 5}"',

@@ -18,16 +18,25 @@ def _rows(items: list[str], per_row: int) -> list[str]:
     return [", ".join(items[i:i + per_row]) for i in range(0, len(items), per_row)]
 
 
+def register_vector(name: str, regs: int) -> list[str]:
+    """The lines of ``#define name`` as the PTX vector ``{%0, ..., %(regs-1)}``, 16 registers a line."""
+    vector = _rows([f"%{i}" for i in range(regs)], 16)
+    return ([f'#define {name} "{{" \\'] + [f'    "{row}, " \\' for row in vector[:-1]]
+            + [f'    "{vector[-1]}" \\', '    "}"'])
+
+
+def constraints(name: str, letter: str, regs: int) -> list[str]:
+    """The lines of ``#define name`` as the read-write constraints ``"+letter"(d[i])``, 8 a line."""
+    outs = _rows([f'"+{letter}"(d[{i}])' for i in range(regs)], 8)
+    return [f"#define {name} \\"] + [f"    {row},\\" for row in outs[:-1]] + [f"    {outs[-1]}"]
+
+
 def operand_lists(n: int) -> str:
     """The four macros of one N (N/2 accumulator registers, then the descriptors and scale-d)."""
     regs = n // 2
-    vector = _rows([f"%{i}" for i in range(regs)], 16)
-    outs = _rows([f'"+f"(d[{i}])' for i in range(regs)], 8)
-    lines = [f'#define WGMMA_REGS_{n} "{{" \\']
-    lines += [f'    "{row}, " \\' for row in vector[:-1]] + [f'    "{vector[-1]}" \\', '    "}"']
-    lines += [f'#define WGMMA_AB_{n} "%{regs}, %{regs + 1}"', f'#define WGMMA_SCALE_{n} "%{regs + 2}"',
-              f"#define WGMMA_OUT_{n} \\"]
-    lines += [f"    {row},\\" for row in outs[:-1]] + [f"    {outs[-1]}"]
+    lines = register_vector(f"WGMMA_REGS_{n}", regs)
+    lines += [f'#define WGMMA_AB_{n} "%{regs}, %{regs + 1}"', f'#define WGMMA_SCALE_{n} "%{regs + 2}"']
+    lines += constraints(f"WGMMA_OUT_{n}", "f", regs)
     return "\n".join(lines)
 
 
