@@ -107,15 +107,15 @@ def _progress(line: str) -> None:
 def _derived_with_figures(run, read=None):
     """``(meta, measurements, derived, figures)`` of a run, read (unless ``read`` holds its meta and
     measurements), checked and derived as ``derived_for`` does, with its report's figures (a started FigureJob):
-    those that need no derived quantity are drawn on the other cores while it derives, from the one read of the
-    measurements."""
+    its workers, forked holding the one read of the measurements, derive the families and then draw the figures
+    that need no derived quantity."""
     from analysis.derive import derive, read_checked
     from analysis.render import FigureJob
 
     meta, measurements = read_checked(run, read)
     figures = FigureJob(meta, measurements, _progress)
-    try:  # with figure workers busy on the other cores, deriving in this process costs less CPU than forking
-        derived = derive(meta, measurements, parallel=figures.pool is None)
+    try:  # the figure workers derive the families first, then draw
+        derived = derive(meta, measurements, families=figures.family_rows if figures.pool else None)
         return meta, measurements, derived, figures
     except BaseException:
         figures.close()
