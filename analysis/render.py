@@ -361,6 +361,10 @@ _JOB: dict = {}
 
 
 def _adopt(specs, meta, measurements) -> None:
+    import gc
+
+    # what the worker inherits (modules, the frames) lives as long as it does: the collector need not scan it
+    gc.freeze()
     _JOB.update(specs=specs, meta=meta, measurements=measurements)
 
 
