@@ -115,7 +115,8 @@ def _derived_with_figures(run, read=None):
     meta, measurements = read_checked(run, read)
     figures = FigureJob(meta, measurements, _progress)
     try:  # the figure workers derive the families first, then draw
-        derived = derive(meta, measurements, families=figures.family_rows if figures.pool else None)
+        derived = derive(meta, measurements, parallel=figures.pool is None,
+                         families=figures.family_rows if figures.pool else None)
         return meta, measurements, derived, figures
     except BaseException:
         figures.close()
