@@ -124,6 +124,7 @@ def _derived_with_figures(run, read=None):
 
 
 def cmd_report(args) -> int:
+    import gc
     from concurrent.futures import ThreadPoolExecutor
 
     from analysis.references import is_reference
@@ -146,12 +147,16 @@ def cmd_report(args) -> int:
     measured = [source for source in sources if not is_reference(source)]
     runs = [RunDir(Path(source)) for source in measured]
     meta = runs[0].read_meta()
-    with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
-        measurements = reader.submit(runs[0].read_measurements)
-        from analysis.compare import comparison, run_label
-        from analysis.render import render, render_comparison
+    gc.disable()  # what the imports make lives as long as the process: nothing for the collector to find
+    try:
+        with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
+            measurements = reader.submit(runs[0].read_measurements)
+            from analysis.compare import comparison, run_label
+            from analysis.render import render, render_comparison
 
-        read = [(meta, measurements.result())]
+            read = [(meta, measurements.result())]
+    finally:
+        gc.enable()
     loaded, derived_runs = [], {}
     try:
         for source, run in zip(measured, runs):  # validate and derive every run before writing anything
