@@ -66,14 +66,14 @@ def _profile(footprint: np.ndarray, bandwidth: np.ndarray) -> tuple[np.ndarray, 
 
 def _fit(footprint: np.ndarray, bandwidth: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
     """(capacity, cache bandwidth, miss bandwidth) and the capacity's profile interval."""
-    from scipy.stats import f as f_distribution
+    from scipy.special import fdtri  # the F distribution's quantile, without importing scipy.stats
 
     grid, rss, rates = _profile(footprint, bandwidth)
     best = int(np.argmin(rss))
     if not np.isfinite(rss[best]):
         raise RuntimeError("no capacity gives positive rates")
     dof = footprint.size - 3
-    limit = rss[best] * (1 + f_distribution.ppf(_CONFIDENCE, 1, dof) / dof) if dof > 0 else rss[best]
+    limit = rss[best] * (1 + fdtri(1, dof, _CONFIDENCE) / dof) if dof > 0 else rss[best]
     inside = grid[rss <= limit]
     a, b = rates[best]
     return np.array([grid[best], 1 / a, 1 / b]), (float(inside.min()), float(inside.max()))

@@ -50,12 +50,20 @@ def _family(index: int) -> list[dict]:
     return FAMILIES[index](_JOB["measurements"], _JOB["device"])
 
 
-def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool) -> list[dict]:
+def family(index: int, measurements: pd.DataFrame, device: dict) -> list[dict]:
+    """The rows of ``FAMILIES[index]``, as a worker holding the measurements makes them on its own."""
+    with split_by_probe(measurements):
+        return FAMILIES[index](measurements, device)
+
+
+def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool, families=None) -> list[dict]:
     """Every family's rows in FAMILIES order; with ``parallel``, on every core through forked workers (same
-    functions, same rows)."""
+    functions, same rows); ``families()``, where given, hands back each family's rows made elsewhere."""
     import multiprocessing
     import os
 
+    if families is not None:
+        return [row for rows in families() for row in rows]
     workers = min(len(FAMILIES), os.cpu_count() or 1)
     if not parallel or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [row for family in FAMILIES for row in family(measurements, device)]
@@ -69,14 +77,15 @@ def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool) -> li
         _JOB.clear()
 
 
-def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False) -> pd.DataFrame:
-    """Every derived quantity of a run; ``parallel`` spreads the families over the cores (for the CLI)."""
+def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False, families=None) -> pd.DataFrame:
+    """Every derived quantity of a run; ``parallel`` spreads the families over the cores (for the CLI), or
+    ``families()`` gives their rows in FAMILIES order, made by workers already running (the report's)."""
     with split_by_probe(measurements):  # only read until the rows are made
-        rows = _rows(meta, measurements, parallel)
+        rows = _rows(meta, measurements, parallel, families)
     return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
 
 
-def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool) -> list[dict]:
+def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool, families=None) -> list[dict]:
     rows = []
     clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
     if len(clock):
@@ -87,7 +96,7 @@ def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool) -> list[dict]:
         if len(values):
             rows.append(_median_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
                                     "launch.overhead"))
-    rows += _family_rows(measurements, meta["device"], parallel)
+    rows += _family_rows(measurements, meta["device"], parallel, families)
     # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
     rows += matmul_rows(measurements, rows)
     rows += lecture_rows(measurements, rows, meta["device"])

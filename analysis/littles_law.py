@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, ratio_ci, select
@@ -21,6 +20,8 @@ def model(concurrency, bytes_per_load: float, latency_s: float, peak_bytes_per_s
 
 
 def _fit(c: np.ndarray, bw: np.ndarray, bytes_per_load: float) -> tuple[float, float]:
+    from scipy.optimize import least_squares  # here: only a process that fits pays for importing scipy
+
     def residuals(p):
         return np.log(model(c, bytes_per_load, np.exp(p[0]), np.exp(p[1]))) - np.log(bw)
 

@@ -361,6 +361,10 @@ _JOB: dict = {}
 
 
 def _adopt(specs, meta, measurements) -> None:
+    import gc
+
+    # what the worker inherits (modules, the frames) lives as long as it does: the collector need not scan it
+    gc.freeze()
     _JOB.update(specs=specs, meta=meta, measurements=measurements)
 
 
@@ -377,6 +381,12 @@ def _draw_one(spec_index: int, derived) -> tuple[int, bytes | None, float]:
     return spec_index, svg, time.perf_counter() - started
 
 
+def _derive_one(index: int) -> list[dict]:
+    from analysis.derive import family
+
+    return family(index, _JOB["measurements"], _JOB["meta"]["device"])
+
+
 def uses_derived(spec: FigureSpec) -> bool:
     """Whether the spec's draw reads its third argument, the derived quantities."""
     import dis
@@ -389,9 +399,9 @@ def uses_derived(spec: FigureSpec) -> bool:
 
 class FigureJob:
     """Every figure the run has data for, drawn on every core by forked workers (in turn, in this process,
-    where the platform does not fork).  Made from the measurements alone, it starts the figures that need no
-    derived quantity at once, so they are drawn while the caller derives; ``results(derived)`` draws the rest
-    and gathers them all."""
+    where the platform does not fork).  Made from the measurements alone, it starts the derive families
+    (``family_rows``) and then the figures that need no derived quantity at once, so the workers derive and draw
+    while the caller waits; ``results(derived)`` draws the rest and gathers them all."""
 
     def __init__(self, meta, measurements, progress=None):
         import multiprocessing
@@ -404,14 +414,21 @@ class FigureJob:
         self.waiting = [i for i in order if uses_derived(specs[i])]
         now = [i for i in order if i not in self.waiting]
         workers = min(len(specs), os.cpu_count() or 1)
-        self.pool, self.futures = None, []
+        self.pool, self.futures, self.families = None, [], []
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            from analysis.derive import FAMILIES
+
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                             initializer=_adopt, initargs=(specs, meta, measurements))
+            self.families = [self.pool.submit(_derive_one, i) for i in range(len(FAMILIES))]
             self.futures = [self.pool.submit(_draw_one, i, None) for i in now]
         else:
             _adopt(specs, meta, measurements)
             self.waiting = now + self.waiting
+
+    def family_rows(self) -> list[list[dict]]:
+        """Each derive family's rows, in FAMILIES order, as the workers made them (none without workers)."""
+        return [future.result() for future in self.families]
 
     def _record(self, i, svg, seconds) -> None:
         self.done[i] = svg

@@ -107,15 +107,16 @@ def _progress(line: str) -> None:
 def _derived_with_figures(run, read=None):
     """``(meta, measurements, derived, figures)`` of a run, read (unless ``read`` holds its meta and
     measurements), checked and derived as ``derived_for`` does, with its report's figures (a started FigureJob):
-    those that need no derived quantity are drawn on the other cores while it derives, from the one read of the
-    measurements."""
+    its workers, forked holding the one read of the measurements, derive the families and then draw the figures
+    that need no derived quantity."""
     from analysis.derive import derive, read_checked
     from analysis.render import FigureJob
 
     meta, measurements = read_checked(run, read)
     figures = FigureJob(meta, measurements, _progress)
-    try:  # with figure workers busy on the other cores, deriving in this process costs less CPU than forking
-        derived = derive(meta, measurements, parallel=figures.pool is None)
+    try:  # the figure workers derive the families first, then draw
+        derived = derive(meta, measurements, parallel=figures.pool is None,
+                         families=figures.family_rows if figures.pool else None)
         return meta, measurements, derived, figures
     except BaseException:
         figures.close()
@@ -123,6 +124,7 @@ def _derived_with_figures(run, read=None):
 
 
 def cmd_report(args) -> int:
+    import gc
     from concurrent.futures import ThreadPoolExecutor
 
     from analysis.references import is_reference
@@ -145,12 +147,16 @@ def cmd_report(args) -> int:
     measured = [source for source in sources if not is_reference(source)]
     runs = [RunDir(Path(source)) for source in measured]
     meta = runs[0].read_meta()
-    with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
-        measurements = reader.submit(runs[0].read_measurements)
-        from analysis.compare import comparison, run_label
-        from analysis.render import render, render_comparison
+    gc.disable()  # what the imports make lives as long as the process: nothing for the collector to find
+    try:
+        with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
+            measurements = reader.submit(runs[0].read_measurements)
+            from analysis.compare import comparison, run_label
+            from analysis.render import render, render_comparison
 
-        read = [(meta, measurements.result())]
+            read = [(meta, measurements.result())]
+    finally:
+        gc.enable()
     loaded, derived_runs = [], {}
     try:
         for source, run in zip(measured, runs):  # validate and derive every run before writing anything

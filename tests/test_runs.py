@@ -8,7 +8,7 @@ import pytest
 
 from analysis.derive import derive
 from analysis.errors import UsageError
-from analysis.render import render
+from analysis.render import FigureJob, render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
 from conftest import COMMITTED_RUN, SCHEMA1_RUN
 from fakes import DEVICE, DRAM_FETCH_BYTES, LEVELS, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
@@ -154,6 +154,14 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
     meta, measurements = load_run(run.path)
     derived = derive(meta, measurements)
     pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
+    job = FigureJob(meta, measurements)  # the report's figure workers derive the families: same rows again
+    try:
+        if job.pool is not None:
+            pd.testing.assert_frame_equal(derive(meta, measurements, families=job.family_rows), derived)
+    finally:
+        if job.pool is not None:
+            job.pool.shutdown(cancel_futures=True)  # waits for the figures being drawn: no worker outlives the test
+        job.close()
     lines = []
     page = render(meta, measurements, derived, tmp_path / "report", progress=lines.append)
     html = page.read_text()
