@@ -282,6 +282,10 @@ def partition_rows(measurements: pd.DataFrame) -> list[dict]:
                   f"and far-homed by the two miss clusters")
         note = (f"{agreement:.0%} of lines put on the same side by every walk; "
                 f"{far.size} lines over {fmt_bytes(far.size * stride)}")
+        block = consensus_interleave_bytes(measurements)
+        if block and block != interleave:
+            note += (f"; every SM's walks over one window (geometry.l2_sm_map), voted per side, alternate in "
+                     f"aligned {fmt_bytes(block)} blocks: one SM's misread lines split this walk's blocks")
         return [derived_row("l2.partition_interleave_bytes", interleave, interleave, interleave,
                             method + ": the largest aligned power-of-two block whose lines share one home",
                             PARTITION_PROBE, note + ("; " + "; ".join(notes) if notes else "")),
@@ -331,6 +335,19 @@ def sm_sides(far: np.ndarray) -> np.ndarray:
     return labels
 
 
+def consensus_interleave_bytes(measurements: pd.DataFrame) -> int | None:
+    """The partition interleave read off the first side's majority map (every SM of the side voting on each
+    line, so one SM's misread lines do not split a block): the largest aligned power-of-two block of lines
+    sharing one home, in bytes (lines are 128 B apart); None without the per-SM map or with one home."""
+    maps = sm_maps(measurements) if not of_probe(measurements, SM_MAP_PROBE).empty else None
+    if maps is None:
+        return None
+    _, _, far = maps
+    labels = sm_sides(far)
+    lines = interleave_lines(far[labels == 0].mean(axis=0) > 0.5)
+    return None if lines is None else lines * 128
+
+
 def sm_map_rows(measurements: pd.DataFrame) -> list[dict]:
     """l2.sm_sides, l2.sm_side_fraction and l2.sm_map_consistency from every SM's cold walk over the same
     lines."""
@@ -347,6 +364,10 @@ def sm_map_rows(measurements: pd.DataFrame) -> list[dict]:
     share = float(np.mean(labels == 0))
     complement = (f"; the two sides' maps are complements on {np.mean(consensus[0] != consensus[1]):.0%} of the "
                   "lines") if sides == 2 else ""
+    block = consensus_interleave_bytes(measurements)
+    if block:
+        complement += (f"; the first side's majority map alternates homes in aligned {fmt_bytes(block)} blocks "
+                       f"(the largest over its {fmt_bytes(far.shape[1] * 128)})")
     method = (f"each of {ids.size} SMs' cold L2-only misses over the same {far.shape[1]} lines in address order "
               f"(L2 flushed before each), split near/far at its miss valley; SMs whose maps agree on "
               f"{SAME_SIDE:.0%} or more of the lines share a side")

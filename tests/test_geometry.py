@@ -325,6 +325,27 @@ def test_two_sides_of_complementary_maps_are_found():
     assert "complements on 100%" in rows["l2.sm_sides"]["note"]
 
 
+def test_the_sides_majority_map_gives_the_interleave_one_noisy_sm_misses():
+    """Every SM of a side voting on each line recovers the simulated 4 KiB interleave even when each SM misreads
+    a tenth of its lines; one SM's walk with that noise splits the blocks down to single lines, and the
+    partition row's note then names the voted interleave beside it."""
+    from analysis.geometry import consensus_interleave_bytes, partition_rows
+
+    rng = np.random.default_rng(3)
+    ids = list(range(40))
+    clean = fakes.sm_map_walks(256, ids, [i % 2 for i in ids], seed=3).reshape(len(ids), -1)
+    flip = rng.random(clean.shape) < 0.1
+    noisy = np.where(flip, fakes.NEAR_MISS + fakes.FAR_MISS + 2 * fakes.RECORD_COST - clean, clean)
+    m = sm_map_frame(noisy.ravel(), ids, 256)
+    assert consensus_interleave_bytes(m) == fakes.PARTITION_INTERLEAVE
+    one = noisy[::2][:3].ravel()  # three walks of one side's SMs, as one SM's three walks
+    m = pd.concat([m, partition_frame(LINE, one, 256)], ignore_index=True)
+    rows = {r["quantity"]: r for r in partition_rows(m)}
+    assert rows["l2.partition_interleave_bytes"]["value"] < fakes.PARTITION_INTERLEAVE
+    assert "voted per side, alternate in aligned 4 KiB blocks" in rows["l2.partition_interleave_bytes"]["note"]
+    assert consensus_interleave_bytes(m[m["probe"] != "geometry.l2_sm_map"]) is None
+
+
 def test_maps_with_no_sides_are_not_called_two():
     """Negative control: SMs whose near lines are drawn at random share no map, so they are not two sides."""
     from analysis.geometry import sm_map_rows
