@@ -216,7 +216,8 @@ def _l2_rows(measurements, device) -> list[dict]:
     return [derived_row("l2.bandwidth_bytes_per_s", med, lo, hi,
                  "16-byte ld.global.cg loads re-reading footprints up to half the L2, every SM full: median over "
                  "footprints of each footprint's median (bootstrap 95% CI over footprints)", L2_PROBE, note),
-            *_capacity_row(frame, device, med, _fastest_read_rate(measurements))]
+            *_capacity_row(frame, device, med,
+                           _config_median(measurements, "bandwidth", op="read", variant="fastest"))]
 
 
 #: Footprints below this fraction of the driver's L2 are left out of the capacity fit: there the sweep runs
@@ -248,10 +249,6 @@ def resident_bytes(per_footprint, hit_bytes_per_s: float, miss_bytes_per_s: floa
         h = (1 / miss_bytes_per_s - 1 / bandwidth) / (1 / miss_bytes_per_s - 1 / hit_bytes_per_s)
         out[float(footprint)] = float(np.clip(h, 0.0, 1.0)) * float(footprint)
     return out
-
-
-def _fastest_read_rate(measurements) -> float:
-    return float(select(measurements, DRAM_PROBE, "bandwidth", op="read", variant="fastest")["value"].median())
 
 
 def _capacity_row(frame, device, hit_bytes_per_s: float, miss_bytes_per_s: float) -> list[dict]:

@@ -342,8 +342,11 @@ def consensus_interleave_bytes(measurements: pd.DataFrame) -> int | None:
     maps = sm_maps(measurements) if not of_probe(measurements, SM_MAP_PROBE).empty else None
     if maps is None:
         return None
-    _, _, far = maps
-    labels = sm_sides(far)
+    far = maps[2]
+    return _voted_interleave_bytes(far, sm_sides(far))
+
+
+def _voted_interleave_bytes(far: np.ndarray, labels: np.ndarray) -> int | None:
     lines = interleave_lines(far[labels == 0].mean(axis=0) > 0.5)
     return None if lines is None else lines * 128
 
@@ -364,7 +367,7 @@ def sm_map_rows(measurements: pd.DataFrame) -> list[dict]:
     share = float(np.mean(labels == 0))
     complement = (f"; the two sides' maps are complements on {np.mean(consensus[0] != consensus[1]):.0%} of the "
                   "lines") if sides == 2 else ""
-    block = consensus_interleave_bytes(measurements)
+    block = _voted_interleave_bytes(far, labels)
     if block:
         complement += (f"; the first side's majority map alternates homes in aligned {fmt_bytes(block)} blocks "
                        f"(the largest over its {fmt_bytes(far.shape[1] * 128)})")

@@ -1,4 +1,4 @@
-"""Throughput against occupancy (lecture §7.4-7.5, issue #6): HBM and L2 read bandwidth as the loads in
+"""Throughput against occupancy (lecture §7.4-7.5): HBM and L2 read bandwidth as the loads in
 flight per SM are set by resident warps per SM and by ILP (occupancy.cu).
 
 Little's law says a memory system that answers each load in L seconds delivers (loads in flight) x (bytes

@@ -10,7 +10,7 @@ from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import FigureJob, render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
-from conftest import COMMITTED_RUN, SCHEMA1_RUN
+from conftest import SCHEMA1_RUN
 from fakes import DEVICE, DRAM_FETCH_BYTES, LEVELS, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
 from probes import runner
 
