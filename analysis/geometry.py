@@ -206,7 +206,7 @@ def hashed_geometry(measurements: pd.DataFrame, table: pd.DataFrame, smem: int, 
     """Ways and sets from the chain at random places (``line`` stride, ``smem`` allocated), two ways: the
     shortest missing chain's record (the positions that miss on every pass are one set's ways + 1 lines), and
     the ways whose balls-into-bins prediction fits the sweep's misses per pass best; ``agree`` when both give
-    the same.  None without the random walks or an onset record covering two passes."""
+    the same, ``whole`` when the capacity is a whole number of sets of those ways.  None without the random walks or an onset record covering two passes."""
     sweep = table[(table["stride_bytes"] == line) & (table["smem_bytes"] == smem)
                   & (table["placement"] == "random")]
     held = lines_held(sweep)
@@ -224,7 +224,8 @@ def hashed_geometry(measurements: pd.DataFrame, table: pd.DataFrame, smem: int, 
     onset_ways = len(positions["every"]) - 1 if len(positions["every"]) >= 2 else None
     fit = fit_ways(sweep, capacity_lines)
     return {"lines": lines, "positions": positions, "onset_ways": onset_ways, "fit": fit, "ways": fit["best"],
-            "sets": capacity_lines / fit["best"], "agree": onset_ways == fit["best"], "sweep": sweep}
+            "sets": capacity_lines / fit["best"], "agree": onset_ways == fit["best"],
+            "whole": capacity_lines % fit["best"] == 0, "sweep": sweep}
 
 
 # -- derived rows ----------------------------------------------------------------------------------------
@@ -329,9 +330,12 @@ def _hashed_rows(measurements: pd.DataFrame, table: pd.DataFrame, geo: dict, sme
                  f"({int(hashed['sweep']['lines'].min())}..{int(hashed['sweep']['lines'].max())} lines) against "
                  f"balls into capacity/ways sets: best {fit['best']} ways (misfit {fit['misfits'][fit['best']]:.2f})"
                  + (f", runner-up {runner} ways (misfit {fit['misfits'][runner]:.2f})" if runner else ""))
-        if hashed["agree"]:
+        if hashed["agree"] and hashed["whole"]:
             note += f"; at random places the onset record and the sweep both give {ways} ways (l1.ways, l1.sets)"
             rows += _hashed_set_rows(hashed, geo, smem, f"{onset}; {sweep}")
+        elif hashed["agree"]:
+            note += (f"; at random places the onset record and the sweep both give {ways} ways, but the capacity "
+                     f"({capacity_lines} lines) is no whole number of {ways}-way sets, so no ways or sets")
         else:
             note += f"; at random places {onset}, but the {sweep}: the two disagree, so no ways or sets"
     return [derived_row("l1.set_pattern_departures", count, count, count, method, PROBE, note)] + rows

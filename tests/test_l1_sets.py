@@ -169,6 +169,17 @@ def test_disagreeing_methods_emit_no_ways(hashed4):
     assert rows_of(hashed4)["l1.ways"]["value"] == 4, "negative control: untampered, the methods agree"
 
 
+def test_a_capacity_of_no_whole_number_of_sets_emits_no_ways(hashed4):
+    """The same walks with one line fewer held at the line stride (255 lines: no whole number of 4-way sets):
+    the methods still agree on 4 ways, but no ways or sets are reported."""
+    at_line = hashed4["placement"].eq("stride") & hashed4["stride_bytes"].eq(LINE)
+    shorter = hashed4.copy()
+    shorter.loc[at_line & shorter["metric"].eq("lines") & shorter["value"].eq(256), "value"] = 255
+    shorter.loc[at_line & shorter["metric"].eq("lines") & shorter["value"].eq(257), "value"] = 256
+    rows = rows_of(shorter)
+    assert "l1.ways" not in rows and "no whole number" in rows["l1.set_pattern_departures"]["note"]
+
+
 # -- the figure ---------------------------------------------------------------------------------------------
 
 def test_the_random_places_figure(hashed4):
