@@ -5,7 +5,10 @@ At a stride S (a power of two) a cyclic chain of N lines spreads evenly over set
 inside one set's span (sets x line) and falls into one set from the span on; so the lines held before the
 first miss are capacity / S for strides inside the span and the ways beyond it.  A cache whose set index
 hashes the upper address bits breaks that: no power-of-two stride puts the chain in one set, and the lines
-held do not follow the pattern.  The analysis tests the pattern before it reports ways and sets.
+held do not follow the pattern.  The analysis tests the pattern before it reports ways and sets; where it
+fails, the chain at random places gives them: under LRU-like replacement the shortest chain that misses
+overfills one set by one line, and those ways + 1 lines miss on every pass, while longer chains miss as many
+lines per pass as land in overfilled sets (balls into bins over capacity / ways sets).
 """
 from __future__ import annotations
 
@@ -135,6 +138,96 @@ def classify_policy(curve: pd.DataFrame, ways: int) -> dict:
             "points": points}
 
 
+# -- a hashed set index: ways from lines at random places -------------------------------------------------
+
+def onset_positions(record: np.ndarray, lines: int, hit: float) -> dict:
+    """The chain positions (access index mod ``lines``) that miss in a walk's access-by-access record:
+    ``every``, those that miss on each of their visits; ``some``, those that miss at all; with ``misses`` and
+    ``visits``, the misses and visits of the ``some`` positions."""
+    missed = record > MISS_FACTOR * hit
+    position = np.arange(record.size) % lines
+    visits = np.bincount(position, minlength=lines)
+    misses = np.bincount(position, weights=missed, minlength=lines)
+    some = np.flatnonzero(misses > 0)
+    return {"every": np.flatnonzero((misses == visits) & (visits > 0)), "some": some,
+            "misses": int(misses[some].sum()), "visits": int(visits[some].sum())}
+
+
+def overfill_misses(lines, ways: int, sets: float) -> np.ndarray:
+    """Expected misses per pass of cyclic chains of ``lines`` lines at random places over ``sets`` sets of
+    ``ways`` ways, LRU-like: every line of a set holding more than ``ways`` of them misses, so a line misses
+    when at least ``ways`` of the other N - 1 share its set: N x P(Binomial(N - 1, 1 / sets) >= ways)."""
+    from scipy.special import bdtrc  # P(Binomial(n, p) > k), without importing scipy.stats
+
+    n = np.asarray(lines, dtype=np.int64)
+    share = np.zeros(n.shape)
+    over = n - 1 >= ways
+    if sets <= 1:
+        share[over] = 1.0
+    elif over.any():
+        share[over] = bdtrc(ways - 1, n[over] - 1, 1.0 / sets)
+    return n * share
+
+
+def candidate_ways(capacity_lines: int) -> list[int]:
+    """Powers of two up to the capacity in lines, and the capacity itself (one set: fully associative)."""
+    ways = [1 << k for k in range(int(np.log2(capacity_lines)) + 1)]
+    return ways + ([capacity_lines] if capacity_lines not in ways else [])
+
+
+def fit_ways(sweep: pd.DataFrame, capacity_lines: int) -> dict:
+    """Each candidate ways' misfit to the misses per pass measured at random places (capacity / ways sets):
+    the RMS over chain lengths of (measured - predicted) / sqrt(predicted + 1), a Poisson-like scale;
+    ``best`` and ``runner_up`` the two least misfits."""
+    measured = (sweep["misses"] * sweep["lines"] / sweep["accesses"]).to_numpy()
+    misfits = {}
+    for ways in candidate_ways(capacity_lines):
+        predicted = overfill_misses(sweep["lines"].to_numpy(), ways, capacity_lines / ways)
+        misfits[ways] = float(np.sqrt(np.mean((measured - predicted) ** 2 / (predicted + 1))))
+    ranked = sorted(misfits, key=misfits.get)
+    return {"best": ranked[0], "runner_up": ranked[1] if len(ranked) > 1 else None, "misfits": misfits}
+
+
+def onset_policy(positions: dict, ways: int) -> dict:
+    """The replacement verdict from the shortest missing chain's record: the ways + 1 lines of its overfilled
+    set (the positions that miss at all) miss on every visit under LRU-like replacement, on fewer under random
+    replacement (simulated); ``fraction``, their misses over their visits; ``verdict``, the nearer model within
+    POLICY_FIT, None otherwise or when the missing positions are not ways + 1."""
+    fraction = positions["misses"] / max(positions["visits"], 1)
+    distances = {p: abs(float(np.mean([cyclic_miss_fraction(ways + 1, ways, p, positions["visits"], seed)
+                                       for seed in range(2)])) - fraction) for p in POLICY_NAMES}
+    best = min(distances, key=distances.get)
+    fits = distances[best] <= POLICY_FIT and len(positions["some"]) == ways + 1
+    return {"fraction": fraction, "verdict": best if fits else None, "distances": distances}
+
+
+def hashed_geometry(measurements: pd.DataFrame, table: pd.DataFrame, smem: int, line: int,
+                    capacity_lines: int) -> dict | None:
+    """Ways and sets from the chain at random places (``line`` stride, ``smem`` allocated), two ways: the
+    shortest missing chain's record (the positions that miss on every pass are one set's ways + 1 lines), and
+    the ways whose balls-into-bins prediction fits the sweep's misses per pass best; ``agree`` when both give
+    the same, ``whole`` when the capacity is a whole number of sets of those ways.  None without the random walks or an onset record covering two passes."""
+    sweep = table[(table["stride_bytes"] == line) & (table["smem_bytes"] == smem)
+                  & (table["placement"] == "random")]
+    held = lines_held(sweep)
+    if not held:
+        return None
+    lines = next(iter(held.values())) + 1
+    frame = usable(of_probe(measurements, PROBE))
+    frame = frame[(frame["stride_bytes"] == line) & (frame["smem_bytes"] == smem)
+                  & (frame["placement"] == "random")]
+    record = frame[frame["metric"] == "access"].sort_values("repeat")["value"].to_numpy(dtype=float)
+    hit = frame.loc[frame["metric"] == "hit_cycles", "value"]
+    if record.size < 2 * lines or hit.empty:
+        return None
+    positions = onset_positions(record, lines, float(hit.median()))
+    onset_ways = len(positions["every"]) - 1 if len(positions["every"]) >= 2 else None
+    fit = fit_ways(sweep, capacity_lines)
+    return {"lines": lines, "positions": positions, "onset_ways": onset_ways, "fit": fit, "ways": fit["best"],
+            "sets": capacity_lines / fit["best"], "agree": onset_ways == fit["best"],
+            "whole": capacity_lines % fit["best"] == 0, "sweep": sweep}
+
+
 # -- derived rows ----------------------------------------------------------------------------------------
 
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:
@@ -159,7 +252,7 @@ def l1_rows(measurements: pd.DataFrame) -> list[dict]:
     random_held = held.get((min(by_stride, default=0), smallest, "random"))
     if len(by_stride) >= 3:
         strided = table[(table["smem_bytes"] == smallest) & (table["placement"] == "stride")]
-        rows += _set_rows(strided, by_stride, smallest, random_held)
+        rows += _set_rows(measurements, table, strided, by_stride, smallest, random_held)
     line = min(s for s, _, _ in held)
     carve = {smem: n * line for (s, smem, place), n in sorted(held.items()) if s == line and place == "stride"}
     if carve:
@@ -186,22 +279,19 @@ def l1_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held: int | None) -> list[dict]:
+def _set_rows(measurements: pd.DataFrame, table: pd.DataFrame, strided: pd.DataFrame, held: dict[int, int],
+              smem: int, random_held: int | None) -> list[dict]:
     geo = set_geometry(held, random_held)
     method = (f"lines held before the first L1 miss against the stride (powers of two), with {fmt_bytes(smem)} "
               f"of shared memory allocated")
     if not geo["periodic"]:
-        return [derived_row("l1.set_pattern_departures", len(geo["departures"]), len(geo["departures"]),
-                            len(geo["departures"]), method, PROBE,
-                            "no power-of-two stride confines the chain to one set (a hashed set index?): lines "
-                            f"held per stride {geo['evidence']}; held(S) = max(ways, capacity/S) fails at "
-                            + ", ".join(s if isinstance(s, str) else fmt_bytes(s) for s in geo["departures"]))]
+        return _hashed_rows(measurements, table, geo, smem, method)
     rows = [derived_row("l1.ways", geo["ways"], geo["ways"], geo["ways"], method, PROBE,
                         f"lines held per stride {geo['evidence']}; flat from the set span {fmt_bytes(geo['span'])}"),
             derived_row("l1.sets", geo["sets"], geo["sets"], geo["sets"], method, PROBE,
                         f"capacity {fmt_bytes(geo['capacity_bytes'])} / ({geo['ways']} ways x "
                         f"{geo['line']} B)")]
-    tail = table[table["stride_bytes"] >= geo["span"]]
+    tail = strided[strided["stride_bytes"] >= geo["span"]]
     policy = classify_policy(tail, geo["ways"])
     points = policy["points"]
     if len(points):
@@ -216,6 +306,60 @@ def _set_rows(table: pd.DataFrame, held: dict[int, int], smem: int, random_held:
                                 f"to {int(points['lines'].max())} lines: {points['fraction'].min():.2f}.."
                                 f"{points['fraction'].max():.2f}; RMS distance to each model: {distances}"))
     return rows
+
+
+def _hashed_rows(measurements: pd.DataFrame, table: pd.DataFrame, geo: dict, smem: int, method: str) -> list[dict]:
+    """l1.set_pattern_departures; and l1.ways, l1.sets and the replacement verdict from the chain at random
+    places where its onset record and its sweep give the same ways."""
+    count = len(geo["departures"])
+    note = ("no power-of-two stride confines the chain to one set (a hashed set index?): lines held per stride "
+            f"{geo['evidence']}; held(S) = max(ways, capacity/S) fails at "
+            + ", ".join(s if isinstance(s, str) else fmt_bytes(s) for s in geo["departures"]))
+    capacity_lines = geo["capacity_bytes"] // geo["line"]
+    hashed = hashed_geometry(measurements, table, smem, geo["line"], capacity_lines)
+    rows = []
+    if hashed is not None:
+        positions, fit, ways = hashed["positions"], hashed["fit"], hashed["ways"]
+        every = positions["every"]
+        onset = f"the shortest missing chain at random places ({hashed['lines']} lines) misses at "
+        onset += (f"{len(every)} positions on every pass ({', '.join(str(int(p)) for p in every[:12])}"
+                  f"{', ...' if len(every) > 12 else ''}): {hashed['onset_ways']} ways"
+                  if hashed["onset_ways"] else f"{len(every) or 'no'} position on every pass: no ways")
+        runner = fit["runner_up"]
+        sweep = (f"misses per pass of {len(hashed['sweep'])} chains at random places "
+                 f"({int(hashed['sweep']['lines'].min())}..{int(hashed['sweep']['lines'].max())} lines) against "
+                 f"balls into capacity/ways sets: best {fit['best']} ways (misfit {fit['misfits'][fit['best']]:.2f})"
+                 + (f", runner-up {runner} ways (misfit {fit['misfits'][runner]:.2f})" if runner else ""))
+        if hashed["agree"] and hashed["whole"]:
+            note += f"; at random places the onset record and the sweep both give {ways} ways (l1.ways, l1.sets)"
+            rows += _hashed_set_rows(hashed, geo, smem, f"{onset}; {sweep}")
+        elif hashed["agree"]:
+            note += (f"; at random places the onset record and the sweep both give {ways} ways, but the capacity "
+                     f"({capacity_lines} lines) is no whole number of {ways}-way sets, so no ways or sets")
+        else:
+            note += f"; at random places {onset}, but the {sweep}: the two disagree, so no ways or sets"
+    return [derived_row("l1.set_pattern_departures", count, count, count, method, PROBE, note)] + rows
+
+
+def _hashed_set_rows(hashed: dict, geo: dict, smem: int, evidence: str) -> list[dict]:
+    ways, sets, line = hashed["ways"], hashed["sets"], geo["line"]
+    method = (f"a cyclic chain of lines at random places (the set index hashed), {fmt_bytes(smem)} of shared "
+              "memory allocated: the positions of the shortest missing chain that miss on every pass (one set's "
+              "ways + 1 lines, LRU-like), checked against the misses per pass of longer chains (balls into "
+              "capacity/ways sets)")
+    policy = onset_policy(hashed["positions"], ways)
+    verdict = POLICY_NAMES[policy["verdict"]] if policy["verdict"] else "none of the models fits"
+    distances = ", ".join(f"{p.upper() if p == 'lru' else p} model {d:.3f}" for p, d in policy["distances"].items())
+    positions = hashed["positions"]
+    return [derived_row("l1.ways", ways, ways, ways, method, PROBE, evidence),
+            derived_row("l1.sets", sets, sets, sets, "the capacity in lines (lines held at the smallest stride, "
+                        "the same shared allocation) over the ways", PROBE,
+                        f"capacity {fmt_bytes(geo['capacity_bytes'])} / ({ways} ways x {line} B)"),
+            derived_row("l1.replacement_miss_fraction", policy["fraction"], policy["fraction"], policy["fraction"],
+                        "miss fraction of the lines of the one set the shortest missing chain at random places "
+                        "overfills (its positions that miss at all)", PROBE,
+                        f"replacement: {verdict}; {len(positions['some'])} positions miss, {positions['misses']} of "
+                        f"their {positions['visits']} visits; distance to each model: {distances}")]
 
 
 # -- the L2 partition map ----------------------------------------------------------------------------------

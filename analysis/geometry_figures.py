@@ -9,7 +9,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.geometry import MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, walks  # noqa: E402
+from analysis.geometry import (MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, overfill_misses,  # noqa: E402
+                               walks)
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
@@ -43,6 +44,8 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     if random_held is not None:
         left.axhline(random_held, color="tab:red", ls=":", label="lines at random places")
     ways, sets = _value(derived, "l1.ways"), _value(derived, "l1.sets")
+    if _value(derived, "l1.set_pattern_departures") is not None:
+        ways = sets = None  # a hashed index: ways and sets from the chain at random places, not this pattern
     if ways and sets:
         left.plot(strides, np.maximum(ways, ways * sets * strides[0] / strides), "k--", lw=0.8,
                   label=f"max(ways, capacity / stride): {ways:.0f} ways x {sets:.0f} sets")
@@ -70,7 +73,7 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
         right.legend(fontsize=7, frameon=False)
     else:
         right.set_axis_off()
-        right.set_title("no set pattern: ways not derived")
+        right.set_title("no set pattern: a hashed index")
     frame = usable(measurements[measurements["probe"] == PROBE])
     accesses = frame.loc[frame["metric"] == "access", "value"]
     hit = frame.loc[frame["metric"] == "hit_cycles", "value"]
@@ -85,6 +88,41 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     spread.set_title("Each access of the first missing walks")
     spread.legend(fontsize=7, frameon=False)
     return left
+
+
+def l1_random_sets(measurements: pd.DataFrame):
+    """Misses per pass of cyclic chains at random places (128-B lines, the least shared memory) against the
+    chain length, with the balls-into-bins prediction of LRU-like sets of 2, 4, 8 and 16 ways (capacity / ways
+    sets) and of one fully associative set."""
+    table = walks(measurements)
+    held = lines_held(table)
+    line = min((s for s, _, _ in held), default=None)
+    smem = min((m for _, m, _ in held), default=None)
+    capacity = held.get((line, smem, "stride"))
+    sweep = table[(table["stride_bytes"] == line) & (table["smem_bytes"] == smem) & (table["placement"] == "random")]
+    if capacity is None or sweep.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    lines = np.unique(np.geomspace(sweep["lines"].min(), sweep["lines"].max(), 200).astype(int))
+    styles = {2: ("tab:orange", ":"), 4: ("tab:green", "--"), 8: ("tab:red", "-."), 16: ("tab:purple", ":"),
+              capacity: ("k", "-")}
+    for ways, (color, style) in styles.items():
+        label = "fully associative" if ways == capacity else f"{ways} ways x {capacity / ways:g} sets"
+        ax.plot(lines, overfill_misses(lines, ways, capacity / ways), color=color, ls=style, lw=1.0, label=label)
+    ax.plot(sweep["lines"], sweep["misses"] * sweep["lines"] / sweep["accesses"], "o", color="tab:blue", ms=4,
+            label="measured")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("symlog", linthresh=1)
+    plain_log_axis(ax.xaxis)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
+    ax.set_ylim(0, None)
+    ax.set_xlabel(f"lines in the chain ({line} B each, at random places)")
+    ax.set_ylabel("L1 misses per pass (lines)")
+    ax.set_title(f"L1 sets at random places: capacity {capacity} lines ({fmt_bytes(smem)} shared allocated)")
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return ax
 
 
 def l1_carveout(measurements: pd.DataFrame, derived: pd.DataFrame):

@@ -635,14 +635,29 @@ def _collectives(ctx, collective, message_bytes):
 
 
 #: The simulated L1: a unified array of UNIFIED_BYTES holds the shared carve (the allocation plus a reserved
-#: KiB per block, in CARVE_STEP steps) and the L1 the rest, in L1_SETS sets of 128-byte lines indexed by the
-#: address's low bits, replaced LRU.
-UNIFIED_BYTES, CARVE_STEP, L1_SETS = 256 << 10, 8 << 10, 4
+#: KiB per block, in CARVE_STEP steps) and the L1 the rest, in sets of L1_WAYS 128-byte lines whose index is
+#: hashed (set_index), replaced LRU.
+UNIFIED_BYTES, CARVE_STEP, L1_WAYS = 256 << 10, 8 << 10, 4
 
 
 def l1_bytes_beside(smem_bytes: int) -> int:
     carve = -(-(smem_bytes + 1024) // CARVE_STEP) * CARVE_STEP
     return UNIFIED_BYTES - carve
+
+
+def set_index(blocks: np.ndarray, sets: int, hashed: bool = False) -> np.ndarray:
+    """The set of each line number: its lowest base-``sets`` digit, or with ``hashed`` that digit combined with
+    every upper one (XOR where ``sets`` is a power of two, else their sum mod ``sets``).  Either way an aligned
+    run of ``sets`` lines puts one line in each set; hashed, no power-of-two stride falls into one set."""
+    blocks = np.asarray(blocks, dtype=np.int64)
+    index = blocks % sets
+    if not hashed or sets == 1:
+        return index
+    upper = blocks // sets
+    while upper.any():
+        index = index ^ (upper % sets) if sets & (sets - 1) == 0 else (index + upper) % sets
+        upper //= sets
+    return index
 
 
 class SetCache:
@@ -659,14 +674,7 @@ class SetCache:
         self.rng = np.random.default_rng(seed)
 
     def set_of(self, address: int) -> int:
-        block = address // self.line
-        index = block % self.sets_n
-        if self.hashed and self.sets_n > 1:
-            upper = block // self.sets_n
-            while upper:
-                index ^= upper % self.sets_n
-                upper //= self.sets_n
-        return index
+        return int(set_index(np.array([address // self.line]), self.sets_n, self.hashed)[0])
 
     def _touch(self, s: int, way: int) -> None:
         if self.policy == "plru":
@@ -732,11 +740,12 @@ def cache_walk(make_cache, stride_bytes: int, recorded: int, blocks=None, hit: f
     return walk
 
 
-def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, blocks: np.ndarray):
-    """The same walk on a low-bit-indexed LRU cache, in closed form: a cyclic walk keeps every line of a set
-    holding at most ``ways`` of them and misses every access to a set holding more."""
+def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, blocks: np.ndarray,
+                    hashed: bool = False):
+    """The same walk on an LRU cache (set index by set_index), in closed form: a cyclic walk keeps every line
+    of a set holding at most ``ways`` of them and misses every access to a set holding more."""
     def walk(lines: int) -> np.ndarray:
-        index = (blocks[:lines] * stride_bytes // LINE_BYTES) % sets
+        index = set_index(blocks[:lines] * stride_bytes // LINE_BYTES, sets, hashed)
         overfull = np.bincount(index, minlength=sets)[index] > ways
         visits = (2 * lines + np.arange(recorded)) % lines
         return np.where(overfull[visits], LEVELS["l2"], LEVELS["l1"]) + RECORD_COST
@@ -747,10 +756,11 @@ def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, bloc
 def _geometry_l1(ctx, stride_bytes, smem_bytes, placement):
     from probes.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
 
-    ways = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_SETS
+    sets = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_WAYS
     n_max = max_lines(ctx.device, stride_bytes)
     blocks = chain_blocks(placement, n_max, np.random.default_rng([stride_bytes, smem_bytes]))
-    return sweep_lines(lru_cyclic_walk(L1_SETS, ways, stride_bytes, RECORDED, blocks), n_max, CLOCK_HZ)
+    return sweep_lines(lru_cyclic_walk(sets, L1_WAYS, stride_bytes, RECORDED, blocks, hashed=True), n_max,
+                       CLOCK_HZ)
 
 
 #: The simulated L2 homes each PARTITION_INTERLEAVE-byte block in one of two partitions, by the parity of the
