@@ -24,10 +24,10 @@ WAYS_GRID = (4, 8, 12, 16, 20, 24, 32, 48, 64, 96, 128)
 #: Capacities the fit tries for each W: this many log-spaced points over a factor of 2 each side of the
 #: half-hit footprint.
 CAPACITY_POINTS = 801
-#: The best W is reported when every W that is not its neighbour in WAYS_GRID fits with at least this many
-#: times its sum of squared residuals, its RMS residual is at most MAX_RMS, and its capacity is within
-#: CAPACITY_AGREEMENT of l2.partition_bytes.
-WAYS_SSE_RATIO, MAX_RMS, CAPACITY_AGREEMENT = 2.0, 0.03, 0.10
+#: The W fitting within WAYS_SSE_RATIO of the best W's sum of squared residuals make the CI; the best W is
+#: reported when they are it and its neighbours in WAYS_GRID at most (a curve one W explains), its RMS residual is
+#: at most MAX_RMS, and its capacity is within CAPACITY_AGREEMENT of l2.partition_bytes.
+WAYS_SSE_RATIO, MAX_RMS, CAPACITY_AGREEMENT = 4.0, 0.03, 0.10
 BOOTSTRAP = 1000
 
 
@@ -94,8 +94,8 @@ def fit_ways(lines: np.ndarray, hits: np.ndarray, guess_lines: float) -> dict:
 
 
 def ways_verdict(fits: dict, points: int) -> dict:
-    """The best W; the worst ratio of any non-neighbour's misfit to its (must exceed WAYS_SSE_RATIO); its RMS
-    residual; whether it is bracketed (not at either end of WAYS_GRID)."""
+    """The best W; the smallest ratio of a non-neighbour's misfit to its (must be at least WAYS_SSE_RATIO); its
+    RMS residual; whether it is bracketed (not at either end of WAYS_GRID)."""
     best = min(fits, key=lambda w: fits[w][0])
     k = WAYS_GRID.index(best)
     others = [w for i, w in enumerate(WAYS_GRID) if abs(i - k) > 1]
@@ -153,6 +153,8 @@ def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
 
 
 def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:
+    """l2.ways and l2.sets when the balls-into-bins fit names one W (to a neighbour) and its capacity agrees
+    with the partition's; nothing otherwise."""
     if curve.empty:
         return []
     line = float((curve["footprint"] / curve["lines"]).iat[0])
@@ -166,7 +168,7 @@ def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:
     agreement = capacity / partition_bytes - 1
     ways = verdict["ways"]
     near = [w for w in WAYS_GRID if fits[w][0] <= WAYS_SSE_RATIO * fits[ways][0]]
-    if (verdict["ratio"] < WAYS_SSE_RATIO or verdict["rms"] > MAX_RMS or not verdict["bracketed"]
+    if (verdict["ratio"] <= WAYS_SSE_RATIO or verdict["rms"] > MAX_RMS or not verdict["bracketed"]
             or abs(agreement) > CAPACITY_AGREEMENT):
         return []
     sets = capacity / (ways * line)
