@@ -11,6 +11,7 @@ from analysis.fusion import fusion_rows
 from analysis.geometry import geometry_rows
 from analysis.geometry_paths import path_rows
 from analysis.hopper import hopper_rows
+from analysis.l2_sets import l2_set_rows
 from analysis.latency import hierarchy_rows
 from analysis.links import link_rows
 from analysis.lecture import lecture_rows
@@ -39,6 +40,7 @@ FAMILIES = (
     lambda m, device: compute_rows(m) + tensor_unit_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
     lambda m, device: execution_rows(m) + sync_rows(m) + wgmma_latency_rows(m),
     lambda m, device: geometry_rows(m),
+    lambda m, device: l2_set_rows(m, device),
     lambda m, device: path_rows(m, device),
 )
 

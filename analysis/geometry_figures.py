@@ -232,3 +232,45 @@ def const_staircase(measurements: pd.DataFrame, derived: pd.DataFrame):
     ax.set_title("Constant caches")
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     return ax
+
+
+def l2_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
+    """Hit fraction of steady-state L2-only chases against their footprint: one SM and every SM, contiguous
+    and random lines; the balls-into-bins curve of the derived ways and sets over one SM's random lines; the
+    half-hit footprints (l2.partition_bytes, l2.capacity_every_sm_bytes) as vertical marks."""
+    from analysis.l2_sets import balls_in_bins, curves
+
+    table = curves(measurements)
+    if table.empty:
+        return None
+    ax = plt.figure(figsize=(8, 4.5)).gca()
+    mib = 2.0 ** 20
+    labels = {("one", "stride"): "one SM, contiguous lines", ("one", "random"): "one SM, random lines",
+              ("every", "stride"): "every SM, contiguous lines", ("every", "random"): "every SM, random lines"}
+    for (walkers, placement), label in labels.items():
+        curve = table[(table["walkers"] == walkers) & (table["placement"] == placement)]
+        if curve.empty:
+            continue
+        median = curve.groupby("footprint")["hit_fraction"].median()
+        ax.plot(median.index / mib, median.to_numpy(), "o-" if walkers == "one" else "s--", ms=4, lw=1,
+                label=label)
+    ways, sets = _value(derived, "l2.ways"), _value(derived, "l2.sets")
+    if ways and sets:
+        line = float((table["footprint"] / table["lines"]).iat[0])
+        footprints = np.geomspace(table["footprint"].min(), table["footprint"].max(), 200)
+        ax.plot(footprints / mib, balls_in_bins(footprints / line, int(ways), sets * ways), "k:", lw=1.2,
+                label=f"balls in bins: {int(ways)} ways x {sets:.0f} sets x {line:.0f} B")
+    for quantity, text in (("l2.partition_bytes", "one partition"), ("l2.capacity_every_sm_bytes", "every SM")):
+        knee = _value(derived, quantity)
+        if knee:
+            ax.axvline(knee / mib, color="0.5", lw=0.8)
+            ax.annotate(f"{text}: {knee / mib:.1f} MiB", (knee / mib, 0.25), xytext=(4, 0), textcoords="offset points",
+                        fontsize=7, rotation=90, va="center", color="0.3")
+    ax.set_xscale("log", base=2)
+    plain_log_axis(ax.xaxis)
+    ax.set_xlabel("chain footprint (MiB)")
+    ax.set_ylabel("hit fraction (near-partition hits)")
+    ax.set_ylim(-0.03, 1.03)
+    ax.set_title("Lines the L2 keeps: hit fraction of steady-state L2-only chases")
+    ax.legend(fontsize=7, frameon=False, loc="lower left")
+    return ax

@@ -109,7 +109,7 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     if through_l1["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
         rows += _l1_rows(through_l1)
     if l2_only["footprint_bytes"].nunique() >= DENSE_FOOTPRINTS:
-        rows += _l2_rows(l2_only)
+        rows += _l2_rows(l2_only, partition=of_probe(measurements, "geometry.l2_sets").empty)
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
     bands, lines = access_bands(measurements, device), _line_fits(measurements)  # each read twice below
@@ -155,14 +155,15 @@ def _l1_rows(frame) -> list[dict]:
     return rows
 
 
-def _l2_rows(frame) -> list[dict]:
+def _l2_rows(frame, partition: bool = True) -> list[dict]:
+    """``partition``: the near partition's knee too (a run with geometry.l2_sets measures it by hit fraction)."""
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     plateaus, knees = fit.plateaus, fit.knees_bytes
     method = "staircase fit of the L2-only (ld.global.cg) chase"
     note = f"plateaus: {_plateau_text(fit)}"
     near = plateaus[0]
     rows = [derived_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
-    if len(plateaus) >= 2:
+    if len(plateaus) >= 2 and partition:
         rows.append(derived_row("l2.partition_bytes", knees[0], *fit.knee_ci[0],
                          "knee after the near-partition plateau", CUPY_PROBE))
     if len(plateaus) == 3:  # near, far, HBM.  A ramp cut into several steps has no one far plateau

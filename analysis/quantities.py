@@ -234,6 +234,12 @@ QUANTITIES: dict[str, tuple[str, str]] = {
                                            "aligned power-of-two block whose lines one partition homes, from one "
                                            "SM's near- and far-homed miss latencies in address order"),
     "l2.far_home_fraction": ("1", "share of lines in an address-order walk that the SM's far L2 partition homes"),
+    "l2.ways": ("1", "L2 ways per partition (hashed index): associativity fitted to the hit fraction of chains at "
+                     "random places under a balls-into-bins LRU model"),
+    "l2.sets": ("1", "L2 sets per partition (hashed index): sets fitted to the hit fraction of chains at random places "
+                     "under a balls-into-bins LRU model"),
+    "l2.capacity_every_sm_bytes": ("B", "lines the L2 keeps when every SM walks its own stretch of one chain: the "
+                                        "half-hit footprint of a steady-state chase, contiguous lines"),
     "l2.sm_sides": ("1", "groups of SMs that see the same lines as near-homed in their cold L2-only misses (each "
                          "group is a side of the GPU, nearest one L2 partition)"),
     "l2.sm_side_fraction": ("1", "share of SMs on the side of the lowest-numbered SM"),

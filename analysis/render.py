@@ -261,6 +261,11 @@ FIGURES = (
                "Each SM's L2-only loads over the same lines in address order, each a cold miss (the L2 flushed before "
                "every SM's walk) timed alone: one row per SM, grouped by the side whose map it shares (white lines), "
                "dark where the SM's near partition homes the line.", lambda meta, m, d: _geometry_figures().l2_sm_map(m)),
+    FigureSpec("l2-sets", "geometry.l2_sets", "Lines the L2 keeps",
+               "Hit fraction (accesses as fast as the near partition's hits, each timed alone) of cyclic L2-only "
+               "chases in steady state against the chain's footprint: one SM or every SM (each its own stretch), "
+               "contiguous or random lines; dotted, the balls-into-bins LRU curve of the fitted ways and sets; grey, "
+               "the half-hit footprints.", lambda meta, m, d: _geometry_figures().l2_sets(m, d)),
     FigureSpec("const-staircase", "geometry.const", "Constant caches",
                "Cycles per dependent constant-memory load (LDC) of a random chain against the footprint it spans "
                "in __constant__ memory (median, interquartile bars), with the fitted levels (dashed) and "

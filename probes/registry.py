@@ -35,6 +35,7 @@ PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase_l2", "probes.cha
                  "probes.exec_chains", "probes.smem_atomics", "probes.barriers", "probes.wgmma_latency",
                  "probes.matmul", "probes.fusion",
                  "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.l2_partition",
+                 "probes.l2_sets",
                  "probes.readonly", "probes.write_policy", "probes.icache", "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
