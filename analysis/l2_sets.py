@@ -128,10 +128,15 @@ def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     method = ("footprint where the hit fraction of a steady-state L2-only chase crosses 1/2, interpolated in log "
               "footprint (bootstrap 95% CI over the timed passes)")
     if partition is not None:
+        ways_rows = _ways_rows(_config(table, "one", "random"), partition[0])
+        note = "one SM's near partition: the hit fraction counts accesses as fast as the near partition's hits"
+        if ways_rows:
+            line = float((one["footprint"] / one["lines"]).iat[0])
+            ways = int(ways_rows[0]["value"])
+            note += "; " + _even_fill_note(partition[0], ways, ways_rows[1]["value"] * ways * line, device)
         rows.append(derived_row("l2.partition_bytes", *partition, method + "; one SM, contiguous lines", PROBE,
-                                "one SM's near partition: the hit fraction counts accesses as fast as the near "
-                                "partition's hits"))
-        rows += _ways_rows(_config(table, "one", "random"), partition[0])
+                                note))
+        rows += ways_rows
     every = _config(table, "every", "stride")
     capacity = crossing_ci(every) if len(every) else None
     if capacity is not None:
@@ -150,6 +155,23 @@ def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                                 method + "; every SM walking its own stretch of one chain, contiguous lines", PROBE,
                                 "; ".join(note)))
     return rows
+
+
+def even_fill_capacity(half_hit: float, ways: int) -> float:
+    """The capacity C whose W-way sets, filled evenly by contiguous lines, put the half-hit footprint at
+    ``half_hit``: past C a share of the sets holds W + 1 lines and misses all of them, so h = 1/2 at
+    C (1 + 1 / (2W + 1))."""
+    return half_hit * (2 * ways + 1) / (2 * ways + 2)
+
+
+def _even_fill_note(half_hit: float, ways: int, fitted: float, device: dict) -> str:
+    capacity = even_fill_capacity(half_hit, ways)
+    text = (f"W-way sets filled evenly cross 1/2 at C (1 + 1/(2W + 1)): with l2.ways = {ways}, C = "
+            f"{fmt_bytes(capacity)}, {fitted / capacity - 1:+.1%} from the random-places fit's {fmt_bytes(fitted)}")
+    if device.get("l2_bytes"):
+        text += (f"; two partitions {fmt_bytes(2 * capacity)} = {2 * capacity / device['l2_bytes']:.2f} of the "
+                 f"driver's L2")
+    return text
 
 
 def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:

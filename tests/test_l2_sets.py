@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import fakes
-from analysis.l2_sets import balls_in_bins, half_crossing, l2_set_rows
+from analysis.l2_sets import balls_in_bins, even_fill_capacity, half_crossing, l2_set_rows
 from probes.l2_sets import HIST_BINS, LINE_BYTES, LENGTHS, SPAN, chain_lengths, hit_split
 
 PARTITION = fakes.DEVICE["l2_bytes"] // 2
@@ -36,6 +36,19 @@ def test_the_half_crossing_is_interpolated_in_log_footprint():
     assert half_crossing(np.array([1.0, 4.0]), np.array([1.0, 0.0])) == pytest.approx(2.0)
     assert half_crossing(np.array([4.0, 1.0, 16.0]), np.array([0.5, 1.0, 0.0])) == pytest.approx(4.0)
     assert half_crossing(np.array([1.0, 2.0, 4.0]), np.array([1.0, 0.9, 0.6])) is None  # negative: no crossing
+
+
+def test_the_even_fill_correction_recovers_the_capacity_from_the_half_hit_footprint():
+    """Contiguous lines over S sets of W ways, every set holding floor or ceil of N / S, a set over W missing
+    all its lines: the half-hit footprint sits 1/(2W + 1) above the capacity, and the correction removes it."""
+    sets, ways = 1000, 16
+    lines = np.arange(sets * ways - 500, sets * (ways + 1) + 1)
+    over = np.clip(lines - sets * ways, 0, sets)  # sets holding W + 1 lines
+    hits = 1 - over * (ways + 1) / lines
+    half = half_crossing(lines.astype(float), hits)
+    assert even_fill_capacity(half, ways) == pytest.approx(sets * ways, rel=1e-3)
+    # negative control: the uncorrected half-hit footprint is not the capacity
+    assert half / (sets * ways) - 1 == pytest.approx(1 / (2 * ways + 1), rel=1e-2)
 
 
 def test_one_partition_is_where_one_sms_contiguous_chain_stops_hitting():
