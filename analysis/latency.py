@@ -577,8 +577,9 @@ def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
     at once (both partitions), beside the driver's size.  Where one SM's near and far hit latencies are in
     ``rows``, the note places the every-SM hits between them: hits at the near latency for a chain larger
     than one partition mean far-homed lines are served from copies in the reader's near partition.  The same
-    chase after every SM walked the whole chain (every line read from both partitions) measures what such
-    copies cost: its knee over the first one's is 1/2 if every line is then held in both partitions."""
+    chase after every SM walked the whole chain once is kept beside it; its timed walks are again each SM's own
+    stretch, so copies the whole-chain walk made can age out before anything is timed: it does not measure what
+    copies cost (geometry.l2_sets's every-SM capacity against its partition does)."""
     readers = frame["readers"].fillna("own") if "readers" in frame else pd.Series("own", index=frame.index)
     own = _every_sm_knee(frame[readers == "own"], DENSE_FOOTPRINTS)
     if own is None:
@@ -606,7 +607,8 @@ def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
             "knee before the miss plateau of the every-SM L2-only chase after every SM walked the whole cycle "
             "(every line read from both partitions; bootstrap 95% CI)", "chase.every_sm",
             f"plateaus: {_plateau_text(fit_all)}; {knee_all / knee:.2f} of the knee when each line is read by "
-            f"about one SM ({fmt_bytes(knee)}; 0.50 if a line read from both partitions is held in both), "
+            f"about one SM ({fmt_bytes(knee)}); the timed walks are each SM's own stretch, so copies the "
+            f"whole-cycle walk made may age out first: no test of lines held in both partitions; "
             f"{knee_all / device['l2_bytes']:.1%} of the driver's {fmt_bytes(device['l2_bytes'])}"))
     return out
 
