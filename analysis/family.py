@@ -55,13 +55,18 @@ def families() -> dict[str, Family]:
 
 @functools.lru_cache(maxsize=None)
 def vocabulary() -> dict[str, tuple[str, str]]:
-    """Every family's quantities in family order; an id declared by two families is an error."""
-    merged: dict[str, tuple[str, str]] = {}
+    """Every family's quantities, in family order."""
+    return merged(families())
+
+
+def merged(found: dict[str, Family]) -> dict[str, tuple[str, str]]:
+    """The quantities of ``found`` (module name -> Family) in its order; an id two families declare is an error."""
+    vocabulary: dict[str, tuple[str, str]] = {}
     owner: dict[str, str] = {}
-    for name, family in families().items():
+    for name, family in found.items():
         for quantity, (unit, meaning) in family.quantities.items():
             if quantity in owner:
                 raise ValueError(f"quantity {quantity!r} is declared by both {owner[quantity]} and {name}")
             owner[quantity] = name
-            merged[quantity] = (unit, meaning)
-    return merged
+            vocabulary[quantity] = (unit, meaning)
+    return vocabulary
