@@ -9,6 +9,7 @@ from analysis.stats import median_ci, select
 
 
 def clock_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
+    """The clock with every SM busy: the median over repeats, with its bootstrap CI."""
     clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
     if not len(clock):
         return []

@@ -25,6 +25,8 @@ _DECLARES = re.compile(r"^FAMILY = Family\(", re.MULTILINE)
 
 @dataclass(frozen=True)
 class Family:
+    """What a family derives (``quantities``), how (``rows``), and where its rows go (``order``)."""
+
     order: int  # where its rows go in derived.csv and its ids in the vocabulary
     rows: Callable  # (measurements, device) -> rows, or (measurements, device, rows) with reads_rows
     quantities: dict  # id -> (unit, meaning): everything its rows may emit

@@ -9,6 +9,7 @@ from analysis.stats import median_ci, select
 
 
 def launch_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
+    """GPU time per empty launch, plain and replayed from a graph: medians over batches, bootstrap CIs."""
     rows = []
     for mode, quantity in (("plain", "launch.overhead_s"), ("graph", "launch.graph_overhead_s")):
         values = select(measurements, "launch.overhead", "launch_interval", mode=mode)["value"]

@@ -199,3 +199,28 @@ def test_a_new_family_needs_only_its_own_files(tmp_path):
     bare = _widget_run(tmp_path, "without")
     assert bare["vocabulary"] == "None" and "widget" not in bare["order"] + bare["derived"]
     assert bare["derived"].startswith("['clock.sm_hz', 'launch.overhead_s'")
+
+
+def _shown_files(doc: str) -> list[tuple[str, str]]:
+    """(path, code) of every code block in a section whose heading names a file."""
+    import re
+
+    shown = []
+    for section in re.split(r"^## ", doc, flags=re.MULTILINE)[1:]:
+        named = re.search(r"`([\w/.]+\.\w+)`", section.split("\n", 1)[0])
+        shown += [(named.group(1), code) for code in re.findall(r"```\w*\n(.*?)```", section, re.S)] if named else []
+    return shown
+
+
+def test_the_recipe_shows_its_five_files_as_they_are():
+    from conftest import REPO
+
+    doc = (REPO / "docs" / "adding-a-probe.md").read_text()
+    shown = _shown_files(doc)
+    assert [path for path, _ in shown] == ["probes/clock.cu", "probes/clock.py", "tests/fakes.py",
+                                           "tests/test_kernels.py", "analysis/clock.py"]
+    for path, code in shown:
+        assert code in (REPO / path).read_text(), path
+    # negative control: the family's block with another order is not in analysis/clock.py
+    edited = doc.replace("FAMILY = Family(order=10,", "FAMILY = Family(order=20,")
+    assert _shown_files(edited)[-1][1] not in (REPO / "analysis" / "clock.py").read_text()
