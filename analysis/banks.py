@@ -26,6 +26,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.stats import usable
 
 LANES = 32
@@ -204,3 +205,14 @@ def bank_rows(measurements: pd.DataFrame) -> list[dict]:
                             "staged over direct useful bandwidth of a fp16 column read", "smem.column_read",
                             f"n = {int(side)}: direct {d[0] / 1e9:.0f} GB/s, staged {s[0] / 1e9:.0f} GB/s"))
     return rows
+
+
+FAMILY = Family(order=40, rows=lambda m, device: bank_rows(m), quantities={
+    "smem.banks": ("1", "number of shared-memory banks"),
+    "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
+    "smem.conflict_cycles_per_way": ("cycles", "extra cycles per extra way of bank conflict"),
+    "smem.conflict_cycles_per_way_throughput": ("cycles", "extra cycles of the SM's shared-memory pipeline per "
+                                                "extra way (independent loads from several warps)"),
+    "smem.column_read_recovery": ("1", "useful bandwidth of a fp16 column read staged through a shared tile "
+                                       "over the direct read (lecture exercise 3)"),
+})

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.capacity import fit_capacity
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, ratio_ci, select
 from analysis.units import fmt_bytes, fmt_value
@@ -561,3 +562,28 @@ def _coalescing_rows(measurements) -> list[dict]:
                      "x B) best predicts bandwidth(s)/bandwidth(1) of the HBM stride sweep (bootstrap over "
                      "configs)", STRIDE_PROBE, note))
     return rows
+
+
+FAMILY = Family(order=50, rows=bandwidth_rows, quantities={
+    "l2.capacity_bytes": ("B", "L2 capacity C of a miss model fitted to every SM's read bandwidth (a footprint F "
+                               "keeps min(1, C/F) of itself resident)"),
+    "l2.sector_bytes": ("B", "L2 sector: the smallest block the L2 moves per access, the best-fitting block of "
+                             "the L2-level stride bandwidth sweep's useful/moved ratio"),
+    "coalescing.efficiency_stride32_fp32": ("1", "useful/moved bytes for fp32 at element stride 32"),
+    "coalescing.efficiency_stride2_fp32": ("1", "useful/moved bytes for fp32 at element stride 2"),
+    "coalescing.efficiency_misaligned_fp32": ("1", "useful/moved bytes for consecutive fp32 one element off a "
+                                                   "128-byte boundary"),
+    "coalescing.efficiency_stride64_fp16": ("1", "useful/moved bytes for fp16 at element stride 64"),
+    "smem.bandwidth_bytes_per_clk_sm": ("B/cycle", "shared-memory bandwidth per SM"),
+    "l1.bandwidth_bytes_per_clk_sm": ("B/cycle", "L1 bandwidth per SM"),
+    "l2.bandwidth_bytes_per_s": ("B/s", "L2 bandwidth"),
+    "dram.read_bandwidth_bytes_per_s": ("B/s", "device-memory read bandwidth"),
+    "dram.write_bandwidth_bytes_per_s": ("B/s", "device-memory write bandwidth"),
+    "dram.read_bandwidth_large_footprint_bytes_per_s": ("B/s", "device-memory read bandwidth re-reading the largest "
+                                                               "footprint of the footprint sweep (several GiB)"),
+    "dram.copy_bandwidth_bytes_per_s": ("B/s", "device-memory copy bandwidth, bytes read plus written"),
+    "coalescing.block_bytes": ("B", "bytes moved per block touched, the block size whose byte accounting best "
+                                    "predicts the HBM stride sweep"),
+    "dram.read_bytes_per_clk_sm": ("B/cycle", "one SM's fair share of HBM read bandwidth: bandwidth / (SMs x "
+                                              "measured SM clock)"),
+})

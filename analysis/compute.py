@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 from analysis.units import fmt_value
@@ -208,3 +209,39 @@ def compute_rows(measurements: pd.DataFrame) -> list[dict]:
     rows = _vector_rows(measurements) + _latency_rows(measurements) + _mma_rows(measurements)
     rows += _wgmma_rows(measurements)
     return rows + _ratio_row(rows)
+
+
+FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m), quantities={
+    "fp32.peak_flops": ("FLOP/s", "FP32 FMA peak"),
+    "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
+    "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),
+    "fp32.latency_cycles": ("cycles", "dependent FP32 FMA latency"),
+    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma): the burst rate, a short launch from "
+                                     "a rested GPU"),
+    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma): the burst rate, a short launch "
+                                    "from a rested GPU"),
+    "tc.bf16.sustained_flops": ("FLOP/s", "dense BF16 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.fp16.sustained_flops": ("FLOP/s", "dense FP16 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.tf32.sustained_flops": ("FLOP/s", "dense TF32 wgmma rate held over a second of back-to-back launches "
+                                          "(the clock the power limit allows)"),
+    "tc.fp8.sustained_flops": ("FLOP/s", "dense FP8 E4M3 wgmma rate held over a second of back-to-back "
+                                         "launches (the clock the power limit allows)"),
+    "tc.bf16.mma_sync_peak_flops": ("FLOP/s", "dense BF16 tensor-core peak through mma.sync"),
+    "tc.fp16.mma_sync_peak_flops": ("FLOP/s", "dense FP16 tensor-core peak through mma.sync"),
+    "tc.tf32.mma_sync_peak_flops": ("FLOP/s", "dense TF32 tensor-core peak through mma.sync"),
+    "tc.fp8.mma_sync_peak_flops": ("FLOP/s", "dense FP8 E4M3 peak through mma.sync (m16n8k32; SASS shows how the "
+                                             "GPU runs it)"),
+    "int32.peak_ops": ("op/s", "INT32 multiply-add (IMAD) peak, an IMAD counted as 2 integer ops"),
+    "fp32.flop_per_clk_sm": ("FLOP/cycle", "FP32 FMA FLOP per clock per SM (2 x the FMA lanes)"),
+    "tc.bf16.flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma FLOP per clock per SM"),
+    "tc.fp16.flop_per_clk_sm": ("FLOP/cycle", "dense FP16 wgmma FLOP per clock per SM"),
+    "tc.tf32.flop_per_clk_sm": ("FLOP/cycle", "dense TF32 wgmma FLOP per clock per SM"),
+    "tc.fp8.flop_per_clk_sm": ("FLOP/cycle", "dense FP8 E4M3 wgmma FLOP per clock per SM"),
+    "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (wgmma) over the FP32 FMA peak"),
+})

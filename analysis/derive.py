@@ -3,46 +3,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.banks import bank_rows
-from analysis.coalescing import bandwidth_rows
-from analysis.compute import compute_rows
-from analysis.execution import execution_rows
-from analysis.fusion import fusion_rows
-from analysis.geometry import geometry_rows
-from analysis.geometry_paths import path_rows
-from analysis.hopper import hopper_rows
-from analysis.l2_sets import l2_set_rows
-from analysis.latency import hierarchy_rows
-from analysis.links import link_rows
-from analysis.lecture import lecture_rows
-from analysis.littles_law import littles_rows
-from analysis.quantities import derived_row
 from analysis.errors import UsageError
+from analysis.family import families as declared_families
 from analysis.results import DERIVED_COLUMNS, RunDir
-from analysis.roofline import matmul_rows
-from analysis.stats import median_ci, select, split_by_probe
-from analysis.sync import sync_rows
-from analysis.tensor_latency import wgmma_latency_rows
-from analysis.tensor_units import tensor_unit_rows
+from analysis.stats import split_by_probe
 
-
-def _median_row(quantity: str, values, method: str, probe: str) -> dict:
-    return derived_row(quantity, *median_ci(values), method, probe)
-
-
-#: The per-family row builders, independent of each other (the roofline's, which reads their ceilings, runs
-#: after them).
-FAMILIES = (
-    lambda m, device: hierarchy_rows(m, device),
-    lambda m, device: bank_rows(m),
-    lambda m, device: bandwidth_rows(m, device),
-    lambda m, device: littles_rows(m, device),
-    lambda m, device: compute_rows(m) + tensor_unit_rows(m) + fusion_rows(m) + hopper_rows(m) + link_rows(m),
-    lambda m, device: execution_rows(m) + sync_rows(m) + wgmma_latency_rows(m),
-    lambda m, device: geometry_rows(m),
-    lambda m, device: l2_set_rows(m, device),
-    lambda m, device: path_rows(m, device),
-)
+#: The row builders of the families whose rows are independent of each other, in family order (each
+#: module's ``FAMILY``, found by ``analysis.family.families``); those that read these rows (the roofline reads
+#: the tensor peak and the HBM bandwidth) run after them, in ``_rows``.
+FAMILIES = tuple(family.rows for family in declared_families().values() if not family.reads_rows)
+_LATE = tuple(family for family in declared_families().values() if family.reads_rows)
 
 #: What forked family workers read: set before they fork, so the measurements are shared, not pickled.
 _JOB: dict = {}
@@ -88,20 +58,9 @@ def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False, famil
 
 
 def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool, families=None) -> list[dict]:
-    rows = []
-    clock = select(measurements, "clock.sm", "sm_clock", busy_sms="all")["value"]
-    if len(clock):
-        rows.append(_median_row("clock.sm_hz", clock, "median over repeats, every SM spinning on globaltimer",
-                                "clock.sm"))
-    for mode, quantity in (("plain", "launch.overhead_s"), ("graph", "launch.graph_overhead_s")):
-        values = select(measurements, "launch.overhead", "launch_interval", mode=mode)["value"]
-        if len(values):
-            rows.append(_median_row(quantity, values, f"CUDA events around batches of {mode} empty launches",
-                                    "launch.overhead"))
-    rows += _family_rows(measurements, meta["device"], parallel, families)
-    # last: the roofline's prediction takes the ceilings (tensor peak, HBM bandwidth) derived above
-    rows += matmul_rows(measurements, rows)
-    rows += lecture_rows(measurements, rows, meta["device"])
+    rows = _family_rows(measurements, meta["device"], parallel, families)
+    for family in _LATE:
+        rows += family.rows(measurements, meta["device"], rows)
     return rows
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, ratio_ci, select
 from analysis.units import plain_log_axis
@@ -356,3 +357,35 @@ def divergence_figure(measurements: pd.DataFrame):
     ax.set_ylabel("useful FFMA throughput / unsplit")
     ax.legend(fontsize=8)
     return ax
+
+
+_QUANTITIES: dict[str, tuple[str, str]] = {
+    "sm.schedulers": ("1", "warp schedulers per SM: FFMA issue's plateau over one warp's rate, with enough ILP "
+                           "that a warp issues whenever its scheduler can"),
+    "sm.issue_per_clk_per_scheduler": ("1/cycle", "warp instructions each scheduler issues per clock (the plateau over "
+                                                  "the schedulers)"),
+    "divergence.throughput_fraction_32way": ("1", "useful FFMA throughput of warps split 32 ways over branches over "
+                                                  "unsplit warps'"),
+}
+for _dtype, _shape in (("bf16", "m16n8k16"), ("fp16", "m16n8k16"), ("tf32", "m16n8k8"), ("int8", "m16n8k32"),
+                       ("fp64", "m8n8k4")):
+    _QUANTITIES[f"tc.{_dtype}.mma_sync_latency_cycles"] = ("cycles", f"mma.sync {_shape} {_dtype} latency: one "
+                                                                     "warp's dependent accumulator chain")
+for _type in ("i32", "f32", "f64"):
+    _QUANTITIES[f"atomic.global.add_{_type}_latency_cycles"] = ("cycles", f"global atom.add.{_type} latency: one "
+                                                                          "thread's chain, each add's operand the "
+                                                                          "previous one's return, one address")
+    for _mode, _what in (("same", "every thread of a full grid on one address"),
+                         ("warp", "one address per warp (32 threads adding to it)"),
+                         ("distinct", "every thread on its own address")):
+        _QUANTITIES[f"atomic.global.add_{_type}_ops_per_s_{_mode}"] = ("1/s", f"global red.add.{_type} per second, "
+                                                                              f"{_what}")
+_QUANTITIES["sync.syncthreads_cycles_one_warp"] = ("cycles", "one __syncthreads (BAR.SYNC) of a one-warp block")
+_QUANTITIES["sync.syncthreads_cycles"] = ("cycles", "one __syncthreads (BAR.SYNC) of the largest block")
+for _op, _spec in OPS.items():  # the instruction table: each op's chain latency (where it has one), its throughput
+    if _spec.latency:
+        _QUANTITIES[f"inst.{_op}.latency_cycles"] = ("cycles", f"dependent-chain latency of {_op} (one thread's "
+                                                               "chain, per instruction)")
+    _QUANTITIES[f"inst.{_op}.ops_per_clk_sm"] = ("1/cycle", f"{_op} thread instructions per clock per SM, every SM "
+                                                            "full of independent chains")
+FAMILY = Family(order=120, rows=lambda m, device: execution_rows(m), quantities=_QUANTITIES)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.latency import miss_valley
 from analysis.plateaus import fit_staircase
 from analysis.quantities import derived_row
@@ -582,3 +583,40 @@ def persist_rows(measurements: pd.DataFrame) -> list[dict]:
                         "seconds per launch re-reading a hot set between L2-sized streams: its loads at normal "
                         "L2 priority over evict_last (createpolicy; the persisting set-aside at its maximum)",
                         PERSIST_PROBE, note)]
+
+
+FAMILY = Family(order=150, rows=lambda m, device: geometry_rows(m), quantities={
+    "l1.ways": ("1", "L1 associativity: the lines one set holds (a plain index: what a chain confined to one set by "
+                     "a power-of-two stride of the set span or more holds before its first miss; a hashed index: "
+                     "the lines missing on every pass of the shortest missing chain at random places, minus one, "
+                     "where longer such chains' misses fit balls into capacity/ways sets best at the same ways)"),
+    "l1.sets": ("1", "L1 sets: the capacity in lines over the ways (a plain index: the stride where the lines held "
+                     "stop falling, over the line; a hashed index: the lines a chain at the smallest stride holds, "
+                     "over l1.ways)"),
+    "l1.set_pattern_departures": ("1", "strides whose lines held before the first L1 miss depart from max(ways, "
+                                       "capacity/stride): nonzero where the set index is hashed"),
+    "l1.replacement_miss_fraction": ("1", "miss fraction of a cyclic walk of ways+1 lines in one L1 set (1 under "
+                                          "LRU or FIFO, far below under random replacement); the verdict in the note"),
+    "l1.capacity_bytes_at_carveout": ("B", "L1 capacity beside the most dynamic shared memory measured; the note "
+                                           "lists the capacity at each shared allocation (the carve-out table)"),
+    "l2.partition_interleave_bytes": ("B", "granularity of the L2 partitions' address interleave: the largest "
+                                           "aligned power-of-two block whose lines one partition homes, from one "
+                                           "SM's near- and far-homed miss latencies in address order"),
+    "l2.far_home_fraction": ("1", "share of lines in an address-order walk that the SM's far L2 partition homes"),
+    "l2.sm_sides": ("1", "groups of SMs that see the same lines as near-homed in their cold L2-only misses (each "
+                         "group is a side of the GPU, nearest one L2 partition)"),
+    "l2.sm_side_fraction": ("1", "share of SMs on the side of the lowest-numbered SM"),
+    "l2.sm_map_consistency": ("1", "median over SMs of the share of lines on which an SM's near/far map agrees with "
+                                   "its side's (1: every SM sees exactly its side's map)"),
+    "const.l1.latency_cycles": ("cycles", "constant-cache (first level) hit latency: dependent LDC loads"),
+    "const.l1.capacity_bytes": ("B", "capacity of the first constant-cache level (the staircase's first knee)"),
+    "const.l15.latency_cycles": ("cycles", "latency of the level behind the constant L1 (the L1.5 constant cache when "
+                                           "the 64 KiB constant space fits it)"),
+    "const.l15.capacity_bytes": ("B", "capacity of the level behind the constant L1 (the staircase's second knee)"),
+    "l2.persisting_speedup": ("1", "time of a launch re-reading a hot set between L2-sized streams, normal over "
+                                   "persisting (evict_last) L2 priority for the hot set"),
+    "l1.shared_trade_ratio": ("1", "L1 capacity lost per byte of shared memory allocated (1 when the two are one "
+                                   "array carved up by configuration)"),
+    "l1.unified_bytes": ("B", "L1 capacity plus the shared memory allocated beside it, the largest over the "
+                              "allocations: a lower bound on the unified L1/shared array"),
+})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.plateaus import fit_staircase
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, ratio_ci, select
@@ -263,3 +264,55 @@ def icache_rows(measurements: pd.DataFrame) -> list[dict]:
                              after.ci_low - first.ci_high, after.ci_high - first.ci_low,
                              method + ": the plateau past the knee over the first plateau", ICACHE_PROBE, note)]
     return rows
+
+
+FAMILY = Family(order=160, rows=path_rows, quantities={
+    "readonly.latency_cycles": ("cycles", "load-to-use latency of a dependent ld.global.nc (the read-only path "
+                                          "__ldg takes) over a chain the first-level cache holds"),
+    "readonly.l2_latency_cycles": ("cycles", "the same ld.global.nc chase at a footprint of L2/8: an L2 hit"),
+    "readonly.dram_latency_cycles": ("cycles", "the same ld.global.nc chase at 4x the L2: an HBM miss"),
+    "readonly.capacity_bytes": ("B", "footprint where the ld.global.nc chase leaves its first-level cache (the "
+                                     "staircase's first knee)"),
+    "readonly.capacity_ratio": ("1", "the ld.global.nc chase's first knee over the plain ld.global chase's"),
+    "readonly.shared_capacity_ratio": ("1", "first knee of a chase alternating plain and nc loads over the plain "
+                                            "chase's: 1 when one array sits behind both paths, 2 for two separate "
+                                            "arrays of the plain path's size"),
+    "readonly.l1_shared": ("1", "1 when the read-only path shares the L1's capacity (shared_capacity_ratio nearer "
+                                "1 than 2, geometrically), else 0"),
+    "readonly.l1_bandwidth_bytes_per_clk_sm": ("B/cycle", "bytes per clock per SM of every SM re-reading an "
+                                                          "L1-resident region with ld.global.nc.v4"),
+    "readonly.l1_bandwidth_ratio": ("1", "ld.global.nc.v4 over ld.global.v4 read bandwidth, L1-resident regions"),
+    "readonly.l2_bandwidth_ratio": ("1", "ld.global.nc.v4 over ld.global.v4 read bandwidth, an L2-resident region "
+                                         "read by every SM"),
+    "readonly.tex_latency_cycles": ("cycles", "load-to-use latency of a dependent tex1Dfetch (TLD through a texture "
+                                              "object) over a chain of texel indices the first-level cache holds"),
+    "readonly.tex_capacity_bytes": ("B", "footprint where the texture chase leaves its first-level cache (the "
+                                         "staircase's first knee)"),
+    "readonly.tex_l2_latency_cycles": ("cycles", "the texture chase at a footprint of L2/8: an L2 hit"),
+    "l1.store_reload_cycles": ("cycles", "cycles per step of an L1-resident chase that stores each loaded word back "
+                                         "into its line: the cost of loading a line the thread last wrote"),
+    "l1.keeps_stored_lines": ("1", "1 when a line the thread stored into still hits the L1 (store_reload_cycles "
+                                   "nearer the L1 hit than the L2 hit, geometrically), 0 when the store left the "
+                                   "L1 without it (write-through, evicting or not updating)"),
+    "l2.written_hit_fraction": ("1", "how far the first L2-only read of lines just written goes from HBM-miss cost "
+                                     "(0) to L2-hit cost (1): (cold - first) / (cold - second read) cycles"),
+    "l2.write_allocates": ("1", "1 when the L2 keeps the lines a kernel writes (written_hit_fraction above 1/2)"),
+    "dram.partial_write_sector_bytes_per_s": ("B/s", "32-byte sectors per second (times 32 B) that 4-byte stores "
+                                                     "of one word per sector write to HBM"),
+    "dram.partial_write_useful_bytes_per_s": ("B/s", "useful bytes per second of 4-byte stores, one word per "
+                                                     "32-byte sector, over HBM"),
+    "dram.partial_write_sector_ratio": ("1", "sectors per second of one-word-per-sector stores over those of "
+                                             "stores that fill whole sectors: 1 for byte-masked writes, about 1/2 "
+                                             "when each sector is read and written back"),
+    "dram.partial_write_rmw": ("1", "1 when a partial-sector write costs a read-modify-write at the HBM "
+                                    "(partial_write_sector_ratio below 1/sqrt(2)), else 0"),
+    "icache.l0.cycles_per_instruction": ("cycles", "cycles per instruction of one warp looping over independent FFMAs "
+                                                   "that fit the first instruction-cache level (its issue rate)"),
+    "icache.l0.capacity_bytes": ("B", "loop size where one warp's cycles per instruction first step up: the first "
+                                      "instruction-cache level's capacity"),
+    "icache.l0.miss_cycles_per_instruction": ("cycles", "cycles per instruction added once the loop outgrows the "
+                                                        "first instruction-cache level (fetched from the next)"),
+    "icache.l1.capacity_bytes": ("B", "loop size of the second step: the second instruction-cache level's capacity"),
+    "icache.l1.miss_cycles_per_instruction": ("cycles", "cycles per instruction added once the loop outgrows the "
+                                                        "second level too (fetched from beyond it)"),
+})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, of_probe, ratio_ci, select
 
@@ -173,3 +174,33 @@ def comparison_rows(derived: pd.DataFrame) -> list[tuple[str, str, float, str, s
                 value, base = float(d.loc[quantity, "value"]), float(d.loc[other, "value"])
                 rows.append((name, quantity, value, d.loc[quantity, "unit"], classic, base, value / base))
     return rows
+
+
+FAMILY = Family(order=100, rows=lambda m, device: hopper_rows(m), quantities={
+    "dsmem.latency_cycles": ("cycles", "load-to-use latency of another cluster block's shared memory (distributed "
+                                       "shared memory, mapa + generic load over the SM-to-SM network), pooled over "
+                                       "cluster sizes"),
+    "dsmem.self_latency_cycles": ("cycles", "the same generic-address chase through the block's own shared memory"),
+    "dsmem.bandwidth_bytes_per_s": ("B/s", "distributed shared-memory read bandwidth, every block of a full grid "
+                                           "reading another cluster block's shared memory"),
+    "dsmem.bandwidth_bytes_per_clk_sm": ("B/cycle", "distributed shared-memory read bandwidth per SM per clock"),
+    "tma.latency_cycles": ("cycles", "one TMA bulk copy (cp.async.bulk, smallest size) from L2, issue to mbarrier "
+                                     "completion"),
+    "tma.tensor_latency_cycles": ("cycles", "one TMA 2-D box copy (cp.async.bulk.tensor, smallest box) from L2, "
+                                            "issue to mbarrier completion"),
+    "tma.dram_latency_cycles": ("cycles", "one TMA bulk copy (smallest size) from HBM, issue to mbarrier completion"),
+    "tma.bandwidth_bytes_per_s": ("B/s", "HBM -> shared memory by TMA bulk copies (best chunk size)"),
+    "tma.l2_bandwidth_bytes_per_s": ("B/s", "L2 -> shared memory by TMA bulk copies (best chunk size)"),
+    "cp_async.bandwidth_bytes_per_s": ("B/s", "HBM -> shared memory by Ampere cp.async (16 B per thread)"),
+    "cp_async.l2_bandwidth_bytes_per_s": ("B/s", "L2 -> shared memory by Ampere cp.async (16 B per thread)"),
+    "ldg_smem.bandwidth_bytes_per_s": ("B/s", "HBM -> shared memory by plain 16-byte loads through registers"),
+    "ldg_smem.l2_bandwidth_bytes_per_s": ("B/s", "L2 -> shared memory by plain 16-byte loads through registers"),
+    "dpx.viaddmax_latency_cycles": ("cycles", "dependent __viaddmax_s32 (VIADDMNMX) latency"),
+    "dpx.viaddmax_emulated_latency_cycles": ("cycles", "dependent max(a + b, c) latency without DPX (IMAD + VIMNMX)"),
+    "dpx.vimax3_latency_cycles": ("cycles", "dependent __vimax3_s32 (VIMNMX3) latency"),
+    "dpx.viaddmax_ops_per_clk_sm": ("1/cycle", "__viaddmax_s32 operations per clock per SM"),
+    "dpx.viaddmax_emulated_ops_per_clk_sm": ("1/cycle", "max(a + b, c) without DPX, operations per clock per SM"),
+    "dpx.vimax3_ops_per_clk_sm": ("1/cycle", "__vimax3_s32 operations per clock per SM"),
+    "dpx.viaddmax_speedup": ("1", "throughput of DPX max(a + b, c) over its two-instruction emulation"),
+    "dpx.viaddmax_latency_speedup": ("1", "latency of the two-instruction emulation over DPX's"),
+})

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
+from analysis.l2_sets import l2_set_rows
 from analysis.linesize import fit_line_by_capacity, fit_line_size
 from analysis.plateaus import fit_staircase, noise_step
 from analysis.quantities import derived_row
@@ -101,7 +103,7 @@ def _plateau_text(fit) -> str:
 
 def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     """Derived rows of every chase probe present in ``measurements``."""
-    rows = []
+    rows = l2_set_rows(measurements, device)
     if "footprint_bytes" not in measurements:
         return rows
     through_l1 = select(measurements, CUPY_PROBE, "latency", flavour="default", stride_bytes=128)
@@ -284,7 +286,7 @@ def _line_capacity_rows(measurements, rows: list[dict]) -> list[dict]:
             continue
         if fit["upper_bound"]:
             for row in rows:
-                if row["quantity"] == capacity:
+                if row["quantity"] == capacity and row["probe"] == CUPY_PROBE:
                     row["note"] = "; ".join(filter(None, [row["note"], (
                         f"capacity counted at several strides moves with every stride, so it counts blocks no "
                         f"larger than the smallest stride, not lines: {note}")]))
@@ -622,3 +624,60 @@ def _every_sm_knee(frame, dense: int):
     if len(fit.plateaus) < 2:
         return None
     return fit, fit.knees_bytes[-1], *fit.knee_ci[-1]
+
+
+FAMILY = Family(order=30, rows=hierarchy_rows, quantities={
+    "smem.latency_cycles": ("cycles", "shared-memory load-to-use latency"),
+    "smem.index_latency_cycles": ("cycles", "one step of a shared-memory chase that computes each address from the "
+                                            "loaded index (IMAD, LEA, LDS), as published chases do"),
+    "l1.latency_cycles": ("cycles", "L1 hit load-to-use latency (dependent 64-bit loads)"),
+    "l1.capacity_bytes": ("B", "L1 capacity seen by global loads"),
+    "l1.line_bytes": ("B", "L1 line size: the tag's span, from the L1 capacity counted in distinct lines (the "
+                           "capacity knee stays put for chase strides up to the line and moves with the stride "
+                           "beyond it)"),
+    "l1.line_lower_bound_bytes": ("B", "largest chase stride whose L1 capacity knee still equals the small-stride "
+                                       "knee, when no measured stride moved it: the L1 line is at least this"),
+    "l1.sector_bytes": ("B", "L1 sector: the smallest block the L1 fills per miss"),
+    "l1.fill_bytes": ("B", "block the L1 fills per miss: address-order chase through L1, chain beyond L1 inside L2"),
+    "l2.latency_cycles": ("cycles", "L2 hit latency, near partition"),
+    "l2.far_latency_cycles": ("cycles", "L2 hit latency, far partition (accesses timed one by one and clustered)"),
+    "l2.far_plateau_cycles": ("cycles", "one SM's chase past one L2 partition, where the published staircases show a "
+                                        "plateau: far-partition hits mixed with misses, an average of both"),
+    "l2.capacity_chase_bytes": ("B", "L2 capacity as the knee of an L2-only pointer chase run from every SM at once "
+                                     "(both partitions): the capacity a chase over the whole GPU can use"),
+    "l2.capacity_chase_all_readers_bytes": ("B", "L2 capacity as the knee of the every-SM L2-only chase after every SM "
+                                                 "walked the whole chain (every line read from both partitions)"),
+    "l2.line_bytes": ("B", "L2 line size: the tag's span, from the L2-only chase's capacity counted in distinct "
+                           "lines"),
+    "l2.line_lower_bound_bytes": ("B", "largest L2-only chase stride whose capacity knee still equals the "
+                                       "small-stride knee, when no measured stride moved it"),
+    "l2.dram_fetch_bytes": ("B", "block the L2 fetches from HBM per miss: address-order L2-only chase, chain "
+                                 "beyond the L2"),
+    "l2.partition_bytes": ("B", "capacity of one L2 partition as seen from one SM"),
+    "l2.ways": ("1", "L2 ways per partition (hashed index): associativity fitted to the hit fraction of chains at "
+                     "random places under a balls-into-bins LRU model"),
+    "l2.sets": ("1", "L2 sets per partition (hashed index): sets fitted to the hit fraction of chains at random places "
+                     "under a balls-into-bins LRU model"),
+    "l2.capacity_every_sm_bytes": ("B", "lines the L2 keeps when every SM walks its own stretch of one chain: the "
+                                        "half-hit footprint of a steady-state chase, contiguous lines"),
+    "l2.far_reach_bytes": ("B", "footprint where one SM's dependent chase turns from far-partition L2 hits to HBM "
+                                "misses: the L2 as one SM sees it"),
+    "dram.near_latency_cycles": ("cycles", "HBM miss latency of an address the SM's near L2 partition homes "
+                                           "(the faster of one SM's two miss clusters)"),
+    "dram.far_latency_cycles": ("cycles", "HBM miss latency of an address the far L2 partition homes (the "
+                                          "slower miss cluster: the crossing to the far partition and back added)"),
+    "dram.latency_cycles": ("cycles", "device-memory (HBM) load-to-use latency of a plain dependent load that misses "
+                                      "the L2, inside the TLBs' reach"),
+    "dram.latency_ns": ("s", "the same HBM latency in seconds (globaltimer)"),
+    "dram.latency_tlb_miss_cycles": ("cycles", "HBM latency of a dependent load whose page translation misses the "
+                                               "TLBs too (footprints past their reach)"),
+    "dram.latency_tlb_miss_ns": ("s", "the same TLB-missing HBM latency in seconds (globaltimer)"),
+    "dram.latency_cg_cycles": ("cycles", "HBM latency of a dependent L2-only load (ld.global.cg) that misses the L2, "
+                                         "inside the TLBs' reach"),
+    "tlb.l1.reach_bytes": ("B", "footprint up to which the first TLB level holds every page's translation"),
+    "tlb.l1.miss_cycles": ("cycles", "latency added when the first TLB level misses"),
+    "tlb.l2.reach_bytes": ("B", "footprint up to which the second TLB level holds every translation"),
+    "tlb.l2.miss_cycles": ("cycles", "latency added when the second TLB level misses too"),
+    "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
+    "tlb.page_bytes": ("B", "page (translation granule) size: the largest block whose TLB knee does not move"),
+})

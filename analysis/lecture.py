@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
@@ -108,3 +109,20 @@ def wave_rows(measurements, device: dict | None) -> list[dict]:
                         "wave size W (programs per SM x SMs) whose step model a x ceil(T/W) + c best fits the median "
                         "time of BLOCK 128 matmuls of T programs", "matmul.waves",
                         f"RMS relative error per W: {shown}")]
+
+
+FAMILY = Family(order=180, rows=lambda m, device, rows: lecture_rows(m, rows, device), reads_rows=True, quantities={
+    "matmul.lecture_tile_bf16_flops": ("FLOP/s", "Triton BF16 matmul in the lecture's BLOCK 256 x 256 tiles with "
+                                                 "BLOCK_K 64, 4096^3"),
+    "roofline.lecture_tile_fraction_of_peak": ("1", "the lecture-tile matmul over the BF16 burst peak"),
+    "decode.m1_bandwidth_bytes_per_s": ("B/s", "bytes a batch-1 decode GEMM (1 x 4096 by 4096 x N bf16, weights "
+                                               "past the L2) moves per second"),
+    "decode.m16_flop_per_hbm_byte": ("1", "FLOP/s of the batch-16 decode GEMM over the HBM read bandwidth: the "
+                                          "intensity it attains against HBM"),
+    "launch.chain_490_s": ("s", "GPU time of 490 small kernels launched back to back (a decode step's dispatch)"),
+    "launch.chain_490_graph_s": ("s", "GPU time of the same 490 kernels replayed as one CUDA graph"),
+    "waves.programs_per_wave": ("1", "programs of a BLOCK 128 matmul that run at once (a wave): the step size of "
+                                     "its time against the program count"),
+    "matmul.naive_seconds": ("s", "time of the lecture's naive matmul (one thread per output, no tiling), 4096^3 "
+                                  "bf16"),
+})

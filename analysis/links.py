@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.collectives import COLLECTIVES
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
@@ -168,3 +169,36 @@ def link_sections(run) -> list:
             "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
             "method": derived["method"]})))
     return sections
+
+
+FAMILY = Family(order=110, rows=lambda m, device: link_rows(m), quantities={
+    "nvlink.links": ("1", "active NVLinks of a GPU (NVML), median over the GPUs of the run"),
+    "nvlink.version": ("1", "NVLink generation the links run (NVML)"),
+    "nvlink.link_bandwidth_bytes_per_s": ("B/s", "speed of one NVLink as NVML reports it (its common link speed)"),
+    "nvlink.pair_bandwidth_bytes_per_s": ("B/s", "NVLink rate between two GPUs one way as NVML rates it: the "
+                                                 "links their traffic can use x the per-link speed, median over "
+                                                 "pairs"),
+    "p2p.read_fraction_of_nvlink": ("1", "peer-read bandwidth of a kernel over the pair's NVML link rate, median "
+                                         "over GPU pairs"),
+    "p2p.memcpy_bandwidth_bytes_per_s": ("B/s", "cudaMemcpyPeerAsync bandwidth one way, largest message, median "
+                                                "over GPU pairs"),
+    "p2p.memcpy_bidirectional_bandwidth_bytes_per_s": ("B/s", "cudaMemcpyPeerAsync both ways at once (bytes of "
+                                                              "both directions), median over GPU pairs"),
+    "p2p.read_bandwidth_bytes_per_s": ("B/s", "a kernel's 16-byte loads from a peer GPU's memory through a peer "
+                                              "pointer, median over GPU pairs"),
+    "p2p.write_bandwidth_bytes_per_s": ("B/s", "a kernel's 16-byte stores into a peer GPU's memory, median over "
+                                               "GPU pairs"),
+    "p2p.latency_cycles": ("cycles", "dependent load from a peer GPU's HBM (chain of 4x L2), link both ways "
+                                     "included, in the issuing GPU's cycles"),
+    "p2p.latency_ns": ("s", "the same remote latency in seconds (globaltimer)"),
+    "p2p.l2_latency_cycles": ("cycles", "dependent load that hits the peer GPU's L2 (a chain of L2/4, walked "
+                                        "once before timing)"),
+    "nccl.all_reduce_busbw_bytes_per_s": ("B/s", "NCCL all-reduce bus bandwidth (nccl-tests busbw: algbw x "
+                                                 "2(n-1)/n), largest message, NVLS off"),
+    "nccl.all_gather_busbw_bytes_per_s": ("B/s", "NCCL all-gather bus bandwidth (algbw x (n-1)/n), largest "
+                                                 "message, NVLS off"),
+    "nccl.reduce_scatter_busbw_bytes_per_s": ("B/s", "NCCL reduce-scatter bus bandwidth (algbw x (n-1)/n), "
+                                                     "largest message, NVLS off"),
+    "nccl.broadcast_busbw_bytes_per_s": ("B/s", "NCCL broadcast bus bandwidth (algbw x 1), largest message, "
+                                                "NVLS off"),
+})

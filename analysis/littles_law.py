@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, ratio_ci, select
 
@@ -177,3 +178,21 @@ def _full_occupancy_rows(measurements: pd.DataFrame, table: pd.DataFrame) -> lis
         rows.append(derived_row("occupancy.full_occupancy_fraction_of_dram_read", *ratio_ci(samples, read),
                                 "median over median bw.dram read, bootstrap CI resampling both", PROBE, config))
     return rows
+
+
+FAMILY = Family(order=60, rows=littles_rows, quantities={
+    "littles.bytes_in_flight": ("B", "bytes in flight needed to saturate device memory"),
+    "occupancy.warps_to_saturate_dram_ilp1": ("1", "resident warps per SM to saturate HBM, one load each"),
+    "littles.loaded_latency_s": ("s", "HBM latency under load: the Little's-law fit of bandwidth against loads "
+                                      "in flight"),
+    "littles.loaded_latency_cycles": ("cycles", "HBM latency under load in SM cycles (fit x measured clock)"),
+    "littles.peak_bandwidth_bytes_per_s": ("B/s", "HBM read plateau of the Little's-law fit"),
+    "occupancy.warps_to_saturate_dram_ilp1_16b": ("1", "resident warps per SM to saturate HBM, one 16-byte-per-"
+                                                       "lane load each"),
+    "littles.l2_bytes_in_flight": ("B", "bytes in flight needed to saturate L2 reads"),
+    "littles.l2_loaded_latency_s": ("s", "L2 latency under load: the Little's-law fit of L2 bandwidth"),
+    "occupancy.full_occupancy_dram_bandwidth_bytes_per_s": ("B/s", "HBM read bandwidth at the largest residency "
+                                                                   "with ILP >= 4"),
+    "occupancy.full_occupancy_fraction_of_dram_read": ("1", "that bandwidth over the bandwidth probe's HBM read "
+                                                            "bandwidth"),
+})

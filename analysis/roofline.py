@@ -20,6 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 from analysis.units import fmt_value
@@ -177,3 +178,10 @@ def matmul_rows(measurements: pd.DataFrame, derived=()) -> list[dict]:
                             "best Triton square-tiled matmul (BLOCK_M = BLOCK_N = BLOCK_K, BLOCK 128-256) over the "
                             "run's tc.bf16.peak_flops (CI: measured CI over the peak's CI)", ROOFLINE_PROBE, note))
     return rows
+
+
+FAMILY = Family(order=170, rows=lambda m, device, rows: matmul_rows(m, rows), reads_rows=True, quantities={
+    "matmul.cublas_bf16_flops": ("FLOP/s", "cuBLAS (torch.matmul) BF16 matmul throughput, 8192^3"),
+    "matmul.triton_bf16_flops": ("FLOP/s", "Triton tl.dot BF16 matmul throughput, 8192^3, best of a few configs"),
+    "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),
+})

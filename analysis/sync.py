@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
@@ -90,3 +91,40 @@ def sync_rows(measurements: pd.DataFrame) -> list[dict]:
         return []
     mine = measurements[measurements["probe"].isin((SMEM_ATOMICS_PROBE, BARRIERS_PROBE))]
     return smem_atomics_rows(mine) + barrier_rows(mine) if len(mine) else []
+
+
+_QUANTITIES: dict[str, tuple[str, str]] = {}
+for _type, _how in (("i32", "ATOMS.ADD"), ("f32", "a compare-and-swap loop on sm_90: LDS, FADD, ATOMS.CAST.SPIN")):
+    _QUANTITIES[f"atomic.shared.add_{_type}_latency_cycles"] = ("cycles", f"shared atom.add.{_type} ({_how}) "
+                                                                          "latency: one thread's chain, each add's "
+                                                                          "operand the previous one's return, one word")
+    for _mode, _what in (("same", "every thread of one full block on one word"),
+                         ("warp", "one word per warp (32 threads adding to it)"),
+                         ("distinct", "every thread on its own word, no bank conflict")):
+        _QUANTITIES[f"atomic.shared.add_{_type}_ops_per_clk_sm_{_mode}"] = (
+            "1/cycle", f"shared red.add.{_type} ({_how}) per clock of one SM, {_what}")
+_QUANTITIES.update({
+    "sync.named_barrier_cycles_one_warp": ("cycles", "one bar.sync 1, 32 (a named barrier of one warp) in a loop"),
+    "sync.named_barrier_cycles_all_warps": ("cycles", "one bar.sync 1, count of every warp of the largest block"),
+    "sync.named_barrier_cycles_16_ids": ("cycles", "one bar.sync id, blockDim / 16 with the largest block's warps "
+                                                   "split over 16 barrier ids at once"),
+    "sync.fence_none_cycles": ("cycles", "one volatile global store of one thread's loop, no fence (the fences' "
+                                         "baseline)"),
+    "sync.fence_cta_cycles": ("cycles", "one volatile global store + __threadfence_block (MEMBAR.SC.CTA)"),
+    "sync.fence_gpu_cycles": ("cycles", "one volatile global store + __threadfence (MEMBAR.SC.GPU)"),
+    "sync.fence_sys_cycles": ("cycles", "one volatile global store + __threadfence_system (MEMBAR.SC.SYS)"),
+    "sync.grid_sync_cycles_one_block_per_sm": ("cycles", "one grid-wide barrier of a cooperative launch, one block "
+                                                         "per SM"),
+    "sync.grid_sync_cycles_full": ("cycles", "one grid-wide barrier of a cooperative launch, as many blocks per SM "
+                                             "as the SM holds"),
+    "sync.mbarrier_cycles_one_warp": ("cycles", "one mbarrier phase (arrive + try_wait.parity) of a one-warp block"),
+    "sync.mbarrier_cycles_all_warps": ("cycles", "one mbarrier phase (arrive + try_wait.parity) of the largest "
+                                                 "block"),
+})
+for _size in (2, 4, 8, 16):
+    _QUANTITIES[f"sync.cluster_barrier_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive + wait of a "
+                                                                      f"cluster of {_size} blocks")
+    _QUANTITIES[f"sync.cluster_barrier_relaxed_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive.relaxed + "
+                                                                              f"wait of a cluster of {_size} blocks "
+                                                                              "(no release fence)")
+FAMILY = Family(order=130, rows=lambda m, device: sync_rows(m), quantities=_QUANTITIES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 
@@ -28,3 +29,12 @@ def wgmma_latency_rows(measurements: pd.DataFrame) -> list[dict]:
                                         "cycles of a chain twice as long less one as long, per wgmma (median, "
                                         "bootstrap 95% CI)", WGMMA_LATENCY_PROBE, f"{len(frame)} samples"))
     return rows
+
+
+_QUANTITIES: dict[str, tuple[str, str]] = {}
+for _dtype, _k in (("bf16", 16), ("fp16", 16), ("tf32", 8), ("fp8", 32)):
+    for _n in (64, 256):
+        _QUANTITIES[f"tc.{_dtype}.wgmma_latency_cycles_n{_n}"] = ("cycles", f"wgmma m64n{_n}k{_k} {_dtype} latency: "
+                                                                            "one warpgroup's dependent accumulator "
+                                                                            "chain, each step waited for")
+FAMILY = Family(order=140, rows=lambda m, device: wgmma_latency_rows(m), quantities=_QUANTITIES)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis.family import Family
 from analysis.quantities import derived_row
 from analysis.stats import median_ci, select
 from analysis.units import fmt_value
@@ -101,3 +102,20 @@ def _shared_memory_bound(measurements: pd.DataFrame, per_clk: float) -> str:
     need, have = per_clk * SPARSE_B_BYTES_PER_FLOP, float(lds["value"].median())
     return (f"; B read from shared memory at {need:.1f} B per clock per SM, {need / have:.2f} of the LDS bandwidth "
             f"measured ({have:.1f}): the documented width would need {documented_per_clk_sm('bf16_sparse') * SPARSE_B_BYTES_PER_FLOP:.0f}")
+
+
+FAMILY = Family(order=80, rows=lambda m, device: tensor_unit_rows(m), quantities={
+    "tc.bf16.ss_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A and B "
+                                                 "from shared memory (SS)"),
+    "tc.bf16.rs_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A from "
+                                                 "registers (RS)"),
+    "tc.bf16.rs_over_ss": ("1", "BF16 wgmma width with A from registers over A from shared memory (m64n256k16)"),
+    "tc.bf16.sparse_flop_per_clk_sm": ("FLOP/cycle", "2:4 sparse BF16 wgmma (m64n256k32) FLOP per clock per SM, "
+                                                     "counted dense-equivalent (2 x 64 x 256 x 32 a wgmma)"),
+    "tc.int8.ops_per_clk_sm": ("op/cycle", "dense INT8 wgmma (s8 x s8 -> s32) integer ops per clock per SM, a "
+                                           "multiply-add counted as 2"),
+    "tc.fp64.flop_per_clk_sm": ("FLOP/cycle", "FP64 tensor (DMMA) FLOP per clock per SM: the faster mma.sync f64 "
+                                              "shape"),
+    "tc.fp64.m8n8k4_flop_per_clk_sm": ("FLOP/cycle", "FP64 mma.sync m8n8k4 (DMMA) FLOP per clock per SM"),
+    "tc.fp64.m16n8k16_flop_per_clk_sm": ("FLOP/cycle", "FP64 mma.sync m16n8k16 (DMMA) FLOP per clock per SM"),
+})

@@ -30,6 +30,8 @@ from probes.kit import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_S
                         STRIDE_WARMUP_S, Filled, Sink, bandwidth_bound, bandwidth_samples, fill_hash, sum32)
 from probes.registry import geom, probe
 
+RUN_ORDER = 90
+
 LANES = 32
 BLOCK_THREADS = 256  #: bandwidth.cu's __launch_bounds__ for every kernel
 #: element bytes -> (kernel, loads per thread per trip = chunks per tile), as bandwidth.cu instantiates them

@@ -27,6 +27,8 @@ from probes.harness import Sample, repeat_until_stable
 from probes.hopper import ClusterRefused, cluster_launch, refused_samples
 from probes.registry import probe
 
+RUN_ORDER = 180
+
 LANES = 32
 #: barriers.cu's and barriers_sm90.cu's constants.
 BARRIER_UNROLL, GRID_UNROLL, SLOTS = 16, 4, 1024

@@ -10,6 +10,8 @@ from probes.chain import (CALIBRATION_STEPS, chain_on_gpu, chase_samples, cupy_l
 from probes.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
+RUN_ORDER = 30
+
 
 def every_sm_footprints(device: dict) -> list[int]:
     """L2/4 to 4x the L2, 8 jittered points per octave."""

@@ -20,6 +20,8 @@ from analysis.collectives import COLLECTIVES, algbw, busbw
 from probes.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
+RUN_ORDER = 320
+
 #: Environment of every rank: NVLink multicast stays off.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
 _GROUP = {}

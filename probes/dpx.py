@@ -12,6 +12,8 @@ from probes.hopper import (CHASE_THREADS, DPX_CHAINS, DPX_CONFIGS, DPX_THREADS, 
 from probes.kit import steps_for
 from probes.registry import probe
 
+RUN_ORDER = 240
+
 
 @probe("hopper.dpx",
        sweeps={"quick": lambda d: list(DPX_CONFIGS), "full": lambda d: list(DPX_CONFIGS)},

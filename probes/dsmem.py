@@ -23,6 +23,8 @@ from probes.hopper import (CHASE_ELEMENTS, CHASE_MODES, CHASE_THREADS, CLUSTER_A
 from probes.kit import MAX_BYTES_PER_CLK_SM, Sink, steps_for
 from probes.registry import probe
 
+RUN_ORDER = 220
+
 
 @probe("hopper.dsmem_latency",
        sweeps={"quick": lambda d: {"cluster_size": [2, 16], "mode": list(CHASE_MODES)},

@@ -21,6 +21,8 @@ from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.kit import kernel_clock_hz
 from probes.registry import probe
 
+RUN_ORDER = 160
+
 LANES = 32
 #: execution.cu's block size of the full-grid kernels.
 THR_THREADS = 256

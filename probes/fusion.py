@@ -23,6 +23,8 @@ from probes.harness import Sample, repeat_until_stable
 from probes.kit import bandwidth_bound
 from probes.registry import probe
 
+RUN_ORDER = 210
+
 MATRIX_SIDE = 4096
 #: The ring of inputs spans at least this many times the L2 (and at least two buffers).
 RING_L2 = 4

@@ -21,6 +21,8 @@ from probes.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_
 from probes.harness import repeat_until_stable
 from probes.registry import probe
 
+RUN_ORDER = 250
+
 #: Fewer cycles per step than this cannot be a dependent shared load plus its address arithmetic.
 MIN_CYCLES_PER_STEP = 4.0
 

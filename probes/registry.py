@@ -15,6 +15,7 @@ import inspect
 import io
 import itertools
 import math
+import pkgutil
 import re
 import sys
 import textwrap
@@ -28,15 +29,6 @@ from analysis.errors import UsageError
 from analysis.results import MEASUREMENT_COLUMNS
 
 PROFILES = ("quick", "full")
-#: Modules that register probes, in the order a run measures them.
-PROBE_MODULES = ("probes.clock", "probes.launch", "probes.chase_l2", "probes.chase", "probes.chase_numba",
-                 "probes.smem_banks", "probes.smem_banks_numba", "probes.column_read", "probes.bandwidth", "probes.dram",
-                 "probes.occupancy", "probes.compute", "probes.wgmma", "probes.tensor_units", "probes.execution",
-                 "probes.exec_chains", "probes.smem_atomics", "probes.barriers", "probes.wgmma_latency",
-                 "probes.matmul", "probes.fusion",
-                 "probes.dsmem", "probes.tma", "probes.dpx", "probes.lecture", "probes.geometry", "probes.l2_partition",
-                 "probes.l2_sets",
-                 "probes.readonly", "probes.write_policy", "probes.icache", "probes.links", "probes.collectives")
 KERNEL_DIR = Path(__file__).parent
 
 
@@ -330,14 +322,44 @@ def probe(probe_id: str, *, sweeps: dict, axes: dict, **kw) -> Callable:
 
 
 def all_probes() -> dict[str, Probe]:
-    for module in PROBE_MODULES:
+    modules = probe_modules()
+    for module in modules:
         importlib.import_module(module)
-    return {pid: _REGISTRY[pid] for pid in sorted(_REGISTRY, key=_order)}
+    return {pid: _REGISTRY[pid] for pid in sorted(_REGISTRY, key=lambda pid: _order(pid, modules))}
 
 
-def _order(probe_id: str) -> tuple:
+_DECLARES = re.compile(r"^@probe\(", re.MULTILINE)
+_RUN_ORDER = re.compile(r"^RUN_ORDER = (\d+)$", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=None)
+def probe_modules() -> tuple[str, ...]:
+    """Every module under probes/ that declares a probe (an ``@probe(`` line), in the order a run measures
+    them: by the ``RUN_ORDER = <int>`` each declares, read from its source, so no list names them."""
+    import probes
+
+    found = {}
+    for info in pkgutil.iter_modules(probes.__path__):
+        path = Path(info.module_finder.path) / f"{info.name}.py"
+        if info.ispkg or not path.is_file():
+            continue
+        text = path.read_text()
+        if not _DECLARES.search(text):
+            continue
+        orders = _RUN_ORDER.findall(text)
+        if len(orders) != 1:
+            raise ValueError(f"{path} declares probes but {len(orders)} RUN_ORDER lines: write one, "
+                             "RUN_ORDER = <int>, where in a run its probes are measured")
+        found[f"probes.{info.name}"] = int(orders[0])
+    clash = sorted(name for name, order in found.items() if list(found.values()).count(order) > 1)
+    if clash:
+        raise ValueError(f"probe modules {clash} declare the same RUN_ORDER: give each its own")
+    return tuple(sorted(found, key=found.get))
+
+
+def _order(probe_id: str, modules: tuple[str, ...]) -> tuple:
     module = _REGISTRY[probe_id].func.__module__
-    return (PROBE_MODULES.index(module) if module in PROBE_MODULES else len(PROBE_MODULES), probe_id)
+    return (modules.index(module) if module in modules else len(modules), probe_id)
 
 
 def select(names: list[str] | None) -> list[Probe]:

@@ -26,6 +26,8 @@ from probes.compute import check_identical, measure_rate, occupancy_sample
 from probes.registry import probe
 from probes.wgmma import wgmma_fragment_to_matrix
 
+RUN_ORDER = 140
+
 LANES = 32
 #: tensor_units.cu's constants.
 WG_THREADS, STEPS, ROW_BYTES, WGMMA_M = 128, 4, 32, 64

@@ -26,6 +26,8 @@ from probes.kit import GOLDEN, Golden, HBM_FOOTPRINT_L2, MASK32, Sink, bandwidth
 from probes.registry import probe
 from probes.tensor_map import encode_tensor_map
 
+RUN_ORDER = 230
+
 
 def prepare_level(words, nbytes: int, level: str, device: dict) -> None:
     """Put the first ``nbytes`` of ``words`` in L2 (level l2: read by a copy, which fits beside it), or

@@ -312,12 +312,12 @@ def test_grid_barrier_launches_cooperatively(monkeypatch):
 
 def test_probes_are_registered_with_fakes_after_the_execution_chapter():
     import fakes
-    from probes.registry import PROBE_MODULES
+    from probes.registry import probe_modules
 
     probes = all_probes()
     for pid in ("exec.smem_atomics", "exec.barriers", "exec.wgmma_latency"):
         assert pid in probes and pid in fakes.FAKES
-    order = list(PROBE_MODULES)
+    order = list(probe_modules())
     assert (order.index("probes.execution") < order.index("probes.smem_atomics") < order.index("probes.barriers")
             < order.index("probes.wgmma_latency"))
     assert probes["exec.barriers"].kernels == ("barriers.cu", "barriers_sm90.cu")

@@ -181,11 +181,11 @@ def test_int_operands_are_nonzero_and_bounded():
 
 
 def test_probe_is_sm90a_only_and_refuses_unknown_ops():
-    from probes.registry import PROBE_MODULES, all_probes
+    from probes.registry import all_probes, probe_modules
 
     probe = all_probes()["compute.tensor_units"]
     assert probe.min_cc == probe.max_cc == (9, 0)
-    assert PROBE_MODULES.index("probes.tensor_units") == PROBE_MODULES.index("probes.wgmma") + 1
+    assert probe_modules().index("probes.tensor_units") == probe_modules().index("probes.wgmma") + 1
     assert {c["op"] for c in probe.configs({}, "full")} == set(tu.UNITS)
     with pytest.raises(ValueError, match="unknown tensor op"):
         tu.compute_tensor_units(None, "fp4_n256")
