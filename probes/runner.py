@@ -336,14 +336,86 @@ class Worker:
         self.process = None
 
 
+#: Packages a backend's probes import on first use, beyond CuPy: a run's compile workers import them early, so
+#: the probe process finds their files in the page cache on a freshly started machine.
+BACKEND_IMPORTS = {"triton": ("torch", "triton"), "torch": ("torch",), "numba": ("numba.cuda",)}
+
+
+def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
+    """What the probes with configs to measure (``todo``: probe id -> configs) will compile or import, in run
+    order, each once: ``("cubin", source, name, arch)`` for a CUDA kernel file of a CuPy probe (``kernels``; an
+    architecture-specific probe, one with ``max_cc``, builds its own ``sm_XYa``) and for each source its module's
+    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages."""
+    from probes.cuda import arch_of, source
+
+    jobs: dict = {}
+    for probe in probes:
+        configs = todo.get(probe.id)
+        if not configs:
+            continue
+        if probe.backend == "cupy":
+            arch = arch_of(device["compute_capability"], specific=probe.max_cc is not None)
+            for filename in probe.kernels:
+                if filename.endswith(".cu"):
+                    jobs.setdefault(("cubin", filename, arch), ("cubin", source(filename), filename, arch))
+            generate = getattr(sys.modules.get(probe.func.__module__), "kernel_sources", None)
+            plain = arch_of(device["compute_capability"])
+            for code, name in generate(configs) if generate else ():
+                jobs.setdefault(("cubin", code, plain), ("cubin", code, name, plain))
+        for package in BACKEND_IMPORTS.get(probe.backend, ()):
+            jobs.setdefault(("import", package), ("import", package))
+    return list(jobs.values())
+
+
+def _compile_job(job: tuple) -> None:
+    """One compile job, in a compile worker: the cubin into the cache the probes load from, or an import."""
+    if job[0] == "cubin":
+        from probes.cuda import cubin_file
+
+        cubin_file(*job[1:])
+    else:
+        importlib.import_module(job[1])
+
+
+def _compile_worker_start() -> None:
+    """Ctrl-C is the runner's to handle; the measuring process comes first for the CPU."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(10)
+
+
+def start_compiles(jobs: list[tuple], cpus: int | None = None):
+    """Run ``jobs`` on compile workers (NVRTC and ptxas are CPU work, done while the GPU measures); returns the
+    pool, or None with no jobs or too few cores (RESERVED_CPUS stay with the measuring process and the runner).
+    A job's failure is dropped: the probe that needs the kernel compiles it again and records the error."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(len(jobs), MAX_COMPILE_WORKERS, (cpus or os.cpu_count() or 1) - RESERVED_CPUS)
+    if workers < 1:
+        return None
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_compile_worker_start)
+    for job in jobs:
+        pool.submit(_compile_job, job)
+    return pool
+
+
+#: Compile workers at most (the largest compiles, the instruction-cache loops, take seconds each), and the cores
+#: a run leaves to its measuring process and itself.
+MAX_COMPILE_WORKERS, RESERVED_CPUS = 8, 2
+
+
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
             on_probe: Callable = None, budget: Budget | None = None, isolate: bool = True,
-            timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+            timeout_s: float = PROBE_TIMEOUT_S, compile_ahead: bool = True) -> dict:
     """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
 
     With ``isolate`` the probes run one after another in a worker process, each within ``timeout_s``; a CUDA
     fault, a hang or a failure there is recorded, the worker is replaced and the run goes on.  Without it,
-    they run in this process."""
+    they run in this process.  With ``compile_ahead``, compile workers build the probes' kernels (and import
+    their backends' packages) while the GPU measures, so a probe finds them built (``compile_jobs``)."""
     from analysis.derive import derive
 
     device = meta["device"]
@@ -352,12 +424,20 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     cc = tuple(int(x) for x in device["compute_capability"].split("."))
     run.remove_temporaries()
     worker = Worker(run, budget)
+    plans = {probe.id: (probe.configs(device, meta["profile"], meta.get("overrides")),
+                        skip_reason(probe, cc, device.get("gpu_count", 1))) for probe in probes}
+    compiles = None
+    if compile_ahead:
+        todo = {}
+        for pid, (configs, reason) in plans.items():
+            done = set() if reason else run.done_configs(pid)
+            todo[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
+        compiles = start_compiles(compile_jobs(probes, device, todo))
     try:
         for probe in probes:
             state = meta["probes"][probe.id]
-            configs = probe.configs(device, meta["profile"], meta.get("overrides"))
+            configs, reason = plans[probe.id]
             state["configs_total"] = len(configs)
-            reason = skip_reason(probe, cc, device.get("gpu_count", 1))
             if reason:
                 state.update(status="skipped", error=reason)
                 run.write_meta(meta)
@@ -398,6 +478,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
         raise RunInterrupted(run.path) from None
     finally:
         worker.stop()
+        if compiles is not None:
+            compiles.shutdown(wait=False, cancel_futures=True)
     meta["ended"] = _now()
     run.write_meta(meta)
     if any(s["configs_done"] for s in meta["probes"].values()):
