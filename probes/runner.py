@@ -405,6 +405,9 @@ def start_compiles(jobs: list[tuple], cpus: int | None = None):
 #: Compile workers at most (the largest compiles, the instruction-cache loops, take seconds each), and the cores
 #: a run leaves to its measuring process and itself.
 MAX_COMPILE_WORKERS, RESERVED_CPUS = 8, 2
+#: Cores from which the end-of-run derive spreads its families over forked workers (the same rows as serially);
+#: on fewer, starting the workers costs more than it saves.
+PARALLEL_DERIVE_CPUS = 8
 
 
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
@@ -483,7 +486,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     meta["ended"] = _now()
     run.write_meta(meta)
     if any(s["configs_done"] for s in meta["probes"].values()):
-        run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"]))))
+        run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"])),
+                                 parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS))
     return meta
 
 

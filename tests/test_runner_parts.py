@@ -141,3 +141,22 @@ def test_telemetry_readings_of_a_window_are_those_strictly_after_its_start_up_to
             [tuple(sorted(rng.choice(times, 2))) for _ in range(20)]:
         expected = data[(data[:, 0] > t0) & (data[:, 0] <= t1)]
         np.testing.assert_array_equal(rec.readings(t0, t1), expected.reshape(-1, 5))
+
+
+@pytest.mark.parametrize("cpus_needed", [1, 1 << 20])
+def test_the_end_of_run_derive_spreads_over_the_cores_only_on_a_large_machine_and_derives_the_same(
+        tmp_path, monkeypatch, cpus_needed):
+    import analysis.derive
+
+    chosen = ("clock.sm", "chase.latency", "bw.dram", "launch.overhead")
+    serial_run, meta, probes = sim_run(tmp_path / "serial", chosen)
+    monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", 1 << 20)
+    runner.execute(serial_run, meta, probes, isolate=False)
+    calls = []
+    real = analysis.derive.derive
+    monkeypatch.setattr(analysis.derive, "derive", lambda *a, **k: (calls.append(k.get("parallel")), real(*a, **k))[1])
+    monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", cpus_needed)
+    run, meta, probes = sim_run(tmp_path / "other", chosen)
+    runner.execute(run, meta, probes, isolate=False)
+    assert calls == [cpus_needed == 1]  # the negative control: a large threshold keeps it serial
+    pd.testing.assert_frame_equal(run.read_derived(), serial_run.read_derived())
