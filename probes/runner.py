@@ -242,10 +242,13 @@ def _worker(run_path: str, budget: Budget, tasks, events) -> None:
 def _release_memory() -> None:
     """Hand the GPU memory the finished probe's frames freed back to the driver, so that the next probe
     (possibly through the other library: CuPy or torch) finds device memory as a fresh process would;
-    buffers a probe module keeps on purpose stay."""
+    buffers a probe module keeps on purpose stay.  What survives the collection (the libraries' modules,
+    kernels, kept buffers) is frozen, so later collections, these and the automatic ones during a probe,
+    scan only what was made since, not every object CuPy, Numba and torch hold."""
     import gc
 
     gc.collect()
+    gc.freeze()
     if "cupy" in sys.modules:
         import cupy
 
