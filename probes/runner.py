@@ -207,6 +207,10 @@ def _worker(run_path: str, budget: Budget, tasks, events) -> None:
     # Numba warns at every launch of fewer than 128 blocks; a latency probe launches one block on purpose.
     # Read when Numba is first imported, which is below: the run's log keeps only gpuatlas's own lines.
     os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
+    # CuPy's own kernels (its elementwise, reduction and random kernels, which the probes' host-side fills and
+    # checks compile on first use) each parse the same CuPy headers: with NVRTC's precompiled headers, parsed
+    # once per process.  Read when CuPy's compiler is first imported, below; the kernels built are the same.
+    os.environ.setdefault("CUPY_NVRTC_USE_PCH", "1")
     parent = os.getppid()
     run = RunDir(Path(run_path))
 

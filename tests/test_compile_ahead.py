@@ -1,6 +1,7 @@
 """Compile workers: a run builds its probes' kernels into the cubin cache on other cores before the probes need
 them, and nothing a compile worker does (a hit, a miss, a failure) changes what the run records."""
 import dataclasses
+import os
 
 import pandas as pd
 import pytest
@@ -111,3 +112,26 @@ def test_failing_compile_jobs_change_nothing_and_the_probe_that_needs_the_kernel
     columns = ["probe", "config", "metric", "value", "repeat"]
     pd.testing.assert_frame_equal(ahead_rows[columns], plain_rows[columns])
     assert not list(cache.glob("bad.*"))  # nothing is cached for a kernel that does not compile
+
+
+def test_a_probe_process_compiles_cupys_own_kernels_with_precompiled_headers(tmp_path, monkeypatch):
+    """The probe process has the switch set before it imports CuPy, and CuPy's compiler reads that switch when
+    imported (a fresh interpreter with and without it: the negative control)."""
+    import subprocess
+    import sys
+
+    import sim_worker
+
+    monkeypatch.delenv("CUPY_NVRTC_USE_PCH", raising=False)
+    probe = dataclasses.replace(next(p for p in fakes.simulated_probes() if p.id == "clock.sm"),
+                                func=sim_worker.cupy_settings)
+    run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, [probe], "quick", {}, 0, ["test"])
+    meta = runner.execute(run, meta, [probe], isolate=True, timeout_s=120, compile_ahead=False)
+    assert meta["probes"]["clock.sm"]["status"] == "ok", meta["probes"]["clock.sm"]["error"]
+    assert set(run.read_measurements()["flag"]) == {"pch=1"}
+    read = "from cupy.cuda import compiler; print(compiler._use_pch)"
+    for value, want in (("1", "True"), (None, "False")):
+        env = {k: v for k, v in os.environ.items() if k != "CUPY_NVRTC_USE_PCH"}
+        env.update({"CUPY_NVRTC_USE_PCH": value} if value else {})
+        assert subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip() == want
