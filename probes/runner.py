@@ -436,14 +436,15 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     worker = Worker(run, budget)
     plans = {probe.id: (probe.configs(device, meta["profile"], meta.get("overrides")),
                         skip_reason(probe, cc, device.get("gpu_count", 1))) for probe in probes}
+    pending = {}
+    for pid, (configs, reason) in plans.items():
+        done = set() if reason else run.done_configs(pid)
+        pending[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
     compiles = None
-    if compile_ahead:
-        todo = {}
-        for pid, (configs, reason) in plans.items():
-            done = set() if reason else run.done_configs(pid)
-            todo[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
-        compiles = start_compiles(compile_jobs(probes, device, todo))
     try:
+        if isolate and any(pending.values()):
+            worker.start()  # its imports overlap the compile workers' start
+        compiles = start_compiles(compile_jobs(probes, device, pending)) if compile_ahead else None
         for probe in probes:
             state = meta["probes"][probe.id]
             configs, reason = plans[probe.id]
