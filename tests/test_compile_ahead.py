@@ -2,6 +2,7 @@
 them, and nothing a compile worker does (a hit, a miss, a failure) changes what the run records."""
 import dataclasses
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -135,3 +136,23 @@ def test_a_probe_process_compiles_cupys_own_kernels_with_precompiled_headers(tmp
         env.update({"CUPY_NVRTC_USE_PCH": value} if value else {})
         assert subprocess.run([sys.executable, "-c", read], env=env, capture_output=True, text=True,
                               check=True).stdout.strip() == want
+
+
+def test_a_probe_loads_each_kernel_file_from_the_cache_built_for_the_devices_target(cache, monkeypatch):
+    import cupy
+
+    loaded = []
+    monkeypatch.setattr(cupy, "RawModule", lambda **kwargs: loaded.append(kwargs) or kwargs)
+    monkeypatch.setattr(cuda, "device_arch", lambda: "sm_90")
+    cuda.module.cache_clear()
+    try:
+        cuda.module("clock.cu")
+        cuda.module("clock.cu")  # once per process
+        cuda.module("wgmma.cu", "sm_90a")  # an explicit target: its own file
+    finally:
+        cuda.module.cache_clear()
+    paths = [Path(kwargs["path"]) for kwargs in loaded]
+    assert [p.name.split(".")[:2] for p in paths] == [["clock", "sm_90"], ["wgmma", "sm_90a"]]
+    assert all(p.parent == cache and p.read_bytes().startswith(b"\x7fELF") for p in paths)
+    plain = cuda.arch_of(fakes.DEVICE["compute_capability"])
+    assert paths[0] == cuda.cubin_file(cuda.source("clock.cu"), "clock.cu", plain)
