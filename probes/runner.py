@@ -3,7 +3,8 @@
 Each finished config is written at once as its own part (atomic rename) and each finished probe's parts as
 one file, run.json is rewritten after every probe, and a failing probe is recorded with its error while the
 run goes on; measurements.parquet is merged once, at the end (or at Ctrl-C).  ``--resume`` re-reads the run's
-own settings and measures only the configs that have no part yet.
+own settings and measures only the configs that have no part yet.  While the GPU measures, compile workers on
+spare cores build the coming probes' kernels into the cubin cache the probe process loads them from.
 """
 from __future__ import annotations
 
