@@ -1,7 +1,9 @@
 """CUDA C++ kernels: load a ``.cu`` file beside the probes as a CuPy RawModule, or compile it without a GPU.
 
-``compile_cubin`` drives NVRTC directly (no device needed) with the options CuPy uses, so the register and
-shared-memory counts CPU tests assert are the ones the GPU runs.  ``sass`` disassembles with cuobjdump.
+``compile_cubin`` drives NVRTC directly (no device needed) with the options CuPy's RawModule uses, and every
+module a probe loads is built by it into a cubin cache on disk (``cubin_file``), so the register and
+shared-memory counts CPU tests assert are the ones the GPU runs, and a run's compile workers can build a
+probe's kernels on the CPU before the probe needs them.  ``sass`` disassembles with cuobjdump.
 """
 from __future__ import annotations
 
@@ -38,30 +40,47 @@ def _inline(filename: str, seen: set) -> str:
 
 @functools.lru_cache(maxsize=None)
 def module(filename: str, arch: str | None = None):
-    """The compiled RawModule for ``filename`` (cached per process).
+    """The compiled RawModule for ``filename`` (cached per process), built for ``arch`` (default: the device's
+    own ``sm_XY``; ``sm_90a``: the architecture-specific target wgmma and setmaxnreg need) by ``compiled``."""
+    return compiled(source(filename), filename, arch)
 
-    Without ``arch`` CuPy compiles for the device's own compute capability.  With one (``sm_90a``: the
-    architecture-specific target wgmma and setmaxnreg need, which CuPy's RawModule cannot request) the
-    cubin is built by ``compile_cubin`` -- the same NVRTC options -- and loaded as is."""
+
+def compiled(code: str, name: str, arch: str | None = None):
+    """A RawModule of ``code`` built by ``compile_source`` (the options CuPy's RawModule uses) for ``arch``, or
+    the device's own ``sm_XY``; loaded from the cubin cache, compiled into it on a miss."""
     import cupy
 
-    if arch is None:
-        return cupy.RawModule(code=source(filename), options=NVRTC_OPTIONS)
-    return cupy.RawModule(path=str(cached_cubin(filename, arch, compile_cubin(filename, arch)[0])))
+    return cupy.RawModule(path=str(cubin_file(code, name, arch or device_arch())))
 
 
-#: Where architecture-specific cubins are kept for RawModule to load: one file per content, so every probe
-#: process of every run reuses it and nothing accumulates.
+def device_arch() -> str:
+    """``sm_XY`` of the current device: the target CuPy's RawModule builds for."""
+    import cupy
+
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def arch_of(compute_capability: str, specific: bool = False) -> str:
+    """``sm_XY`` of a compute capability written ``X.Y`` (run.json's form); ``specific``: its ``sm_XYa``."""
+    return f"sm_{compute_capability.replace('.', '')}{'a' if specific else ''}"
+
+
+#: Where compiled cubins are kept for RawModule to load, each named by a hash of everything it is built from
+#: (source, options, target, NVRTC's version): every probe process of every run and a run's compile workers
+#: (``probes.runner.start_compiles``) share it, and an edit to a kernel makes a new file, never a stale read.
 CUBIN_CACHE = Path(tempfile.gettempdir()) / "gpuatlas-cubins"
 
 
-def cached_cubin(filename: str, arch: str, cubin: bytes) -> Path:
-    """The cache file holding ``cubin`` (named by its content's hash), written atomically if missing."""
+def cubin_file(code: str, name: str, arch: str) -> Path:
+    """The cache file of ``code`` built for ``arch``: compiled and written atomically if missing."""
+    from cupy.cuda import nvrtc
+
     from analysis.results import atomic_write_bytes
 
-    path = CUBIN_CACHE / f"{Path(filename).stem}.{arch}.{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
+    key = "\0".join([code, name, *compile_options(arch), repr(nvrtc.getVersion())])
+    path = CUBIN_CACHE / f"{Path(name).stem}.{arch}.{hashlib.sha256(key.encode()).hexdigest()[:24]}.cubin"
     if not path.exists():
-        atomic_write_bytes(path, cubin)
+        atomic_write_bytes(path, compile_source(code, name, arch)[0])
     return path
 
 
@@ -80,16 +99,25 @@ def blocks_per_sm(func, threads: int, dynamic_smem: int = 0) -> int:
     return int(blocks)
 
 
+def compile_options(arch: str) -> list[str]:
+    """NVRTC options of every build: the probes' own, CuPy's implicit ones, the target, ptxas's counts."""
+    return [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}", "--ptxas-options=-v"]
+
+
 def compile_cubin(filename: str, arch: str = "sm_90") -> tuple[bytes, str]:
     """Compile ``filename`` for ``arch`` with NVRTC and return ``(cubin, ptxas log)``; needs no GPU."""
+    return compile_source(source(filename), filename, arch)
+
+
+def compile_source(code: str, name: str, arch: str) -> tuple[bytes, str]:
+    """Compile CUDA source ``code`` (named ``name`` in messages) for ``arch``: ``(cubin, ptxas log)``."""
     from cupy.cuda import nvrtc
 
-    prog = nvrtc.createProgram(source(filename), filename, [], [])
-    options = [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}", "--ptxas-options=-v"]
+    prog = nvrtc.createProgram(code, name, [], [])
     try:
-        nvrtc.compileProgram(prog, options)
+        nvrtc.compileProgram(prog, compile_options(arch))
     except nvrtc.NVRTCError:
-        raise RuntimeError(f"NVRTC failed on {filename}:\n{nvrtc.getProgramLog(prog)}") from None
+        raise RuntimeError(f"NVRTC failed on {name}:\n{nvrtc.getProgramLog(prog)}") from None
     # CuPy's getCUBIN drops the cubin's last byte (a NUL); put it back so the ELF is whole.
     return nvrtc.getCUBIN(prog) + b"\0", nvrtc.getProgramLog(prog)
 

@@ -80,13 +80,22 @@ extern "C" __global__ void icache_loop(long long trips, float x, float y, float 
 """
 
 
+#: The program name of every loop's source (in NVRTC's messages and the cubin cache's file names).
+SOURCE_NAME = "icache_loop.cu"
+
+
 @functools.lru_cache(maxsize=None)
 def loop_kernel(instructions: int):
-    import cupy
+    from probes.cuda import compiled
 
-    from probes.cuda import NVRTC_OPTIONS
+    return compiled(loop_source(instructions), SOURCE_NAME).get_function("icache_loop")
 
-    return cupy.RawModule(code=loop_source(instructions), options=NVRTC_OPTIONS).get_function("icache_loop")
+
+def kernel_sources(configs: list[dict]) -> list[tuple[str, str]]:
+    """``(source, name)`` of the loop each config runs, largest first: what a run's compile workers build into
+    the cubin cache before this probe needs it (compiling the largest takes seconds)."""
+    sizes = sorted({c["code_bytes"] // INSTRUCTION_BYTES for c in configs}, reverse=True)
+    return [(loop_source(n), SOURCE_NAME) for n in sizes]
 
 
 def trips_for(instructions: int) -> int:

@@ -3,7 +3,8 @@
 Each finished config is written at once as its own part (atomic rename) and each finished probe's parts as
 one file, run.json is rewritten after every probe, and a failing probe is recorded with its error while the
 run goes on; measurements.parquet is merged once, at the end (or at Ctrl-C).  ``--resume`` re-reads the run's
-own settings and measures only the configs that have no part yet.
+own settings and measures only the configs that have no part yet.  While the GPU measures, compile workers on
+spare cores build the coming probes' kernels into the cubin cache the probe process loads them from.
 """
 from __future__ import annotations
 
@@ -207,6 +208,10 @@ def _worker(run_path: str, budget: Budget, tasks, events) -> None:
     # Numba warns at every launch of fewer than 128 blocks; a latency probe launches one block on purpose.
     # Read when Numba is first imported, which is below: the run's log keeps only gpuatlas's own lines.
     os.environ["NUMBA_DISABLE_PERFORMANCE_WARNINGS"] = "1"
+    # CuPy's own kernels (its elementwise, reduction and random kernels, which the probes' host-side fills and
+    # checks compile on first use) each parse the same CuPy headers: with NVRTC's precompiled headers, parsed
+    # once per process.  Read when CuPy's compiler is first imported, below; the kernels built are the same.
+    os.environ.setdefault("CUPY_NVRTC_USE_PCH", "1")
     parent = os.getppid()
     run = RunDir(Path(run_path))
 
@@ -242,10 +247,13 @@ def _worker(run_path: str, budget: Budget, tasks, events) -> None:
 def _release_memory() -> None:
     """Hand the GPU memory the finished probe's frames freed back to the driver, so that the next probe
     (possibly through the other library: CuPy or torch) finds device memory as a fresh process would;
-    buffers a probe module keeps on purpose stay."""
+    buffers a probe module keeps on purpose stay.  What survives the collection (the libraries' modules,
+    kernels, kept buffers) is frozen, so later collections, these and the automatic ones during a probe,
+    scan only what was made since, not every object CuPy, Numba and torch hold."""
     import gc
 
     gc.collect()
+    gc.freeze()
     if "cupy" in sys.modules:
         import cupy
 
@@ -336,14 +344,89 @@ class Worker:
         self.process = None
 
 
+#: Packages a backend's probes import on first use, beyond CuPy: a run's compile workers import them early, so
+#: the probe process finds their files in the page cache on a freshly started machine.
+BACKEND_IMPORTS = {"triton": ("torch", "triton"), "torch": ("torch",), "numba": ("numba.cuda",)}
+
+
+def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
+    """What the probes with configs to measure (``todo``: probe id -> configs) will compile or import, in run
+    order, each once: ``("cubin", source, name, arch)`` for a CUDA kernel file of a CuPy probe (``kernels``; an
+    architecture-specific probe, one with ``max_cc``, builds its own ``sm_XYa``) and for each source its module's
+    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages."""
+    from probes.cuda import arch_of, source
+
+    jobs: dict = {}
+    for probe in probes:
+        configs = todo.get(probe.id)
+        if not configs:
+            continue
+        if probe.backend == "cupy":
+            arch = arch_of(device["compute_capability"], specific=probe.max_cc is not None)
+            for filename in probe.kernels:
+                if filename.endswith(".cu"):
+                    jobs.setdefault(("cubin", filename, arch), ("cubin", source(filename), filename, arch))
+            generate = getattr(sys.modules.get(probe.func.__module__), "kernel_sources", None)
+            plain = arch_of(device["compute_capability"])
+            for code, name in generate(configs) if generate else ():
+                jobs.setdefault(("cubin", code, plain), ("cubin", code, name, plain))
+        for package in BACKEND_IMPORTS.get(probe.backend, ()):
+            jobs.setdefault(("import", package), ("import", package))
+    return list(jobs.values())
+
+
+def _compile_job(job: tuple) -> None:
+    """One compile job, in a compile worker: the cubin into the cache the probes load from, or an import."""
+    if job[0] == "cubin":
+        from probes.cuda import cubin_file
+
+        cubin_file(*job[1:])
+    else:
+        importlib.import_module(job[1])
+
+
+def _compile_worker_start() -> None:
+    """Ctrl-C is the runner's to handle; the measuring process comes first for the CPU."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(10)
+
+
+def start_compiles(jobs: list[tuple], cpus: int | None = None):
+    """Run ``jobs`` on compile workers (NVRTC and ptxas are CPU work, done while the GPU measures); returns the
+    pool, or None with no jobs or too few cores (RESERVED_CPUS stay with the measuring process and the runner).
+    A job's failure is dropped: the probe that needs the kernel compiles it again and records the error."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(len(jobs), MAX_COMPILE_WORKERS, (cpus or os.cpu_count() or 1) - RESERVED_CPUS)
+    if workers < 1:
+        return None
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_compile_worker_start)
+    for job in jobs:
+        pool.submit(_compile_job, job)
+    return pool
+
+
+#: Compile workers at most (the largest compiles, the instruction-cache loops, take seconds each), and the cores
+#: a run leaves to its measuring process and itself.
+MAX_COMPILE_WORKERS, RESERVED_CPUS = 8, 2
+#: Cores from which the end-of-run derive spreads its families over forked workers (the same rows as serially);
+#: on fewer, starting the workers costs more than it saves.
+PARALLEL_DERIVE_CPUS = 8
+
+
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
             on_probe: Callable = None, budget: Budget | None = None, isolate: bool = True,
-            timeout_s: float = PROBE_TIMEOUT_S) -> dict:
+            timeout_s: float = PROBE_TIMEOUT_S, compile_ahead: bool = True) -> dict:
     """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
 
     With ``isolate`` the probes run one after another in a worker process, each within ``timeout_s``; a CUDA
     fault, a hang or a failure there is recorded, the worker is replaced and the run goes on.  Without it,
-    they run in this process."""
+    they run in this process.  With ``compile_ahead``, compile workers build the probes' kernels (and import
+    their backends' packages) while the GPU measures, so a probe finds them built (``compile_jobs``)."""
     from analysis.derive import derive
 
     device = meta["device"]
@@ -352,12 +435,21 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     cc = tuple(int(x) for x in device["compute_capability"].split("."))
     run.remove_temporaries()
     worker = Worker(run, budget)
+    plans = {probe.id: (probe.configs(device, meta["profile"], meta.get("overrides")),
+                        skip_reason(probe, cc, device.get("gpu_count", 1))) for probe in probes}
+    pending = {}
+    for pid, (configs, reason) in plans.items():
+        done = set() if reason else run.done_configs(pid)
+        pending[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
+    compiles = None
     try:
+        if isolate and any(pending.values()):
+            worker.start()  # its imports overlap the compile workers' start
+        compiles = start_compiles(compile_jobs(probes, device, pending)) if compile_ahead else None
         for probe in probes:
             state = meta["probes"][probe.id]
-            configs = probe.configs(device, meta["profile"], meta.get("overrides"))
+            configs, reason = plans[probe.id]
             state["configs_total"] = len(configs)
-            reason = skip_reason(probe, cc, device.get("gpu_count", 1))
             if reason:
                 state.update(status="skipped", error=reason)
                 run.write_meta(meta)
@@ -398,10 +490,13 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
         raise RunInterrupted(run.path) from None
     finally:
         worker.stop()
+        if compiles is not None:
+            compiles.shutdown(wait=False, cancel_futures=True)
     meta["ended"] = _now()
     run.write_meta(meta)
     if any(s["configs_done"] for s in meta["probes"].values()):
-        run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"]))))
+        run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"])),
+                                 parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS))
     return meta
 
 

@@ -1,4 +1,5 @@
 """Simulated probes that log the process measuring them (tests/test_reliability.py counts the workers)."""
+import dataclasses
 import os
 
 import fakes
@@ -22,3 +23,9 @@ def launch(ctx, **params):
 def smem(ctx, **params):
     _log("chase.smem")
     return fakes.FAKES["chase.smem"](ctx, **params)
+
+
+def cupy_settings(ctx, **params):
+    """clock.sm's samples, each flagged with the CuPy compile switch of the worker's environment."""
+    flag = f"pch={os.environ.get('CUPY_NVRTC_USE_PCH')}"
+    return [dataclasses.replace(s, flag=flag) for s in fakes.FAKES["clock.sm"](ctx, **params)]

@@ -103,12 +103,20 @@ def test_every_kernel_file_compiles_for_sm90(filename):
     assert cubin.startswith(b"\x7fELF") and resource_usage(log), filename
 
 
-def test_an_architecture_specific_cubin_is_cached_once_by_its_content(tmp_path, monkeypatch):
+def test_a_cubin_is_compiled_once_into_the_cache_under_what_it_is_built_from(tmp_path, monkeypatch):
     import probes.cuda as cuda
 
     monkeypatch.setattr(cuda, "CUBIN_CACHE", tmp_path)
-    cubin, _ = compile_cubin("wgmma.cu", "sm_90a")
-    first = cuda.cached_cubin("wgmma.cu", "sm_90a", cubin)
-    assert cuda.cached_cubin("wgmma.cu", "sm_90a", cubin) == first and first.read_bytes() == cubin
-    assert cuda.cached_cubin("wgmma.cu", "sm_90a", cubin + b"\0") != first  # other content, other file
-    assert sorted(p.name.startswith("wgmma.sm_90a.") for p in tmp_path.iterdir()) == [True, True]
+    want = compile_cubin("wgmma.cu", "sm_90a")[0]
+    compiles = []
+    real = cuda.compile_source
+    monkeypatch.setattr(cuda, "compile_source", lambda *args: (compiles.append(args), real(*args))[1])
+    code = cuda.source("wgmma.cu")
+    first = cuda.cubin_file(code, "wgmma.cu", "sm_90a")
+    assert cuda.cubin_file(code, "wgmma.cu", "sm_90a") == first and len(compiles) == 1  # the second is a hit
+    assert first.read_bytes() == want
+    # the negative controls: other source, other target, each its own file and compile
+    assert cuda.cubin_file(code + "\n", "wgmma.cu", "sm_90a") != first
+    other = cuda.cubin_file(cuda.source("clock.cu"), "clock.cu", "sm_90")
+    assert other.name.startswith("clock.sm_90.") and len(compiles) == 3
+    assert sorted(p.name.split(".")[1] for p in tmp_path.iterdir()) == ["sm_90", "sm_90a", "sm_90a"]

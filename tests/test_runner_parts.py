@@ -1,6 +1,8 @@
 """How a run's rows reach the disk cheaply: a config's part is an Arrow table written by pyarrow (no pandas
 frame per config), a finished probe's parts are also one file, and measurements.parquet is merged once, at the
 end.  What is read back is what the pandas route wrote and merged before."""
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -141,3 +143,53 @@ def test_telemetry_readings_of_a_window_are_those_strictly_after_its_start_up_to
             [tuple(sorted(rng.choice(times, 2))) for _ in range(20)]:
         expected = data[(data[:, 0] > t0) & (data[:, 0] <= t1)]
         np.testing.assert_array_equal(rec.readings(t0, t1), expected.reshape(-1, 5))
+
+
+@pytest.mark.parametrize("cpus_needed", [1, 1 << 20])
+def test_the_end_of_run_derive_spreads_over_the_cores_only_on_a_large_machine_and_derives_the_same(
+        tmp_path, monkeypatch, cpus_needed):
+    import analysis.derive
+
+    chosen = ("clock.sm", "chase.latency", "bw.dram", "launch.overhead")
+    serial_run, meta, probes = sim_run(tmp_path / "serial", chosen)
+    monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", 1 << 20)
+    runner.execute(serial_run, meta, probes, isolate=False)
+    calls = []
+    real = analysis.derive.derive
+    monkeypatch.setattr(analysis.derive, "derive", lambda *a, **k: (calls.append(k.get("parallel")), real(*a, **k))[1])
+    monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", cpus_needed)
+    run, meta, probes = sim_run(tmp_path / "other", chosen)
+    runner.execute(run, meta, probes, isolate=False)
+    assert calls == [cpus_needed == 1]  # the negative control: a large threshold keeps it serial
+    pd.testing.assert_frame_equal(run.read_derived(), serial_run.read_derived())
+
+
+def test_releasing_a_probe_collects_its_cycles_and_freezes_what_survives(monkeypatch):
+    """Cyclic garbage made before a release and after it is collected by the release that follows it; what
+    survives a release is left out of later collections."""
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    def cycle():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        return weakref.ref(a)
+
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)  # no GPU here: only the collector's part
+    kept = Node()
+    gc.disable()  # no automatic collection between the lines below: only the releases collect
+    try:
+        first = cycle()
+        runner._release_memory()
+        assert first() is None and gc.get_freeze_count() > 0
+        assert not any(obj is kept for obj in gc.get_objects())  # frozen: no collection scans it
+        second = cycle()
+        assert second() is not None  # the negative control: a cycle lives until a collection
+        runner._release_memory()
+        assert second() is None
+    finally:
+        gc.unfreeze()  # this process's heap is pytest's
+        gc.enable()
