@@ -34,12 +34,12 @@ def walker_count(device: dict, walkers: str) -> int:
     return 1 if walkers == "one" else int(device["sm_count"])
 
 
-def chain_lengths(device: dict, walkers: str, placement: str) -> list[int]:
-    """LENGTHS chain lengths (lines) from SPAN's bounds times the L2's lines, multiples of the walkers."""
+def chain_lengths(device: dict, walkers: str, placement: str, count: int = LENGTHS) -> list[int]:
+    """``count`` chain lengths (lines) from SPAN's bounds times the L2's lines, multiples of the walkers."""
     lo, hi = SPAN[(walkers, placement)]
-    count = walker_count(device, walkers)
+    walking = walker_count(device, walkers)
     lines = device["l2_bytes"] / LINE_BYTES
-    return sorted({max(1, int(n) // count) * count for n in np.geomspace(lo * lines, hi * lines, LENGTHS)})
+    return sorted({max(1, int(n) // walking) * walking for n in np.geomspace(lo * lines, hi * lines, count)})
 
 
 def chain_blocks(device: dict, placement: str, lines: int, rng: np.random.Generator) -> np.ndarray:
@@ -59,14 +59,16 @@ def hit_split(pooled: np.ndarray, short: np.ndarray) -> int:
 
 
 @probe("geometry.l2_sets",
-       sweeps={"quick": lambda d: {"walkers": ["one", "every"], "placement": ["stride"]},
-               "full": lambda d: {"walkers": ["one", "every"], "placement": ["stride", "random"]}},
+       sweeps={"quick": lambda d: {"walkers": ["one", "every"], "placement": ["stride"], "lengths": [LENGTHS // 2]},
+               "full": lambda d: {"walkers": ["one", "every"], "placement": ["stride", "random"],
+                                  "lengths": [LENGTHS]}},
        axes={"walkers": "one SM walks the whole chain (one), or every SM walks its own stretch of it (every)",
              "placement": "the chain's lines: blocks 0..N-1 in a random cyclic order (stride), or N distinct "
-                          "128-B blocks drawn at random from 4x the L2's bytes (random)"},
+                          "128-B blocks drawn at random from 4x the L2's bytes (random)",
+             "lengths": "chain lengths measured, geometric over the config's span of L2 sizes"},
        quantities=("l2.partition_bytes", "l2.ways", "l2.sets", "l2.capacity_every_sm_bytes"),
        kernels=("l2_sets.cu",))
-def geometry_l2_sets(ctx, walkers: str, placement: str) -> list[Sample]:
+def geometry_l2_sets(ctx, walkers: str, placement: str, lengths: int = LENGTHS) -> list[Sample]:
     """Hit fraction of cyclic chains of 128-B lines walked with L2-only loads, each access timed alone, at
     chain lengths around the L2's capacity: accesses slower than the near partition's hits are misses."""
     import cupy
@@ -75,7 +77,7 @@ def geometry_l2_sets(ctx, walkers: str, placement: str) -> list[Sample]:
 
     device = ctx.device
     count = walker_count(device, walkers)
-    lengths = chain_lengths(device, walkers, placement)
+    lengths = chain_lengths(device, walkers, placement, lengths)
     span = RANDOM_SPREAD * device["l2_bytes"] if placement == "random" else lengths[-1] * LINE_BYTES
     words = cupy.zeros(span // 8, dtype=cupy.uint64)
     base = np.uint64(words.data.ptr)

@@ -850,7 +850,7 @@ def l2_set_hits(blocks: np.ndarray, walkers: int, ways: int = L2_SET_WAYS,
     return held[side * sets + index] <= ways
 
 
-def _l2_sets(ctx, walkers, placement, ways=L2_SET_WAYS):
+def _l2_sets(ctx, walkers, placement, lengths=12, ways=L2_SET_WAYS):
     from probes.l2_sets import LINE_BYTES as LINE, TIMED_PASSES, chain_blocks, chain_lengths, walker_count
 
     count = walker_count(DEVICE, walkers)
@@ -858,7 +858,7 @@ def _l2_sets(ctx, walkers, placement, ways=L2_SET_WAYS):
     samples = [Sample("line_bytes", float(LINE), "1", 0, CLOCK_HZ, "config"),
                Sample("hit_cycles", L2_SET_HIT, "cycles", 0, CLOCK_HZ, "clock"),
                Sample("hit_threshold_cycles", (L2_SET_HIT + L2_SET_MISS) / 2, "cycles", 0, CLOCK_HZ, "clock")]
-    for k, lines in enumerate(chain_lengths(DEVICE, walkers, placement)):
+    for k, lines in enumerate(chain_lengths(DEVICE, walkers, placement, lengths)):
         hit = float(l2_set_hits(chain_blocks(DEVICE, placement, lines, rng), count, ways).mean())
         for p in range(TIMED_PASSES):
             repeat = k * TIMED_PASSES + p

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 import fakes
+import inspect
 from analysis.l2_sets import balls_in_bins, even_fill_capacity, half_crossing, l2_set_rows
 from probes.l2_sets import HIST_BINS, LINE_BYTES, LENGTHS, SPAN, chain_lengths, hit_split
 
@@ -17,7 +18,7 @@ PARTITION = fakes.DEVICE["l2_bytes"] // 2
 def measured(ways=fakes.L2_SET_WAYS, configs=(("one", "stride"), ("one", "random"), ("every", "stride")),
              partition_map=True) -> pd.DataFrame:
     rows = [{"probe": "geometry.l2_sets", "walkers": w, "placement": p, "metric": s.metric, "value": s.value,
-             "repeat": s.repeat, "flag": s.flag} for w, p in configs for s in fakes._l2_sets(None, w, p, ways)]
+             "repeat": s.repeat, "flag": s.flag} for w, p in configs for s in fakes._l2_sets(None, w, p, ways=ways)]
     if partition_map:
         rows += [{"probe": "geometry.l2_partition", "stride_bytes": 128, "metric": s.metric, "value": s.value,
                   "repeat": s.repeat, "flag": ""} for s in fakes._l2_partition(None, 128)]
@@ -196,3 +197,17 @@ def test_the_figure_draws_the_four_curves_the_fit_and_the_knees():
 
 def fakes_configs():
     return [(w, p) for w in ("one", "every") for p in ("stride", "random")]
+
+
+def test_the_fake_measures_the_probes_full_lengths_and_quick_halves_them():
+    """The simulated backend's default is the probe's full sweep; quick measures half the lengths."""
+    from probes.l2_sets import geometry_l2_sets  # noqa: F401  (registers the probe)
+    from probes.registry import all_probes
+
+    probe = all_probes()["geometry.l2_sets"]
+    assert inspect.signature(fakes._l2_sets).parameters["lengths"].default == LENGTHS
+    full = {c["lengths"] for c in probe.configs(fakes.DEVICE, "full")}
+    quick = {c["lengths"] for c in probe.configs(fakes.DEVICE, "quick")}
+    assert full == {LENGTHS} and quick == {LENGTHS // 2}
+    assert len(chain_lengths(fakes.DEVICE, "one", "stride", LENGTHS // 2)) < len(chain_lengths(fakes.DEVICE, "one",
+                                                                                              "stride"))
