@@ -256,7 +256,7 @@ def test_wgmma_needs_hopper_and_sweeps_n():
     probe = all_probes()["compute.wgmma"]
     assert probe.min_cc == (9, 0)
     quick = probe.configs({}, "quick")
-    assert {c["n"] for c in quick} == set(wgmma.QUICK_WGMMA_NS) and len(quick) == 4 * 2
+    assert {c["n"] for c in quick} == set(wgmma.QUICK_WGMMA_NS) and len(quick) == 4 * len(wgmma.QUICK_WGMMA_NS)
     assert {c["n"] for c in probe.configs({}, "full")} == set(wgmma.WGMMA_NS)
 
 
