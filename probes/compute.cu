@@ -30,7 +30,13 @@ constexpr int MMA_ACC = 8;
 
 __device__ __forceinline__ float step(float x, float a, float b) { return fmaf(x, a, b); }
 __device__ __forceinline__ double step(double x, double a, double b) { return fma(x, a, b); }
-__device__ __forceinline__ unsigned int step(unsigned int x, unsigned int a, unsigned int b) { return x * a + b; }
+// The integer step is written as the PTX it compiles to (the same SASS on sm_90): written in C++, a chain of
+// CHAINS x UNROLL dependent multiply-adds keeps NVRTC's optimizer busy for most of a minute on sm_100 and later.
+__device__ __forceinline__ unsigned int step(unsigned int x, unsigned int a, unsigned int b) {
+    unsigned int y;
+    asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(y) : "r"(x), "r"(a), "r"(b));
+    return y;
+}
 
 // Two fp16 lanes per 32-bit word (HFMA2); a type of its own so it does not collide with the integer step.
 struct Half2 {

@@ -182,12 +182,12 @@ def sass(cubin: bytes) -> dict[str, str]:
         f.write(cubin)
         f.flush()
         text = _run_tool("cuobjdump", "--dump-sass", f.name)
-    kernels, current = {}, None
+    lines: dict[str, list[str]] = {}
+    current = None
     for line in text.splitlines():
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
-            current = m.group(1)
-            kernels[current] = ""
-        elif current:
-            kernels[current] += line + "\n"
-    return kernels
+            current = lines[m.group(1)] = []
+        elif current is not None:
+            current.append(line + "\n")
+    return {name: "".join(body) for name, body in lines.items()}

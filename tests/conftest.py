@@ -10,6 +10,32 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 settings.register_profile("gpuatlas", derandomize=True, database=None, deadline=None)
 settings.load_profile("gpuatlas")
 
+
+def _compile_once_per_content() -> None:
+    """Many tests read the same kernel file's cubin and SASS: each worker compiles a given text for a given
+    target (and disassembles a given cubin) once.  The keys are the contents, so a test that compiles an edited
+    copy (a negative control) still compiles its own text; the SASS dict is copied, so no test sees another's
+    edits.  Installed before any test module imports these names."""
+    import functools
+
+    import probes.cuda as cuda
+
+    compile_cubin, sass = cuda.compile_cubin, cuda.sass
+    compiled = functools.lru_cache(maxsize=None)(lambda name, text, arch, options: compile_cubin(name, arch))
+
+    def compile_cached(name: str, arch: str = "sm_90") -> tuple[bytes, str]:
+        return compiled(name, cuda.source(name), arch, (cuda.NVRTC_OPTIONS, cuda.CUPY_IMPLICIT_OPTIONS))
+
+    disassembled = functools.lru_cache(maxsize=None)(sass)
+
+    def sass_cached(cubin: bytes) -> dict[str, str]:
+        return dict(disassembled(cubin))
+
+    cuda.compile_cubin, cuda.sass = functools.wraps(compile_cubin)(compile_cached), functools.wraps(sass)(sass_cached)
+
+
+_compile_once_per_content()
+
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED_RUN = REPO / "reports" / "h200"
 #: A run in results schema 1 (session 3's quick run, kept as a fixture of the old format): older runs must load.

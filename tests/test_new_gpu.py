@@ -13,6 +13,7 @@ from probes.bandwidth import full_occupancy_warps, stride_layout
 from probes.cuda import compile_cubin, sass
 from probes.registry import all_probes
 from probes.runner import skip_reason
+from tests_support import cubin_kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text()).items()
@@ -44,13 +45,21 @@ def test_every_kernel_file_compiles_for_every_target(filename, arch):
             compile_cubin(filename, arch)
         pytest.skip(f"{filename} on {arch}: {ABSENT[filename, arch]}")
     cubin, _ = compile_cubin(filename, arch)
-    assert cubin.startswith(b"\x7fELF") and sass(cubin), f"{filename} built no kernel for {arch}"
+    assert cubin.startswith(b"\x7fELF") and cubin_kernels(cubin), f"{filename} built no kernel for {arch}"
 
 
 def test_fp8_mma_is_left_out_below_sm89_and_built_from_it():
-    below = sass(compile_cubin("compute.cu", "sm_80")[0])
+    below = cubin_kernels(compile_cubin("compute.cu", "sm_80")[0])
     assert "mma_bf16" in below and "mma_e4m3" not in below
-    assert "mma_e4m3" in sass(compile_cubin("compute.cu", "sm_89")[0])
+    assert "mma_e4m3" in cubin_kernels(compile_cubin("compute.cu", "sm_89")[0])
+
+
+@pytest.mark.parametrize("arch", ("sm_80", "sm_120"))
+def test_the_cubins_sections_name_the_kernels_cuobjdump_disassembles(arch):
+    """The tests above read a cubin's kernels from its ELF sections, which is what cuobjdump lists."""
+    cubin = compile_cubin("compute.cu", arch)[0]
+    assert cubin_kernels(cubin) == set(sass(cubin)) and len(cubin_kernels(cubin)) >= 8
+    assert cubin_kernels(compile_cubin("launch.cu", arch)[0]) == {"empty_kernel"}  # another cubin, its own kernel
 
 
 def _cc(device: dict) -> tuple:

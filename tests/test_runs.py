@@ -154,16 +154,18 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
     meta, measurements = load_run(run.path)
     derived = derive(meta, measurements)
     pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
-    job = FigureJob(meta, measurements)  # the report's figure workers derive the families: same rows again
+    lines = []
+    # the report's figure workers derive the families (same rows again), then draw from them, as the CLI's do
+    job = FigureJob(meta, measurements, lines.append)
     try:
         if job.pool is not None:
             pd.testing.assert_frame_equal(derive(meta, measurements, families=job.family_rows), derived)
-    finally:
-        if job.pool is not None:
-            job.pool.shutdown(cancel_futures=True)  # waits for the figures being drawn: no worker outlives the test
+    except BaseException:
+        if job.pool is not None:  # waits for the figures being drawn: no worker outlives the test
+            job.pool.shutdown(cancel_futures=True)
         job.close()
-    lines = []
-    page = render(meta, measurements, derived, tmp_path / "report", progress=lines.append)
+        raise
+    page = render(meta, measurements, derived, tmp_path / "report", figures=job)
     html = page.read_text()
     assert "data:image/svg+xml;base64," in html and "Memory hierarchy, reconstructed" in html
     markdown = (tmp_path / "report" / "index.md").read_text()

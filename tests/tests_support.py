@@ -18,3 +18,20 @@ def small_simulated_run(root: Path, probe_ids=("clock.sm", "chase.latency")) -> 
     run, meta = runner.new_run(root, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
     runner.execute(run, meta, probes, isolate=False)
     return run.path
+
+
+def cubin_kernels(cubin: bytes) -> set[str]:
+    """The kernels (mangled names) a cubin holds code for: its non-empty ``.text.<name>`` sections, read from
+    the ELF64 section headers (what cuobjdump lists, without starting it)."""
+    import struct
+
+    assert cubin[:5] == b"\x7fELF\x02" and cubin[5] == 1, "a little-endian ELF64 cubin"
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    strings = headers[shstrndx][4]  # sh_offset of the section-name table
+
+    def name(offset: int) -> str:
+        return cubin[strings + offset:cubin.index(b"\0", strings + offset)].decode()
+
+    return {name(h[0])[len(".text."):] for h in headers if name(h[0]).startswith(".text.") and h[5] > 0}
