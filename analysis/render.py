@@ -12,6 +12,7 @@ import io
 import os
 import re
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -22,7 +23,7 @@ from analysis.compare import display
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.roofline import gap_explanation, roofline_table
-from analysis.stats import SPREAD_WARNING, unstable_configs
+from analysis.stats import SPREAD_WARNING, split_by_probe, unstable_configs
 from analysis.units import fmt_bytes
 from analysis.units import fmt_value as _fmt_value
 
@@ -415,6 +416,9 @@ class FigureJob:
         now = [i for i in order if i not in self.waiting]
         workers = min(len(specs), os.cpu_count() or 1)
         self.pool, self.futures, self.families = None, [], []
+        # the measurements split by probe once, before the workers fork: they derive and draw from its parts
+        self.split = ExitStack()
+        self.split.enter_context(split_by_probe(measurements))
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
             from analysis.derive import FAMILIES
 
@@ -458,6 +462,7 @@ class FigureJob:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = None
+        self.split.close()
         _JOB.clear()
 
 

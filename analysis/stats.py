@@ -26,7 +26,11 @@ def split_by_probe(measurements: pd.DataFrame):
     """Within the block, ``select`` and ``of_probe`` on ``measurements`` read its rows from one split by probe,
     metric and parameters, each part found once, instead of masking the whole frame at every call: a derive
     reads one frame hundreds of times, and nothing changes it meanwhile (which the block's caller promises).
-    A part may be handed out again: callers read it and never change it in place."""
+    A part may be handed out again: callers read it and never change it in place.  A block inside another on
+    the same frame reads the outer block's split (and its parts already found)."""
+    if id(measurements) in _SPLITS:
+        yield
+        return
     codes, probes = pd.factorize(measurements["probe"]) if "probe" in measurements else ([], [])
     _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes), "none": measurements.iloc[:0],
                                  "probes": {probe: code for code, probe in enumerate(probes)}, "parts": {}}
