@@ -40,6 +40,22 @@ def split_by_probe(measurements: pd.DataFrame):
         del _SPLITS[id(measurements)]
 
 
+def one_chunk(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each Arrow column (the strings) in one chunk, the same values and dtypes: a column read
+    from several row groups stays in several chunks, and taking rows from a chunked column (every boolean
+    mask of the frame) joins its chunks afresh each time."""
+    import pyarrow as pa
+
+    joined = {}
+    for name in frame.columns:
+        values = frame[name].array
+        if isinstance(values, pd.arrays.ArrowExtensionArray):
+            chunks = values.__arrow_array__()
+            if chunks.num_chunks > 1:
+                joined[name] = type(values)(pa.chunked_array([chunks.combine_chunks()]), dtype=values.dtype)
+    return frame.assign(**joined) if joined else frame
+
+
 def _part(split: dict, key: tuple, make):
     if key not in split["parts"]:
         split["parts"][key] = make()
