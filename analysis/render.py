@@ -461,6 +461,8 @@ class FigureJob:
         self.split = ExitStack()
         self.split.enter_context(split_by_probe(measurements))
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            import scipy.optimize  # noqa: F401  the workers' fits import it: once here, not once in each
+
             from analysis.derive import FAMILIES
 
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
