@@ -6,6 +6,7 @@ import shutil
 import pandas as pd
 import pytest
 
+from analysis import stats
 from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import FigureJob, render
@@ -156,12 +157,14 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
     pd.testing.assert_frame_equal(derive(meta, measurements, parallel=True), derived)  # forked workers, same rows
     job = FigureJob(meta, measurements)  # the report's figure workers derive the families: same rows again
     try:
+        assert id(measurements) in stats._SPLITS  # split once, before the workers fork
         if job.pool is not None:
             pd.testing.assert_frame_equal(derive(meta, measurements, families=job.family_rows), derived)
     finally:
         if job.pool is not None:
             job.pool.shutdown(cancel_futures=True)  # waits for the figures being drawn: no worker outlives the test
         job.close()
+    assert id(measurements) not in stats._SPLITS  # the job's split of the frame ends with it: no stale parts later
     lines = []
     page = render(meta, measurements, derived, tmp_path / "report", progress=lines.append)
     html = page.read_text()
