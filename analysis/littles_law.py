@@ -8,6 +8,8 @@ bootstrap CIs over configurations.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -21,16 +23,71 @@ def model(concurrency, bytes_per_load: float, latency_s: float, peak_bytes_per_s
 
 
 def _fit(c: np.ndarray, bw: np.ndarray, bytes_per_load: float) -> tuple[float, float]:
-    from scipy.optimize import least_squares  # here: only a process that fits pays for importing scipy
+    # the model's own arithmetic, its invariant parts computed once: c * b / L is (c * b) / L
+    bytes_in_flight, log_bw = c * bytes_per_load, np.log(bw)
 
     def residuals(p):
-        return np.log(model(c, bytes_per_load, np.exp(p[0]), np.exp(p[1]))) - np.log(bw)
+        return np.log(np.minimum(bytes_in_flight / np.exp(p[0]), np.exp(p[1]))) - log_bw
 
     # start from the data: the peak as the top bandwidth, the latency from the lowest concurrency's rate
     low = np.argmin(c)
-    start = [np.log(c[low] * bytes_per_load / bw[low]), np.log(bw.max())]
-    p = least_squares(residuals, start, method="lm").x
+    start = np.array([np.log(c[low] * bytes_per_load / bw[low]), np.log(bw.max())])
+    p = _levenberg_marquardt(residuals, start)
     return float(np.exp(p[0])), float(np.exp(p[1]))
+
+
+def _levenberg_marquardt(residuals, start: np.ndarray) -> np.ndarray:
+    """``least_squares(residuals, start, method="lm").x``, the same numbers: through ``_lmder_fit`` where this
+    scipy's least_squares does what it does (most of a small fit's time is least_squares' checks and wrappers),
+    else least_squares itself."""
+    if _lmder_is_least_squares():
+        return _lmder_fit(residuals, start)
+    from scipy.optimize import least_squares
+
+    return least_squares(residuals, start, method="lm").x
+
+
+def _lmder_fit(residuals, start: np.ndarray) -> np.ndarray:
+    """MINPACK's lmder as least_squares(method="lm") calls it: its default tolerances and evaluation limit, the
+    Jacobian by forward differences."""
+    from scipy.optimize._minpack import _lmder
+
+    return _lmder(residuals, lambda p: _forward_jacobian(residuals, p), start.copy(), (), True, False,
+                  *LM_TOLERANCES, 100 * start.size, 100.0, None)[0]
+
+
+#: least_squares' default ftol, xtol and gtol.
+LM_TOLERANCES = (1e-8, 1e-8, 1e-8)
+
+
+def _forward_jacobian(residuals, p: np.ndarray) -> np.ndarray:
+    """The 2-point forward-difference Jacobian as scipy's approx_derivative takes it: step sqrt(eps) x
+    max(1, |p_i|) in p_i's direction, divided by the step as represented."""
+    f0 = residuals(p)
+    step = np.finfo(float).eps ** 0.5 * ((p >= 0).astype(float) * 2 - 1) * np.maximum(1.0, np.abs(p))
+    columns = np.empty((p.size, f0.size))
+    for i in range(p.size):
+        moved = p.copy()
+        moved[i] = p[i] + step[i]
+        columns[i] = (residuals(moved) - f0) / ((p[i] + step[i]) - p[i])
+    return columns.T
+
+
+@functools.cache
+def _lmder_is_least_squares() -> bool:
+    """Whether ``_levenberg_marquardt``'s direct lmder call gives least_squares' numbers with this scipy
+    (checked on a fit of noisy samples once per process)."""
+    from scipy.optimize import least_squares
+
+    rng = np.random.default_rng(0)
+    c = np.repeat(np.geomspace(4, 4096, 12), 2)
+    log_bw = np.log(model(c, 128.0, 5e-7, 3e12) * rng.lognormal(0, 0.05, c.size))
+
+    def residuals(p):
+        return np.log(np.minimum(c * 128.0 / np.exp(p[0]), np.exp(p[1]))) - log_bw
+
+    start = np.array([np.log(5e-7) + 0.3, np.log(3e12) - 0.2])
+    return bool(np.array_equal(_lmder_fit(residuals, start), least_squares(residuals, start, method="lm").x))
 
 
 def fit_littles_law(concurrency, bandwidth, bytes_per_load: float, resamples: int = 500, seed: int = 0) -> dict:

@@ -12,6 +12,7 @@ import io
 import os
 import re
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -22,7 +23,7 @@ from analysis.compare import display
 from analysis.latency import frontend_agreement
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.roofline import gap_explanation, roofline_table
-from analysis.stats import SPREAD_WARNING, unstable_configs
+from analysis.stats import SPREAD_WARNING, split_by_probe, unstable_configs
 from analysis.units import fmt_bytes
 from analysis.units import fmt_value as _fmt_value
 
@@ -347,6 +348,46 @@ def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES))
             yield spec, ax.figure
 
 
+#: Text extents measured by the figures a process has drawn, by (renderer kind, its dpi, the rc settings that
+#: measuring reads): see ``shared_text_metrics``.
+_TEXT_METRICS: dict = {}
+#: The rc settings, beside the font properties, that decide a string's measured extent.
+_TEXT_RC = ("text.hinting", "text.usetex", "mathtext.fontset", "mathtext.fallback", "mathtext.default",
+            "mathtext.rm", "mathtext.it", "mathtext.bf", "mathtext.sf", "mathtext.tt", "mathtext.cal")
+
+
+@contextmanager
+def shared_text_metrics():
+    """Within the block, a string's measured extent (width, height, descent) is measured once per kind of
+    renderer and dpi and reused by every later figure: matplotlib keeps its cache per renderer, and each figure
+    lays itself out (Agg) and saves (SVG) through renderers of its own, so every figure measured its tick
+    labels afresh.  The extent depends on the string, its font properties, math mode, the renderer's kind and
+    dpi and the rc settings of _TEXT_RC (read as the block begins), which together key the cache."""
+    import matplotlib as mpl
+    import matplotlib.text as mtext
+    from matplotlib.backends.backend_mixed import MixedModeRenderer
+
+    rc = tuple(mpl.rcParams[key] for key in _TEXT_RC)
+
+    def metrics_function(renderer):
+        measuring = renderer._renderer if isinstance(renderer, MixedModeRenderer) else renderer
+        table = _TEXT_METRICS.setdefault((type(measuring), getattr(measuring, "dpi", None), rc), {})
+
+        def metrics(text, fontprop, ismath, dpi):
+            key = (text, fontprop, ismath, dpi)
+            if key not in table:
+                table[key] = renderer.get_text_width_height_descent(text, fontprop, ismath)
+            return table[key]
+        return metrics
+
+    original = mtext._get_text_metrics_function
+    mtext._get_text_metrics_function = metrics_function
+    try:
+        yield
+    finally:
+        mtext._get_text_metrics_function = original
+
+
 def _svg(fig) -> bytes:
     """The laid-out figure as SVG bytes, text kept as text and no date, so rebuilds are byte-identical."""
     import matplotlib as mpl
@@ -378,11 +419,12 @@ def _draw_one(spec_index: int, derived) -> tuple[int, bytes | None, float]:
     import matplotlib.pyplot as plt
 
     started = time.perf_counter()
-    drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], derived, [_JOB["specs"][spec_index]]))
-    if not drawn:
-        return spec_index, None, time.perf_counter() - started
-    (_, fig), = drawn
-    svg = _svg(fig)
+    with shared_text_metrics():
+        drawn = list(draw_figures(_JOB["meta"], _JOB["measurements"], derived, [_JOB["specs"][spec_index]]))
+        if not drawn:
+            return spec_index, None, time.perf_counter() - started
+        (_, fig), = drawn
+        svg = _svg(fig)
     plt.close(fig)
     return spec_index, svg, time.perf_counter() - started
 
@@ -421,7 +463,12 @@ class FigureJob:
         now = [i for i in order if i not in self.waiting]
         workers = min(len(specs), os.cpu_count() or 1)
         self.pool, self.futures, self.families = None, [], []
+        # the measurements split by probe once, before the workers fork: they derive and draw from its parts
+        self.split = ExitStack()
+        self.split.enter_context(split_by_probe(measurements))
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            import scipy.optimize  # noqa: F401  the workers' fits import it: once here, not once in each
+
             from analysis.derive import FAMILIES
 
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
@@ -464,6 +511,7 @@ class FigureJob:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = None
+        self.split.close()
         _JOB.clear()
 
 

@@ -26,7 +26,11 @@ def split_by_probe(measurements: pd.DataFrame):
     """Within the block, ``select`` and ``of_probe`` on ``measurements`` read its rows from one split by probe,
     metric and parameters, each part found once, instead of masking the whole frame at every call: a derive
     reads one frame hundreds of times, and nothing changes it meanwhile (which the block's caller promises).
-    A part may be handed out again: callers read it and never change it in place."""
+    A part may be handed out again: callers read it and never change it in place.  A block inside another on
+    the same frame reads the outer block's split (and its parts already found)."""
+    if id(measurements) in _SPLITS:
+        yield
+        return
     codes, probes = pd.factorize(measurements["probe"]) if "probe" in measurements else ([], [])
     _SPLITS[id(measurements)] = {"frame": measurements, "codes": np.asarray(codes), "none": measurements.iloc[:0],
                                  "probes": {probe: code for code, probe in enumerate(probes)}, "parts": {}}
@@ -34,6 +38,22 @@ def split_by_probe(measurements: pd.DataFrame):
         yield
     finally:
         del _SPLITS[id(measurements)]
+
+
+def one_chunk(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each Arrow column (the strings) in one chunk, the same values and dtypes: a column read
+    from several row groups stays in several chunks, and taking rows from a chunked column (every boolean
+    mask of the frame) joins its chunks afresh each time."""
+    import pyarrow as pa
+
+    joined = {}
+    for name in frame.columns:
+        values = frame[name].array
+        if isinstance(values, pd.arrays.ArrowExtensionArray):
+            chunks = values.__arrow_array__()
+            if chunks.num_chunks > 1:
+                joined[name] = type(values)(pa.chunked_array([chunks.combine_chunks()]), dtype=values.dtype)
+    return frame.assign(**joined) if joined else frame
 
 
 def _part(split: dict, key: tuple, make):

@@ -111,8 +111,10 @@ def _derived_with_figures(run, read=None):
     that need no derived quantity."""
     from analysis.derive import derive, read_checked
     from analysis.render import FigureJob
+    from analysis.stats import one_chunk
 
     meta, measurements = read_checked(run, read)
+    measurements = one_chunk(measurements)  # before the workers fork: each masks it many times
     figures = FigureJob(meta, measurements, _progress)
     try:  # the figure workers derive the families first, then draw
         derived = derive(meta, measurements, parallel=figures.pool is None,
@@ -129,6 +131,7 @@ def cmd_report(args) -> int:
 
     from analysis.references import is_reference
     from analysis.results import RunDir
+    from analysis.stats import one_chunk
 
     sources = args.runs or [str(DEFAULT_RUN)]
     boards = [s for s in sources if (Path(s) / "node.json").is_file() or (Path(s) / "fleet.json").is_file()]
@@ -150,7 +153,7 @@ def cmd_report(args) -> int:
     gc.disable()  # what the imports make lives as long as the process: nothing for the collector to find
     try:
         with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
-            measurements = reader.submit(runs[0].read_measurements)
+            measurements = reader.submit(lambda: one_chunk(runs[0].read_measurements()))
             from analysis.compare import comparison, run_label
             from analysis.render import render, render_comparison
 

@@ -130,3 +130,55 @@ def test_only_figures_that_read_the_derived_quantities_wait_for_them():
     assert uses_derived(spec(lambda meta, m, derived: (lambda: derived)())), "read inside a closure"
     assert not uses_derived(next(s for s in FIGURES if s.stem == "divergence"))
     assert uses_derived(next(s for s in FIGURES if s.stem == "latency-staircase"))
+
+
+def _labelled_svg(dpi: int) -> bytes:
+    """A small figure with a title, labels and ticks, laid out at ``dpi`` and saved as the report saves."""
+    from analysis import render
+
+    with matplotlib.rc_context({"figure.dpi": dpi}):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot([1, 10, 100], [3, 1, 2])
+        ax.set_title("bandwidth against footprint")
+        ax.set_xlabel("footprint (bytes)")
+        ax.set_ylabel("cycles per load")
+        fig.tight_layout()
+    fig.set_layout_engine(None)
+    svg = render._svg(fig)
+    plt.close(fig)
+    return svg
+
+
+def test_shared_text_metrics_draw_what_matplotlib_draws(monkeypatch):
+    """Extents measured by earlier figures (at another dpi, under another hinting) never reach a later one."""
+    from analysis import render
+
+    monkeypatch.setattr(render, "_TEXT_METRICS", {})
+    plain = {dpi: _labelled_svg(dpi) for dpi in (100, 200)}
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}):
+        unhinted = _labelled_svg(100)
+    assert plain[100] != unhinted
+    for order in ((200, 100, 100, 200), (100, 200)):
+        for dpi in order:
+            with render.shared_text_metrics():
+                assert _labelled_svg(dpi) == plain[dpi]
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}), render.shared_text_metrics():
+        assert _labelled_svg(100) == unhinted
+    assert len(render._TEXT_METRICS) == 5  # Agg at 100 and 200 dpi, SVG, and Agg at 100 dpi unhinted, SVG unhinted
+
+
+def test_text_metrics_shared_across_hintings_would_change_a_figure(monkeypatch):
+    """Negative control: extents measured with hinting served to a figure drawn without it (a cache keyed
+    without the rc settings) change the figure, so the test above sees such a key."""
+    from analysis import render
+
+    monkeypatch.setattr(render, "_TEXT_METRICS", {})
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}):
+        unhinted = _labelled_svg(100)
+        rc = tuple(matplotlib.rcParams[key] for key in render._TEXT_RC)
+    with render.shared_text_metrics():
+        _labelled_svg(100)
+    for kind, dpi, _ in list(render._TEXT_METRICS):
+        render._TEXT_METRICS[(kind, dpi, rc)] = render._TEXT_METRICS[(kind, dpi, _)]
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}), render.shared_text_metrics():
+        assert _labelled_svg(100) != unhinted

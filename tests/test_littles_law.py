@@ -31,3 +31,54 @@ def test_the_lectures_worked_block_is_the_models_knee():
 def test_too_few_concurrencies_are_refused():
     with pytest.raises(ValueError):
         fit_littles_law([1, 1, 2], [1.0, 1.0, 2.0], 128)
+
+
+def _least_squares_fit(c, bw, bytes_per_load):
+    """The reference: scipy's least_squares(method="lm") on the model's log residuals, as the fit was written."""
+    from scipy.optimize import least_squares
+
+    def residuals(p):
+        return np.log(model(c, bytes_per_load, np.exp(p[0]), np.exp(p[1]))) - np.log(bw)
+
+    low = np.argmin(c)
+    p = least_squares(residuals, [np.log(c[low] * bytes_per_load / bw[low]), np.log(bw.max())], method="lm").x
+    return float(np.exp(p[0])), float(np.exp(p[1]))
+
+
+def _resampled_problems(n: int):
+    rng = np.random.default_rng(7)
+    concurrency = np.repeat(np.geomspace(132, 132 * 64, 14), 4)
+    bandwidth = model(concurrency, 128, 7e-7, 3.3e12) * rng.lognormal(0, 0.04, concurrency.size)
+    for i in rng.integers(0, concurrency.size, (n, concurrency.size)):
+        yield concurrency[i], bandwidth[i]
+
+
+def test_the_direct_lmder_fit_gives_least_squares_numbers_bit_for_bit():
+    from analysis.littles_law import _fit, _lmder_is_least_squares
+
+    assert _lmder_is_least_squares()  # the fast path is the one under test here
+    for c, bw in _resampled_problems(60):
+        assert _fit(c, bw, 128) == _least_squares_fit(c, bw, 128)
+
+
+def test_the_bit_for_bit_comparison_sees_a_jacobian_one_ulp_away(monkeypatch):
+    """Negative control: lmder fed the Jacobian one ulp away from the point gives other numbers, so the test
+    above would catch a direct call that does not reproduce least_squares exactly."""
+    from analysis import littles_law
+
+    original = littles_law._forward_jacobian
+
+    def nudged(residuals, p):
+        return original(residuals, np.nextafter(p, np.inf))
+
+    monkeypatch.setattr(littles_law, "_forward_jacobian", nudged)
+    assert any(littles_law._fit(c, bw, 128) != _least_squares_fit(c, bw, 128) for c, bw in _resampled_problems(20))
+
+
+def test_where_the_direct_call_differs_least_squares_fits(monkeypatch):
+    from analysis import littles_law
+
+    monkeypatch.setattr(littles_law, "_lmder_is_least_squares", lambda: False)
+    monkeypatch.setattr(littles_law, "_lmder_fit", None)  # never called
+    for c, bw in _resampled_problems(5):
+        assert littles_law._fit(c, bw, 128) == _least_squares_fit(c, bw, 128)

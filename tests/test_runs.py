@@ -6,6 +6,7 @@ import shutil
 import pandas as pd
 import pytest
 
+from analysis import stats
 from analysis.derive import derive
 from analysis.errors import UsageError
 from analysis.render import FigureJob, render
@@ -158,6 +159,7 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
     # the report's figure workers derive the families (same rows again), then draw from them, as the CLI's do
     job = FigureJob(meta, measurements, lines.append)
     try:
+        assert id(measurements) in stats._SPLITS  # split once, before the workers fork
         if job.pool is not None:
             pd.testing.assert_frame_equal(derive(meta, measurements, families=job.family_rows), derived)
     except BaseException:
@@ -166,6 +168,7 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
         job.close()
         raise
     page = render(meta, measurements, derived, tmp_path / "report", figures=job)
+    assert id(measurements) not in stats._SPLITS  # the job's split of the frame ends with it: no stale parts later
     html = page.read_text()
     assert "data:image/svg+xml;base64," in html and "Memory hierarchy, reconstructed" in html
     markdown = (tmp_path / "report" / "index.md").read_text()

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import BLOCK_DRAWS, median_ci, of_probe, ratio_ci, select, split_by_probe
+from analysis.stats import BLOCK_DRAWS, median_ci, of_probe, one_chunk, ratio_ci, select, split_by_probe
 
 
 def _frame(rng, n: int = 600, contiguous: bool = True) -> pd.DataFrame:
@@ -65,6 +65,39 @@ def test_the_comparison_catches_a_select_that_keeps_flagged_samples():
     unfiltered = m[(m["probe"] == "a") & (m["metric"] == "latency")]
     with pytest.raises(AssertionError):
         _same(unfiltered, _plain_select(m, "a", "latency"))
+
+
+def test_a_split_inside_another_reads_the_outer_one_and_lasts_with_it():
+    m = _frame(np.random.default_rng(4))
+    with split_by_probe(m):
+        first = select(m, "a", "latency")
+        with split_by_probe(m):
+            assert select(m, "a", "latency") is first  # the outer block's part
+        assert select(m, "a", "latency") is first  # the inner block's end left the outer split in place
+    m.loc[m["probe"] == "a", "flag"] = "throttled"
+    assert len(first) and select(m, "a", "latency").empty
+
+
+def _chunked(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a parquet of two row groups reads back: its string columns in two chunks."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(frame)
+    half = len(frame) // 2
+    return pa.concat_tables([table.slice(0, half), table.slice(half)]).to_pandas()
+
+
+def test_one_chunk_keeps_every_value_and_dtype_in_one_chunk():
+    m = _chunked(_frame(np.random.default_rng(5)))
+    assert m["probe"].array.__arrow_array__().num_chunks == 2  # the case one_chunk is for
+    joined = one_chunk(m)
+    pd.testing.assert_frame_equal(joined, m)
+    assert list(joined.dtypes) == list(m.dtypes) and joined.index.equals(m.index)
+    for name in ("probe", "metric", "flag", "flavour"):
+        assert joined[name].array.__arrow_array__().num_chunks == 1
+    mask = (m["metric"] == "latency") & (m["flag"].fillna("") == "")
+    pd.testing.assert_frame_equal(joined[mask], m[mask])
+    assert one_chunk(joined) is joined  # nothing left to join
 
 
 def test_a_split_lasts_only_its_block():
