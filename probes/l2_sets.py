@@ -59,7 +59,7 @@ def hit_split(pooled: np.ndarray, short: np.ndarray) -> int:
 
 
 @probe("geometry.l2_sets",
-       sweeps={"quick": lambda d: {"walkers": ["one", "every"], "placement": ["stride"], "lengths": [LENGTHS // 3]},
+       sweeps={"quick": lambda d: {"walkers": ["one", "every"], "placement": ["stride"], "lengths": [LENGTHS // 2]},
                "full": lambda d: {"walkers": ["one", "every"], "placement": ["stride", "random"],
                                   "lengths": [LENGTHS]}},
        axes={"walkers": "one SM walks the whole chain (one), or every SM walks its own stretch of it (every)",

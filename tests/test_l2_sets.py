@@ -199,8 +199,8 @@ def fakes_configs():
     return [(w, p) for w in ("one", "every") for p in ("stride", "random")]
 
 
-def test_the_fake_measures_the_probes_full_lengths_and_quick_fewer():
-    """The simulated backend's default is the probe's full sweep; quick measures a third of the lengths."""
+def test_the_fake_measures_the_probes_full_lengths_and_quick_halves_them():
+    """The simulated backend's default is the probe's full sweep; quick measures half the lengths."""
     from probes.l2_sets import geometry_l2_sets  # noqa: F401  (registers the probe)
     from probes.registry import all_probes
 
@@ -208,6 +208,6 @@ def test_the_fake_measures_the_probes_full_lengths_and_quick_fewer():
     assert inspect.signature(fakes._l2_sets).parameters["lengths"].default == LENGTHS
     full = {c["lengths"] for c in probe.configs(fakes.DEVICE, "full")}
     quick = {c["lengths"] for c in probe.configs(fakes.DEVICE, "quick")}
-    assert full == {LENGTHS} and quick == {LENGTHS // 3}
-    assert len(chain_lengths(fakes.DEVICE, "one", "stride", LENGTHS // 3)) < len(chain_lengths(fakes.DEVICE, "one",
+    assert full == {LENGTHS} and quick == {LENGTHS // 2}
+    assert len(chain_lengths(fakes.DEVICE, "one", "stride", LENGTHS // 2)) < len(chain_lengths(fakes.DEVICE, "one",
                                                                                               "stride"))
