@@ -405,38 +405,52 @@ def interleave_lines(far: np.ndarray) -> int | None:
     return size
 
 
-def partition_rows(measurements: pd.DataFrame) -> list[dict]:
-    """l2.partition_interleave_bytes from the finest stride whose walk shows both homes; l2.far_home_fraction."""
+def _partition_walk(measurements: pd.DataFrame):
+    """(stride, far-homed mask, agreement of the walks, notes on the strides passed over) of the finest stride
+    whose walk shows both homes, or None."""
     if "stride_bytes" not in measurements or of_probe(measurements, PARTITION_PROBE).empty:
-        return []
-    strides = sorted(of_probe(measurements, PARTITION_PROBE)["stride_bytes"].unique())
+        return None
     notes = []
-    for stride in strides:
+    for stride in sorted(of_probe(measurements, PARTITION_PROBE)["stride_bytes"].unique()):
         mapped = partition_map(measurements, int(stride))
         if mapped is None:
             notes.append(f"{fmt_bytes(stride)}: one miss cluster")
             continue
         far, agreement = mapped
-        lines = interleave_lines(far)
-        if lines is None:
+        if interleave_lines(far) is None:
             notes.append(f"{fmt_bytes(stride)}: every line homed alike over {fmt_bytes(far.size * stride)}")
             continue
-        interleave = lines * int(stride)
-        share = float(far.mean())
-        method = (f"one SM's cold L2-only misses in address order, every {fmt_bytes(stride)}, split into near- "
-                  f"and far-homed by the two miss clusters")
-        note = (f"{agreement:.0%} of lines put on the same side by every walk; "
-                f"{far.size} lines over {fmt_bytes(far.size * stride)}")
-        block = consensus_interleave_bytes(measurements)
-        if block and block != interleave:
-            note += (f"; every SM's walks over one window (geometry.l2_sm_map), voted per side, alternate in "
-                     f"aligned {fmt_bytes(block)} blocks: one SM's misread lines split this walk's blocks")
-        return [derived_row("l2.partition_interleave_bytes", interleave, interleave, interleave,
-                            method + ": the largest aligned power-of-two block whose lines share one home",
-                            PARTITION_PROBE, note + ("; " + "; ".join(notes) if notes else "")),
-                derived_row("l2.far_home_fraction", share, share, share,
-                            method + ": the share of lines the far partition homes", PARTITION_PROBE, note)]
-    return []
+        return int(stride), far, agreement, notes
+    return None
+
+
+def far_home_fraction(measurements: pd.DataFrame) -> float | None:
+    """The share of lines one SM's far partition homes (l2.far_home_fraction's value), or None."""
+    walk = _partition_walk(measurements)
+    return None if walk is None else float(walk[1].mean())
+
+
+def partition_rows(measurements: pd.DataFrame) -> list[dict]:
+    """l2.partition_interleave_bytes from the finest stride whose walk shows both homes; l2.far_home_fraction."""
+    walk = _partition_walk(measurements)
+    if walk is None:
+        return []
+    stride, far, agreement, notes = walk
+    interleave = interleave_lines(far) * stride
+    share = float(far.mean())
+    method = (f"one SM's cold L2-only misses in address order, every {fmt_bytes(stride)}, split into near- "
+              f"and far-homed by the two miss clusters")
+    note = (f"{agreement:.0%} of lines put on the same side by every walk; "
+            f"{far.size} lines over {fmt_bytes(far.size * stride)}")
+    block = consensus_interleave_bytes(measurements)
+    if block and block != interleave:
+        note += (f"; every SM's walks over one window (geometry.l2_sm_map), voted per side, alternate in "
+                 f"aligned {fmt_bytes(block)} blocks: one SM's misread lines split this walk's blocks")
+    return [derived_row("l2.partition_interleave_bytes", interleave, interleave, interleave,
+                        method + ": the largest aligned power-of-two block whose lines share one home",
+                        PARTITION_PROBE, note + ("; " + "; ".join(notes) if notes else "")),
+            derived_row("l2.far_home_fraction", share, share, share,
+                        method + ": the share of lines the far partition homes", PARTITION_PROBE, note)]
 
 
 # -- the partition map from every SM ------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.special import gammaincc
 
 from analysis.quantities import derived_row
 from analysis.stats import of_probe, usable
@@ -77,12 +76,16 @@ def crossing_ci(curve: pd.DataFrame, seed: int = 0) -> tuple[float, float, float
 
 def balls_in_bins(lines: np.ndarray, ways: int, capacity_lines: float) -> np.ndarray:
     """h(N) = P(Poisson(N / S) <= W - 1), S = capacity / W sets: a line's set holds at most W of the chain."""
+    from scipy.special import gammaincc
+
     return gammaincc(ways, np.asarray(lines, float) * ways / capacity_lines)
 
 
 def fit_ways(lines: np.ndarray, hits: np.ndarray, guess_lines: float) -> dict:
     """{W: (sse, capacity in lines)}: for each W of WAYS_GRID the capacity minimising the squared residuals of
     balls_in_bins, over a log grid around ``guess_lines``."""
+    from scipy.special import gammaincc
+
     capacities = guess_lines * np.geomspace(0.5, 2.0, CAPACITY_POINTS)
     fits = {}
     for ways in WAYS_GRID:
@@ -107,13 +110,6 @@ def ways_verdict(fits: dict, points: int) -> dict:
 
 def _config(table: pd.DataFrame, walkers: str, placement: str) -> pd.DataFrame:
     return table[(table["walkers"] == walkers) & (table["placement"] == placement)]
-
-
-def _far_home_fraction(measurements: pd.DataFrame) -> float | None:
-    from analysis.geometry import partition_rows
-
-    row = [r for r in partition_rows(measurements) if r["quantity"] == "l2.far_home_fraction"]
-    return row[0]["value"] if row else None
 
 
 def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
@@ -142,7 +138,9 @@ def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     if capacity is not None:
         note = []
         if partition is not None:
-            far = _far_home_fraction(measurements)
+            from analysis.geometry import far_home_fraction  # geometry imports latency, which imports this
+
+            far = far_home_fraction(measurements)
             if far is not None:
                 predicted = 2 * partition[0] / (1 + far)
                 note.append(f"a far-homed line read from the far side held twice (home + the reader's near "

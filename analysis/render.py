@@ -380,7 +380,10 @@ def shared_text_metrics():
             return table[key]
         return metrics
 
-    original = mtext._get_text_metrics_function
+    original = getattr(mtext, "_get_text_metrics_function", None)
+    if original is None:  # a matplotlib without the private hook: measure per figure, as matplotlib does
+        yield
+        return
     mtext._get_text_metrics_function = metrics_function
     try:
         yield

@@ -167,6 +167,25 @@ def test_shared_text_metrics_draw_what_matplotlib_draws(monkeypatch):
     assert len(render._TEXT_METRICS) == 5  # Agg at 100 and 200 dpi, SVG, and Agg at 100 dpi unhinted, SVG unhinted
 
 
+def test_shared_text_metrics_is_a_no_op_on_a_matplotlib_without_the_hook(monkeypatch):
+    """matplotlib 3.8 (which pyproject allows) has no _get_text_metrics_function: figures are then drawn as
+    matplotlib draws them and no extent is cached.  Simulated: the hook removed, and the caller measuring
+    through the renderer as 3.8's does."""
+    import matplotlib.text as mtext
+
+    from analysis import render
+
+    plain = _labelled_svg(100)
+    monkeypatch.setattr(render, "_TEXT_METRICS", {})
+    monkeypatch.delattr(mtext, "_get_text_metrics_function")
+    monkeypatch.setattr(mtext, "_get_text_metrics_with_cache",
+                        lambda renderer, text, fontprop, ismath, dpi:
+                        renderer.get_text_width_height_descent(text, fontprop, ismath))
+    with render.shared_text_metrics():
+        assert _labelled_svg(100) == plain
+    assert render._TEXT_METRICS == {} and not hasattr(mtext, "_get_text_metrics_function")
+
+
 def test_text_metrics_shared_across_hintings_would_change_a_figure(monkeypatch):
     """Negative control: extents measured with hinting served to a figure drawn without it (a cache keyed
     without the rc settings) change the figure, so the test above sees such a key."""

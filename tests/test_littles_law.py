@@ -82,3 +82,20 @@ def test_where_the_direct_call_differs_least_squares_fits(monkeypatch):
     monkeypatch.setattr(littles_law, "_lmder_fit", None)  # never called
     for c, bw in _resampled_problems(5):
         assert littles_law._fit(c, bw, 128) == _least_squares_fit(c, bw, 128)
+
+
+def test_a_scipy_without_this_private_lmder_takes_least_squares(monkeypatch):
+    """A scipy whose private lmder cannot be imported (or takes other arguments) fails the check, not the fit."""
+    from analysis import littles_law
+
+    def missing(residuals, start):
+        raise ImportError("cannot import name '_lmder' from 'scipy.optimize._minpack'")
+
+    littles_law._lmder_is_least_squares.cache_clear()
+    monkeypatch.setattr(littles_law, "_lmder_fit", missing)
+    try:
+        assert not littles_law._lmder_is_least_squares()
+        for c, bw in _resampled_problems(3):
+            assert littles_law._fit(c, bw, 128) == _least_squares_fit(c, bw, 128)
+    finally:
+        littles_law._lmder_is_least_squares.cache_clear()
