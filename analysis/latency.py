@@ -124,7 +124,6 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                        "per step; bootstrap 95% CI)")
     rows += _line_rows(lines)
     rows += _line_capacity_rows(measurements, rows)
-    rows += tlb_rows(select(measurements, "chase.tlb", "latency"))
     return rows
 
 
@@ -293,90 +292,6 @@ def _line_capacity_rows(measurements, rows: list[dict]) -> list[dict]:
             continue
         out.append(derived_row(f"{level}.line_bytes", fit["line_bytes"], *fit["ci"], method, CUPY_PROBE, note))
     return out
-
-
-TLB_PROBE, PAGE_STRIDE = "chase.tlb", 2 << 20
-#: Noise multiple a TLB step must exceed (analysis.plateaus.noise_step): its levels differ by a few cycles.
-TLB_STEP_SIGMAS = 3.0
-
-
-def tlb_fit(frame):
-    """The staircase of the page-stride chase, with the smallest step its own noise allows."""
-    return fit_staircase(frame["footprint_bytes"], frame["value"], min_step=noise_step(
-        frame["footprint_bytes"], frame["value"], sigmas=TLB_STEP_SIGMAS))
-
-
-def tlb_rows(frame) -> list[dict]:
-    """Reach and miss penalty of each TLB level the 2 MiB-block chase steps at, and the page size from the
-    other block sizes (``tlb.page_bytes``)."""
-    main = frame[frame["stride_bytes"] == PAGE_STRIDE] if "stride_bytes" in frame else frame
-    if main["footprint_bytes"].nunique() < 8:
-        return []
-    fit = tlb_fit(main)
-    rows, p = [], fit.plateaus
-    step = noise_step(main["footprint_bytes"], main["value"], sigmas=TLB_STEP_SIGMAS)
-    if len(p) == 1:
-        top = float(main["footprint_bytes"].max())
-        return [derived_row("tlb.reach_lower_bound_bytes", top, top, top,
-                     f"page-stride chase stayed on one plateau (no step of {step:.1%} or more): no translation "
-                     "miss penalty up to this footprint", TLB_PROBE, f"plateau: {_plateau_text(fit)}")]
-    method = ("knee of the 2 MiB-block chase (one element per block at a random sector, L2-resident lines), "
-              f"staircase with steps of {step:.1%} or more (3x its own noise)")
-    for level in (1, 2):
-        if len(p) <= level:
-            break
-        lo_level, hi_level = p[level - 1], p[level]
-        rows.append(derived_row(f"tlb.l{level}.reach_bytes", fit.knees_bytes[level - 1], *fit.knee_ci[level - 1],
-                                method, TLB_PROBE, f"plateaus: {_plateau_text(fit)}"))
-        rows.append(derived_row(f"tlb.l{level}.miss_cycles", hi_level.latency - lo_level.latency,
-                                hi_level.ci_low - lo_level.ci_high, hi_level.ci_high - lo_level.ci_low,
-                                "step between adjacent plateaus of the 2 MiB-block chase", TLB_PROBE))
-    page, knees = page_size(frame, fit.knees_bytes[0])
-    if page is not None:
-        rows.append(page)
-    elif len(knees) > 2:
-        rows[0]["note"] += ("; the knees at other block sizes settle no page (one entry may cover more than the "
-                            "largest blocks but one): " + _knee_text(knees))
-    return rows
-
-
-def _knee_text(knees: dict) -> str:
-    return ", ".join(f"{fmt_bytes(s)} blocks: {fmt_bytes(knees[s])}" for s in sorted(knees))
-
-
-def page_size(frame, knee_main: float) -> tuple[dict | None, dict]:
-    """The span one TLB entry covers (the page): the footprint where the first TLB level overflows is
-    entries x max(page, block), so the knee stays put for blocks up to the page and grows with the block
-    beyond it.  Each candidate page (a measured block size) is scored by the least-squares misfit of
-    log2(knee) to log2(entries) + log2(max(page, block)), entries free; the best is the page, and the CI spans
-    the candidates within 1.5x its misfit.  Returns the row (None when the largest blocks' knees have not
-    moved) and the knee of each block size."""
-    if "stride_bytes" not in frame:
-        return None, {}
-    knees = {PAGE_STRIDE: knee_main}
-    for stride, part in frame[frame["stride_bytes"] != PAGE_STRIDE].groupby("stride_bytes"):
-        if part["footprint_bytes"].nunique() < 8:
-            continue
-        fit = tlb_fit(part)
-        if fit.knees_bytes:
-            knees[int(stride)] = fit.knees_bytes[0]
-    if len(knees) < 4:
-        return None, knees
-    strides = np.array(sorted(knees), dtype=float)
-    y = np.log2([knees[s] for s in sorted(knees)])
-    misfit = {}
-    for page in strides[:-1]:  # the largest block cannot show that the knee moves past it
-        r = y - np.log2(np.maximum(page, strides))
-        misfit[page] = float(np.sum((r - r.mean()) ** 2))
-    best = min(misfit, key=misfit.get)
-    if best >= strides[-2]:
-        return None, knees
-    close = [p for p, m in misfit.items() if m <= 1.5 * misfit[best]]
-    return derived_row("tlb.page_bytes", best, min(close), max(close),
-                       "block size at which the first TLB knee starts to grow with the block (least-squares fit of "
-                       "knee = entries x max(page, block) over the measured block sizes)", TLB_PROBE,
-                       f"first knees: {_knee_text(knees)}; candidates within 1.5x the best misfit: "
-                       f"{', '.join(fmt_bytes(p) for p in close)}"), knees
 
 
 #: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
@@ -674,10 +589,4 @@ FAMILY = Family(order=30, rows=hierarchy_rows, quantities={
     "dram.latency_tlb_miss_ns": ("s", "the same TLB-missing HBM latency in seconds (globaltimer)"),
     "dram.latency_cg_cycles": ("cycles", "HBM latency of a dependent L2-only load (ld.global.cg) that misses the L2, "
                                          "inside the TLBs' reach"),
-    "tlb.l1.reach_bytes": ("B", "footprint up to which the first TLB level holds every page's translation"),
-    "tlb.l1.miss_cycles": ("cycles", "latency added when the first TLB level misses"),
-    "tlb.l2.reach_bytes": ("B", "footprint up to which the second TLB level holds every translation"),
-    "tlb.l2.miss_cycles": ("cycles", "latency added when the second TLB level misses too"),
-    "tlb.reach_lower_bound_bytes": ("B", "largest page-stride footprint measured when no TLB step was seen"),
-    "tlb.page_bytes": ("B", "page (translation granule) size: the largest block whose TLB knee does not move"),
 })

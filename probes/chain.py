@@ -158,9 +158,24 @@ def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "ran
         raise ValueError(f"footprint_bytes={footprint_bytes} must hold two elements of stride_bytes="
                          f"{stride_bytes}, a multiple of 8")
     elements = footprint_bytes // stride_bytes
-    rng = ctx.rng(footprint_bytes, stride_bytes)
     words = cupy.zeros(elements * stride_bytes // 8, dtype=cupy.uint64)
-    base = words.data.ptr
+    walker = place_chain(words, words.data.ptr, ctx.rng(footprint_bytes, stride_bytes), footprint_bytes,
+                         stride_bytes, order)
+    if order != "path" and footprint_bytes <= ctx.device["l2_bytes"]:
+        sink = cupy.zeros(1, dtype=cupy.uint64)
+        kernel("chase.cu", "touch")((ctx.device["sm_count"] * 4,), (256,),
+                                    (words, np.int64(words.size), np.int64(SECTOR_ALIGN // 8), sink))
+    return words, walker
+
+
+def place_chain(words, base: int, rng: np.random.Generator, footprint_bytes: int, stride_bytes: int,
+                order: str = "random") -> ChainWalker:
+    """Lay a chain of ``order`` (see ``chain_on_gpu``) into ``words`` (numpy or cupy; addresses ``base`` plus
+    byte offsets) with ``rng``'s draws, and return its walker.  Laid again with another draw, a random chain
+    takes a new placement in the same buffer: another visiting order and other sectors of each block, so other
+    L2 slices and other TLB sets (the old chain's words are left behind, never visited)."""
+    xp = _array_module(words)
+    elements = footprint_bytes // stride_bytes
     offsets = None
     if order == "sequential":
         order_host = np.arange(elements, dtype=np.int64)
@@ -172,13 +187,8 @@ def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "ran
         offsets = element_offsets(rng, order_host.size, stride_bytes)
     else:
         raise ValueError(f"unknown chain order {order!r}")
-    fill_chain(words, cupy.asarray(order_host), stride_bytes, base,
-               None if offsets is None else cupy.asarray(offsets))
-    if order != "path" and footprint_bytes <= ctx.device["l2_bytes"]:
-        sink = cupy.zeros(1, dtype=cupy.uint64)
-        kernel("chase.cu", "touch")((ctx.device["sm_count"] * 4,), (256,),
-                                    (words, np.int64(words.size), np.int64(SECTOR_ALIGN // 8), sink))
-    return words, ChainWalker(order_host, stride_bytes, base, footprint_bytes, offsets)
+    fill_chain(words, xp.asarray(order_host), stride_bytes, base, None if offsets is None else xp.asarray(offsets))
+    return ChainWalker(order_host, stride_bytes, base, footprint_bytes, offsets)
 
 
 _FLUSH: dict = {}
@@ -208,14 +218,17 @@ def warm_steps(device: dict, footprint_bytes: int, elements: int) -> int:
 
 
 def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: str,
-                  order: str = "random") -> list[Sample]:
+                  order: str = "random", placements: bool = False) -> list[Sample]:
     """Build the chain on the GPU, warm it, then time launches of ``launch(start, warm, steps) -> out``
     until stable.  Shared by the CuPy and Numba front ends, so both time exactly the same chain.
 
     A ``path`` chain is measured cold: the L2 is flushed after the chain is written, there is no warm walk,
     and the steps per launch are capped so that the whole measurement never revisits an element: every
-    access misses the L2."""
+    access misses the L2.  With ``placements`` (a random chain), every timed sample lays the chain afresh
+    (``place_chain``, the ``repeat``-th draw) and walks it once untimed in the same launch: the samples then
+    average over placements what one placement's few elements would leave to the luck of their L2 slices."""
     words, walker = chain_on_gpu(ctx, footprint_bytes, stride_bytes, order)
+    chain = {"walker": walker}
     elements = len(walker.order)
     budget = ctx.budget
     if order == "path":
@@ -225,8 +238,8 @@ def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: s
         warm = warm_steps(ctx.device, footprint_bytes, elements)
 
     def run(warm: int, steps: int) -> np.ndarray:
-        out = launch(walker.start(), warm, steps)
-        walker.advance(warm + steps, int(out[2]))
+        out = launch(chain["walker"].start(), warm, steps)
+        chain["walker"].advance(warm + steps, int(out[2]))
         return out
 
     first = run(warm if order == "path" else max(warm, min(elements, MAX_WARM_STEPS)), CALIBRATION_STEPS)
@@ -235,5 +248,11 @@ def measure_chase(ctx, footprint_bytes: int, stride_bytes: int, launch, timer: s
         room = (elements - walker.position) // (budget.max_repeats + 1)
         steps = min(steps, max(UNROLL, room // UNROLL * UNROLL))
 
-    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(warm, steps), steps, repeat, timer),
-                               "latency", budget)
+    def sample(repeat: int) -> list[Sample]:
+        if placements and repeat >= 0:
+            chain["walker"] = place_chain(words, walker.base, ctx.rng(footprint_bytes, stride_bytes, repeat + 1),
+                                          footprint_bytes, stride_bytes, order)
+            return chase_samples(ctx, run(elements, steps), steps, repeat, timer)
+        return chase_samples(ctx, run(warm, steps), steps, repeat, timer)
+
+    return repeat_until_stable(sample, "latency", budget)

@@ -147,15 +147,19 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
        axes={"footprint_bytes": "2 blocks .. total memory / 4, 2 per octave at 2 MiB blocks, 1 per octave "
                                 "from 64 MiB at the other block sizes (full only)",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
-                             "0.5 MiB..256 MiB blocks (the page size from how the knee moves)",
+                             "0.5 MiB..256 MiB blocks (the page size from how the reach moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
        quantities=("tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "tlb.l2.miss_cycles",
-                   "tlb.reach_lower_bound_bytes", "tlb.page_bytes"), kernels=("chase.cu",))
+                   "tlb.reach_lower_bound_bytes", "tlb.l2.reach_lower_bound_bytes", "tlb.page_bytes"),
+       kernels=("chase.cu",))
 def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """Cycles per load with one chain element per large block: the lines touched fit in L2 at every
-    footprint, so latency steps only where the pages touched outgrow a TLB's reach, by that TLB's miss
-    penalty.  Each element sits at a random sector of its block, so no two share a set by their low bits."""
-    return measure_chase(sweep_ctx(ctx), footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64")
+    footprint, so latency rises only where the pages touched outgrow a TLB's reach, by that TLB's miss
+    penalty times the share of pages it misses.  Each element sits at a random sector of its block, so no two
+    share a set by their low bits; every sample lays the chain at a new random placement, since the mean of a
+    few elements' L2 hits depends on the slices they land in."""
+    return measure_chase(sweep_ctx(ctx), footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64",
+                         placements=True)
 
 
 @probe("chase.smem",

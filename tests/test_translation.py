@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.latency import last_octave_slope, tlb_rows
+from analysis.latency import last_octave_slope
+from analysis.translation import tlb_rows
 from analysis.plateaus import MIN_STEP, fit_staircase
 from probes import chain, chase
 
@@ -32,6 +33,50 @@ def test_a_two_cycle_step_is_found_over_the_noise():
     found = values(tlb_rows(staircase({256: 2.0})))
     assert found["tlb.l1.miss_cycles"] == pytest.approx(2.0, abs=0.6)
     assert np.log2(found["tlb.l1.reach_bytes"] / (256 * PAGE)) == pytest.approx(0, abs=0.3)
+
+
+def placements(entries: int, ways: int, penalty: float, seed=0, slice_sd=15.0, samples=9, per_octave=2):
+    """Page-stride chase samples from first principles, one per placement: each sample throws the chain's pages
+    into entries / ways hashed sets (a set with more pages than ways misses on each of them, as an LRU set walked
+    cyclically does), and its elements' L2 hits scatter by ``slice_sd`` cycles each (the slices they land in)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for f in np.unique(np.geomspace(4 << 20, 32 << 30, int(13 * per_octave) + 1).astype(np.int64) // PAGE * PAGE):
+        pages = int(f // PAGE)
+        for _ in range(samples):
+            crowd = np.bincount(rng.integers(0, entries // ways, pages), minlength=entries // ways)
+            missed = crowd[crowd > ways].sum() / pages
+            value = 280.0 + penalty * missed + rng.normal(0, slice_sd) / np.sqrt(pages)
+            rows.append(dict(probe="chase.tlb", metric="latency", flag="", flavour="cg", stride_bytes=PAGE,
+                             footprint_bytes=int(f), value=value))
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("ways", [2, 4])
+def test_a_ramp_of_hashed_sets_gives_its_entries_and_penalty(ways):
+    rows = {r["quantity"]: r for r in tlb_rows(placements(256, ways, 10.0, seed=ways))}
+    reach, miss = rows["tlb.l1.reach_bytes"], rows["tlb.l1.miss_cycles"]
+    assert reach["value"] / PAGE == pytest.approx(256, rel=0.15)
+    assert reach["ci_low"] <= 256 * PAGE <= reach["ci_high"] or abs(reach["value"] / PAGE / 256 - 1) < 0.05
+    assert miss["value"] == pytest.approx(10.0, rel=0.1)
+    assert "fully associative" not in reach["note"]
+    assert "tlb.l2.reach_bytes" not in rows and "tlb.l2.reach_lower_bound_bytes" in rows
+
+
+def test_a_step_is_told_from_a_ramp():
+    """Negative control: a fully associative TLB (one set) steps at its reach, and the fit says so."""
+    rows = {r["quantity"]: r for r in tlb_rows(placements(256, 256, 10.0))}
+    assert rows["tlb.l1.reach_bytes"]["value"] / PAGE == pytest.approx(256, rel=0.05)
+    assert "fully associative" in rows["tlb.l1.reach_bytes"]["note"]
+
+
+def test_a_ramp_under_one_placement_per_footprint_is_not_trusted():
+    """The old probe's samples repeated one placement: scatter between footprints that no sample's spread
+    shows.  Its residual scatter then scales the penalty's error, and a 2-cycle ramp is not claimed."""
+    frame = placements(256, 2, 2.0, slice_sd=40.0, samples=1)
+    frame = frame.loc[frame.index.repeat(7)].reset_index(drop=True)
+    frame["value"] += np.random.default_rng(1).normal(0, 0.05, len(frame))
+    assert set(values(tlb_rows(frame))) == {"tlb.reach_lower_bound_bytes"}
 
 
 def test_the_default_step_would_merge_it_away():
@@ -148,3 +193,36 @@ def test_a_cold_path_is_never_revisited(monkeypatch):
     loaded = made["launch"].loaded
     assert len(loaded) == len(set(loaded)), "an element was loaded twice"
     assert sum(s.metric == "latency" for s in samples) >= 5
+
+
+def test_every_sample_walks_a_new_placement_whole_before_timing(monkeypatch):
+    """chase.tlb's samples: each lays the chain afresh (other sectors, other order) and walks it once untimed in
+    the same launch, and every launch still ends where its own chain says."""
+    from probes.harness import Budget, Context
+
+    made, launches = {}, []
+
+    def chain_on_host(ctx, footprint_bytes, stride_bytes, order="random"):
+        words = np.zeros(footprint_bytes // 8, dtype=np.uint64)
+        made["launch"] = _FakeLaunch(words, 1 << 20)
+        return words, chain.place_chain(words, 1 << 20, ctx.rng(footprint_bytes, stride_bytes), footprint_bytes,
+                                        stride_bytes, order)
+
+    def launch(start, warm, steps):
+        launches.append((warm, len(made["launch"].loaded)))
+        return made["launch"](start, warm, steps)
+
+    monkeypatch.setattr(chain, "chain_on_gpu", chain_on_host)
+    ctx = Context(device={"l2_bytes": 1 << 30, "smem_per_sm_bytes": 1 << 16, "sm_clock_max_hz": 2e9},
+                  budget=Budget(min_repeats=5, max_repeats=5, time_s=10, warmup_s=0))
+    elements = 64
+    samples = chain.measure_chase(ctx, elements * 4096, 4096, launch, "clock64", placements=True)
+    assert sum(s.metric == "latency" for s in samples) == 5
+    timed = launches[-5:]
+    assert all(warm == elements for warm, _ in timed), "a placement is walked whole before its timed steps"
+    loaded = made["launch"].loaded
+    placed = [frozenset(loaded[at:at + elements]) for _, at in timed]
+    assert all(len(p) == elements for p in placed), "the untimed pass visits every element once"
+    assert len(set(placed)) == 5, "every sample has its own placement"
+    unplaced = chain.measure_chase(ctx, elements * 4096, 4096, launch, "clock64")
+    assert launches[-1][0] == 0 and sum(s.metric == "latency" for s in unplaced) == 5
