@@ -1,6 +1,6 @@
 """Tensor-core widths beside compute.wgmma (``compute.tensor_units``): bf16 wgmma with A from registers (RS)
-and from shared memory (SS), int8 wgmma, 2:4 sparse bf16 wgmma (dense-equivalent, as NVIDIA counts it) and
-FP64 mma.sync (DMMA), in operations per clock per SM.
+and from shared memory (SS), int8 wgmma, 2:4 sparse bf16 wgmma (dense-equivalent, as NVIDIA counts it; A from
+shared memory or registers) and FP64 mma.sync (DMMA), in operations per clock per SM.
 
 Each width is the median of a config's ``per_clk_sm`` samples (a launch's operations over its CUDA-event
 time, over SMs and the clock it ran at, measured in-kernel) with a bootstrap 95% CI, and is set beside the
@@ -34,6 +34,10 @@ WIDTHS = {"tc.bf16.ss_flop_per_clk_sm": ("bf16_ss_n256", "wgmma bf16 m64n256k16,
           "tc.bf16.sparse_flop_per_clk_sm": ("bf16_sparse_n256", "wgmma.mma_async.sp bf16 m64n256k32, 2:4 "
                                                                  "structured sparsity (HGMMA.SP), dense-equivalent "
                                                                  "FLOP", "bf16_sparse"),
+          "tc.bf16.sparse_rs_flop_per_clk_sm": ("bf16_sparse_rs_n256", "wgmma.mma_async.sp bf16 m64n256k32, 2:4 "
+                                                                       "structured sparsity, A's kept values from "
+                                                                       "registers (HGMMA.SP register-A form), "
+                                                                       "dense-equivalent FLOP", "bf16_sparse"),
           "tc.int8.ops_per_clk_sm": ("int8_n256", "wgmma s8 x s8 -> s32 m64n256k32 (IGMMA), 2 ops a multiply-add",
                                      "int8"),
           "tc.fp64.m8n8k4_flop_per_clk_sm": ("fp64_m8n8k4", "mma.sync f64 m8n8k4 (DMMA.8x8x4)", "fp64"),
@@ -67,7 +71,7 @@ def tensor_unit_rows(measurements: pd.DataFrame) -> list[dict]:
             continue
         value, low, high = median_ci(frame["value"])
         by[quantity] = (value, low, high, what)
-        bound = _shared_memory_bound(measurements, value) if key == "bf16_sparse" else ""
+        bound = _shared_memory_bound(measurements, value, "_rs_" not in op) if key == "bf16_sparse" else ""
         rows.append(derived_row(quantity, value, low, high, f"{what}: {METHOD}", TENSOR_UNITS_PROBE,
                                 f"{_note(frame)}; {_judged(value, key)}{bound}"))
     rs, ss = by.get("tc.bf16.rs_flop_per_clk_sm"), by.get("tc.bf16.ss_flop_per_clk_sm")
@@ -78,6 +82,12 @@ def tensor_unit_rows(measurements: pd.DataFrame) -> list[dict]:
         rows.append(derived_row("tc.bf16.rs_over_ss", rs[0] / ss[0], rs[1] / ss[2], rs[2] / ss[1],
                                 "tc.bf16.rs_flop_per_clk_sm / tc.bf16.ss_flop_per_clk_sm (m64n256k16); CI from "
                                 "the ends of both CIs", TENSOR_UNITS_PROBE, note))
+    sp_rs, sp_ss = by.get("tc.bf16.sparse_rs_flop_per_clk_sm"), by.get("tc.bf16.sparse_flop_per_clk_sm")
+    if sp_rs and sp_ss:
+        rows.append(derived_row("tc.bf16.sparse_rs_over_ss", sp_rs[0] / sp_ss[0], sp_rs[1] / sp_ss[2],
+                                sp_rs[2] / sp_ss[1], "tc.bf16.sparse_rs_flop_per_clk_sm / "
+                                "tc.bf16.sparse_flop_per_clk_sm (2:4 sparse m64n256k32); CI from the ends of both "
+                                "CIs", TENSOR_UNITS_PROBE, ""))
     shapes = [q for q in ("tc.fp64.m8n8k4_flop_per_clk_sm", "tc.fp64.m16n8k16_flop_per_clk_sm") if q in by]
     if shapes:
         best = max(shapes, key=lambda q: by[q][0])
@@ -88,20 +98,27 @@ def tensor_unit_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
-#: B bytes per dense-equivalent FLOP of the sparse wgmma m64nNk32 (bf16): each instruction reads B's N x 32
-#: two-byte elements from shared memory for 2 x 64 x N x 32 FLOP, whatever N.
+#: Shared-memory bytes per dense-equivalent FLOP of the sparse wgmma m64nNk32 (bf16), 2 x 64 x N x 32 FLOP an
+#: instruction: B's N x 32 two-byte elements, whatever N; with A from shared memory (the SS form) also A's
+#: 64 x 16 kept two-byte values, per FLOP a share falling with N (the probe's N = SPARSE_N).
+SPARSE_N = 256
 SPARSE_B_BYTES_PER_FLOP = 32 * 2 / (2 * 64 * 32)
+SPARSE_A_BYTES_PER_FLOP = 64 * 16 * 2 / (2 * 64 * SPARSE_N * 32)
 
 
-def _shared_memory_bound(measurements: pd.DataFrame, per_clk: float) -> str:
-    """The sparse rate's B traffic from shared memory beside the LDS bandwidth bw.onchip measured: a rate
-    whose B reads come near that bandwidth is bound by shared memory, not by the tensor core."""
+def _shared_memory_bound(measurements: pd.DataFrame, per_clk: float, a_from_smem: bool) -> str:
+    """The sparse rate's operand traffic from shared memory (B, and A's kept values unless A comes from
+    registers) beside the LDS bandwidth bw.onchip measured: a rate whose reads come near that bandwidth may be
+    bound by shared memory rather than by the tensor core."""
     lds = select(measurements, "bw.onchip", "bytes_per_clk_sm", level="smem")
     if lds.empty:
         return ""
-    need, have = per_clk * SPARSE_B_BYTES_PER_FLOP, float(lds["value"].median())
-    return (f"; B read from shared memory at {need:.1f} B per clock per SM, {need / have:.2f} of the LDS bandwidth "
-            f"measured ({have:.1f}): the documented width would need {documented_per_clk_sm('bf16_sparse') * SPARSE_B_BYTES_PER_FLOP:.0f}")
+    per_flop = SPARSE_B_BYTES_PER_FLOP + (SPARSE_A_BYTES_PER_FLOP if a_from_smem else 0.0)
+    need, have = per_clk * per_flop, float(lds["value"].median())
+    operands = "B and A's kept values" if a_from_smem else "B (A from registers)"
+    return (f"; {operands} read from shared memory at {need:.1f} B per clock per SM, {need / have:.2f} of the LDS "
+            f"bandwidth measured ({have:.1f}): the documented width would need "
+            f"{documented_per_clk_sm('bf16_sparse') * per_flop:.0f}")
 
 
 FAMILY = Family(order=80, rows=lambda m, device: tensor_unit_rows(m), quantities={
@@ -112,6 +129,11 @@ FAMILY = Family(order=80, rows=lambda m, device: tensor_unit_rows(m), quantities
     "tc.bf16.rs_over_ss": ("1", "BF16 wgmma width with A from registers over A from shared memory (m64n256k16)"),
     "tc.bf16.sparse_flop_per_clk_sm": ("FLOP/cycle", "2:4 sparse BF16 wgmma (m64n256k32) FLOP per clock per SM, "
                                                      "counted dense-equivalent (2 x 64 x 256 x 32 a wgmma)"),
+    "tc.bf16.sparse_rs_flop_per_clk_sm": ("FLOP/cycle", "2:4 sparse BF16 wgmma (m64n256k32) FLOP per clock per "
+                                                        "SM with A's kept values from registers (RS), counted "
+                                                        "dense-equivalent"),
+    "tc.bf16.sparse_rs_over_ss": ("1", "2:4 sparse BF16 wgmma width with A from registers over A from shared "
+                                       "memory (m64n256k32)"),
     "tc.int8.ops_per_clk_sm": ("op/cycle", "dense INT8 wgmma (s8 x s8 -> s32) integer ops per clock per SM, a "
                                            "multiply-add counted as 2"),
     "tc.fp64.flop_per_clk_sm": ("FLOP/cycle", "FP64 tensor (DMMA) FLOP per clock per SM: the faster mma.sync f64 "

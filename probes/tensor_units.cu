@@ -8,7 +8,10 @@
 //   s8  -- s8 x s8 -> s32 m64nNk32, A and B from shared memory;
 //   sp  -- bf16 m64nNk32 with 2:4 structured sparsity (wgmma.mma_async.sp): A holds the 16 kept values of
 //          each row's 32 (2 of every 4), B is N x 32; every thread passes the same metadata word, so every
-//          group of 4 keeps the same two positions (the host's reference uses them).
+//          group of 4 keeps the same two positions (the host's reference uses them);
+//   sprs -- sp with A from registers: the 64 x 16 kept values as rs's fragment (4 words per thread; the PTX
+//          ISA's sparse m64nNk32 register A is the dense m64nNk16 one over the kept values), the same
+//          metadata; only B is read from shared memory.
 // Shared operands: A 64 x K, B N x K, K-major, copied from row-major host rows into the no-swizzle canonical
 // layout: 8-row x 16-byte core matrices, core matrix (row group g, 16-byte chunk h of a row of C chunks) at
 // byte (C g + h) x 128, so the leading byte offset (along K) is 128 and the stride byte offset (along M/N)
@@ -30,12 +33,15 @@ constexpr int A_ROWS = 64;
 constexpr int DMMA_THREADS = 256;
 constexpr int DMMA_ACC = 8;
 
-enum class Op { ss, rs, s8, sp };
+enum class Op { ss, rs, s8, sp, sprs };
+
+// Words of a_frag per thread: A's 4 register words (rs, sprs), then the sparsity metadata (sp, sprs).
+constexpr int FRAG_WORDS = 5;
 
 template <Op OP> struct Acc { using type = float; };
 template <> struct Acc<Op::s8> { using type = int; };
 
-// a: the thread's A fragment (rs) or its sparsity metadata word (sp, a[0]).
+// a: the thread's FRAG_WORDS words: A's fragment a[0..3] (rs, sprs), the sparsity metadata a[4] (sp, sprs).
 template <int N, Op OP>
 __device__ __forceinline__ void gmma(typename Acc<OP>::type* d, unsigned long long da, const unsigned int* a,
                                      unsigned long long db);
@@ -76,7 +82,16 @@ __device__ __forceinline__ void gmma(typename Acc<OP>::type* d, unsigned long lo
                      "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32.f32.bf16.bf16 " TU_D_##N ", " TU_SP_##N \
                      ", p, 1, 1, 0, 0;\n}\n"                                                             \
                      : TU_F32_##N                                                                        \
-                     : "l"(da), "l"(db), "r"(a[0]), "r"(1));                                             \
+                     : "l"(da), "l"(db), "r"(a[4]), "r"(1));                                             \
+    }                                                                                                    \
+    template <>                                                                                          \
+    __device__ __forceinline__ void gmma<N, Op::sprs>(float* d, unsigned long long, const unsigned int* a, \
+                                                      unsigned long long db) {                           \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_SPRS_SCALE_##N ", 0;\n"                       \
+                     "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32.f32.bf16.bf16 " TU_D_##N ", "           \
+                     TU_SPRS_##N ", p, 1, 1, 0;\n}\n"                                                     \
+                     : TU_F32_##N                                                                        \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(a[4]), "r"(1));          \
     }
 
 TU_DEF(128)
@@ -97,23 +112,25 @@ __device__ __forceinline__ void to_core_matrices(uint4* dst, const uint4* src, i
     }
 }
 
-// a_rows: A row-major (ss, s8, sp); a_frag: 4 words per thread (rs), the metadata word per thread (sp);
+// a_rows: A row-major (ss, s8, sp); a_frag: FRAG_WORDS words per thread (see gmma);
 // out: N/2 accumulators per thread, CTA-major.
 template <int N, Op OP>
 __device__ __forceinline__ void gmma_loop(const uint4* a_rows, const unsigned int* a_frag, const uint4* b_rows,
                                           long long groups, typename Acc<OP>::type* out,
                                           unsigned long long* clocks) {
     __shared__ __align__(128) uint4 a_tile[A_ROWS * ROW_BYTES / 16];
-    constexpr int B_CHUNKS = (OP == Op::sp ? 2 : 1) * ROW_BYTES / 16;
+    constexpr bool SPARSE = OP == Op::sp || OP == Op::sprs, A_REGS = OP == Op::rs || OP == Op::sprs;
+    constexpr int B_CHUNKS = (SPARSE ? 2 : 1) * ROW_BYTES / 16;
     __shared__ __align__(128) uint4 b_tile[N * B_CHUNKS];
-    if (OP != Op::rs) to_core_matrices(a_tile, a_rows, A_ROWS, ROW_BYTES / 16);
+    if (!A_REGS) to_core_matrices(a_tile, a_rows, A_ROWS, ROW_BYTES / 16);
     to_core_matrices(b_tile, b_rows, N, B_CHUNKS);
     // Generic-proxy stores must be made visible to the async proxy that wgmma reads shared memory through.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
-    unsigned int a[4];
+    unsigned int a[FRAG_WORDS];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[i] = OP == Op::rs || (OP == Op::sp && i == 0) ? a_frag[threadIdx.x * 4 + i] : 0u;
+    for (int i = 0; i < FRAG_WORDS; ++i)
+        a[i] = (i < 4 ? A_REGS : SPARSE) ? a_frag[threadIdx.x * FRAG_WORDS + i] : 0u;
     const unsigned long long da = descriptor(a_tile, ROW_BYTES / 16), db = descriptor(b_tile, B_CHUNKS);
     typename Acc<OP>::type d[N / 2];
 #pragma unroll
@@ -148,6 +165,7 @@ TU_KERNEL(rs, 128)
 TU_KERNEL(rs, 256)
 TU_KERNEL(s8, 256)
 TU_KERNEL(sp, 256)
+TU_KERNEL(sprs, 256)
 
 // ---- FP64 mma.sync (DMMA) -------------------------------------------------------------------------------
 

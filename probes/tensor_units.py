@@ -6,6 +6,8 @@
 * ``bf16_sparse_n256`` -- wgmma.mma_async.sp bf16 m64n256k32 into fp32, 2:4 structured sparsity: A holds 2 of
   every 4 values of K (every group keeps the positions SPARSE_KEPT, one metadata word for every thread);
   counted dense-equivalent (2 x 64 x 256 x 32), as NVIDIA counts its sparse rates.
+* ``bf16_sparse_rs_n256`` -- the same with A's 64 x 16 kept values from registers (the PTX ISA's sparse
+  m64nNk32 register A is the dense m64nNk16 fragment over the kept values): only B is read from shared memory.
 * ``fp64_m8n8k4`` / ``fp64_m16n8k16`` -- mma.sync f64 (the DMMA unit), 8 independent accumulators per warp.
 
 Every SM is filled with the blocks the driver grants.  A dense M x N x K product is 2 M N K operations; the
@@ -31,11 +33,14 @@ RUN_ORDER = 140
 LANES = 32
 #: tensor_units.cu's constants.
 WG_THREADS, STEPS, ROW_BYTES, WGMMA_M = 128, 4, 32, 64
+#: Words of a_frag per thread: A's 4 register words (``_rs_`` units), then the sparsity metadata (sparse units).
+FRAG_WORDS = 5
 DMMA_THREADS, DMMA_ACC, DMMA_N = 256, 8, 8
 #: unit -> (kernel, N, K, element bytes) for wgmma; the A operand's source is in the name (ss / rs).
 WGMMA_UNITS = {"bf16_ss_n128": ("tu_ss_n128", 128, 16, 2), "bf16_rs_n128": ("tu_rs_n128", 128, 16, 2),
                "bf16_ss_n256": ("tu_ss_n256", 256, 16, 2), "bf16_rs_n256": ("tu_rs_n256", 256, 16, 2),
-               "int8_n256": ("tu_s8_n256", 256, 32, 1), "bf16_sparse_n256": ("tu_sp_n256", 256, 32, 2)}
+               "int8_n256": ("tu_s8_n256", 256, 32, 1), "bf16_sparse_n256": ("tu_sp_n256", 256, 32, 2),
+               "bf16_sparse_rs_n256": ("tu_sprs_n256", 256, 32, 2)}
 #: unit -> (kernel, M, K) of mma.sync f64 m{M}n8k{K}; (A, B, C) doubles per lane follow from the shape.
 DMMA_UNITS = {"fp64_m8n8k4": ("dmma_m8n8k4", 8, 4), "fp64_m16n8k16": ("dmma_m16n8k16", 16, 16)}
 UNITS = (*WGMMA_UNITS, *DMMA_UNITS)
@@ -185,11 +190,11 @@ def _wgmma(ctx, unit: str) -> list[Sample]:
             a_val = sparse_expand(a_val, SPARSE_KEPT)
     a_rows = cupy.asarray(a_raw.reshape(-1).view(np.uint8))
     b_rows = cupy.asarray(b_raw.reshape(-1).view(np.uint8))
-    frag = np.zeros((WG_THREADS, 4), np.uint32)
-    if "_rs_" in unit:
-        frag = rs_a_fragment(a_raw)
-    elif "sparse" in unit:
-        frag[:, 0] = sparse_meta_word(SPARSE_KEPT)
+    frag = np.zeros((WG_THREADS, FRAG_WORDS), np.uint32)
+    if "_rs_" in unit:  # a sparse A's kept values (64 x 16) sit in registers as a dense m64k16 A would
+        frag[:, :4] = rs_a_fragment(a_raw).reshape(WG_THREADS, 4)
+    if "sparse" in unit:
+        frag[:, 4] = sparse_meta_word(SPARSE_KEPT)
     a_frag = cupy.asarray(frag.reshape(-1))
     clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)
     product = a_val.astype(np.float64) @ b_val.T.astype(np.float64)  # one wgmma's result
@@ -269,15 +274,18 @@ def _sweep(device):
 
 @probe("compute.tensor_units", sweeps={"quick": _sweep, "full": _sweep},
        axes={"op": "bf16_ss_nN / bf16_rs_nN (wgmma m64nNk16, A from shared memory / registers, N 128, 256), "
-                     "int8_n256 (wgmma s8 m64n256k32 -> s32), bf16_sparse_n256 (wgmma.sp m64n256k32, 2:4), "
+                     "int8_n256 (wgmma s8 m64n256k32 -> s32), bf16_sparse_n256 / bf16_sparse_rs_n256 "
+                     "(wgmma.sp m64n256k32, 2:4, A from shared memory / registers), "
                      "fp64_m8n8k4 / fp64_m16n8k16 (mma.sync f64, DMMA)"},
        quantities=("tc.bf16.ss_flop_per_clk_sm", "tc.bf16.rs_flop_per_clk_sm", "tc.bf16.rs_over_ss",
-                   "tc.int8.ops_per_clk_sm", "tc.bf16.sparse_flop_per_clk_sm", "tc.fp64.flop_per_clk_sm",
+                   "tc.int8.ops_per_clk_sm", "tc.bf16.sparse_flop_per_clk_sm", "tc.bf16.sparse_rs_flop_per_clk_sm",
+                   "tc.bf16.sparse_rs_over_ss", "tc.fp64.flop_per_clk_sm",
                    "tc.fp64.m8n8k4_flop_per_clk_sm", "tc.fp64.m16n8k16_flop_per_clk_sm"),
        kernels=("tensor_units.cu",), min_cc=(9, 0), max_cc=(9, 0))
 def compute_tensor_units(ctx, op: str) -> list[Sample]:
     """Tensor-core width (operations per clock per SM) of bf16 wgmma with A from registers or shared memory,
-    int8 wgmma, 2:4 sparse bf16 wgmma (dense-equivalent) and fp64 mma.sync, every SM full."""
+    int8 wgmma, 2:4 sparse bf16 wgmma with A from shared memory or registers (dense-equivalent) and fp64
+    mma.sync, every SM full."""
     if op not in UNITS:
         raise ValueError(f"unknown tensor op {op!r}: choose one of {', '.join(UNITS)}")
     if ctx.device["compute_capability"] != "9.0":

@@ -275,18 +275,23 @@ def _compute_mma_sync(ctx, dtype):
 #: compute.tensor_units' simulated widths (operations per clock per SM): bf16 wgmma with A from shared memory
 #: as compute.wgmma's; A from registers skips A's shared-memory read, which at N=128 is a third of the operand
 #: bytes per wgmma (A 64 rows, B 128): RS reaches the peak there, SS TENSOR_SS_N128 of it; N=256 both the peak.
-#: INT8 twice BF16 (half the bits), and 2:4 sparse BF16 too (dense-equivalent: half the products skipped).
+#: INT8 twice BF16 (half the bits), and 2:4 sparse BF16 too (dense-equivalent: half the products skipped) with A
+#: from registers; with A from shared memory the sparse form is fed at the rate shared memory supplies B alone,
+#: so it reaches B / (A + B) of that -- A's 64 x 16 kept values against B's 256 x 32 (TENSOR_SPARSE_SS).
 #: FP64 mma.sync (DMMA) DMMA_OVER_DFMA x the DFMA width, its native 16x8x16 shape full and the 8x8x4 one
 #: DMMA_884_FRACTION of it (a quarter of the operands per instruction).
 TENSOR_SS_N128, DMMA_OVER_DFMA, DMMA_884_FRACTION = 0.9, 2.0, 0.5
+TENSOR_SPARSE_SS = 256 * 32 / (256 * 32 + 64 * 16)
 
 
 def tensor_unit_per_clk(op):
     bf16 = WGMMA_PER_CLK["bf16"]
     if op.startswith(("bf16_ss", "bf16_rs")):
         return bf16 * (TENSOR_SS_N128 if op == "bf16_ss_n128" else 1.0)
-    if op in ("int8_n256", "bf16_sparse_n256"):
+    if op in ("int8_n256", "bf16_sparse_rs_n256"):
         return 2 * bf16
+    if op == "bf16_sparse_n256":
+        return 2 * bf16 * TENSOR_SPARSE_SS
     dmma = DMMA_OVER_DFMA * VECTOR_PER_CLK["fp64"]
     return dmma * (DMMA_884_FRACTION if op == "fp64_m8n8k4" else 1.0)
 

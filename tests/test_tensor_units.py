@@ -16,6 +16,9 @@ from test_compute import by_name, instructions
 #: An HGMMA's operands: ``D, A, B, C`` with A a register (RS) or ``gdesc[...]`` (SS, two operands before C).
 HGMMA_RS = re.compile(r"HGMMA\.64x(\d+)x16\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\], R\d+")
 HGMMA_SS = re.compile(r"HGMMA\.64x(\d+)x16\.F32\.BF16 R\d+, gdesc\[UR\d+\], R\d+")
+#: The sparse HGMMA's: ``D, A, B, C, metadata, selector``, A a register (RS) or a descriptor (SS).
+HGMMA_SP_RS = re.compile(r"HGMMA\.SP\.64x256x32\.F32\.BF16 R\d+, R\d+, gdesc\[UR\d+\], R\d+, R\d+, 0x0\b")
+HGMMA_SP_SS = re.compile(r"HGMMA\.SP\.64x256x32\.F32\.BF16 R\d+, gdesc\[UR\d+\], R\d+, R\d+, 0x0\b")
 
 
 def loop_body(code: str, marker: str) -> list[str]:
@@ -48,7 +51,7 @@ def test_kernels_use_no_local_memory_and_fit_three_warpgroups_per_sm(build):
     _, usage = build
     for name, use in usage.items():
         assert use["spill_stores"] == use["spill_loads"] == use["stack_bytes"] == 0, name
-    for op in ("ss", "rs", "s8"):
+    for op in ("ss", "rs", "s8", "sp", "sprs"):
         assert 3 * usage[f"tu_{op}_n256"]["registers"] * tu.WG_THREADS <= 65536, op
 
 
@@ -82,6 +85,19 @@ def test_sparse_kernel_is_the_sparse_hgmma(build):
     assert not any(".SP." in t for t in dense)
 
 
+def test_sparse_rs_kernel_reads_a_from_registers_and_the_ss_one_from_shared_memory(build):
+    kernels, usage = build
+    rs = [t for t in loop_body(by_name(kernels, "tu_sprs_n256"), "GMMA") if "GMMA" in t]
+    ss = [t for t in loop_body(by_name(kernels, "tu_sp_n256"), "GMMA") if "GMMA" in t]
+    assert sum(bool(HGMMA_SP_RS.match(t)) for t in rs) == tu.STEPS == len(rs)
+    assert sum(bool(HGMMA_SP_SS.match(t)) for t in ss) == tu.STEPS == len(ss)
+    # negative controls: neither form matches the other kernel's HGMMAs
+    assert not any(HGMMA_SP_SS.match(t) for t in rs) and not any(HGMMA_SP_RS.match(t) for t in ss)
+    # A is not staged in shared memory: the RS kernel's static shared memory is B's 256 x 32 bf16 alone
+    assert usage["tu_sprs_n256"]["smem_bytes"] == 256 * 32 * 2
+    assert usage["tu_sp_n256"]["smem_bytes"] == 256 * 32 * 2 + 64 * 16 * 2
+
+
 def test_sparse_metadata_and_expansion():
     assert tu.sparse_meta_word((0, 1)) == 0x44444444 and tu.sparse_meta_word((1, 3)) == 0xDDDDDDDD
     values = np.arange(1.0, 9.0).reshape(1, 8)
@@ -90,6 +106,9 @@ def test_sparse_metadata_and_expansion():
     assert tu.sparse_expand(values, (0, 2)).tolist() != dense.tolist()  # negative control: other positions
     assert tu.unit_ops("bf16_sparse_n256") == 2 * 64 * 256 * 32  # dense-equivalent
     assert tu.bound_per_clk_sm("bf16_sparse_n256") == 2 * tu.bound_per_clk_sm("bf16_ss_n256")
+    assert tu.unit_ops("bf16_sparse_rs_n256") == 2 * 64 * 256 * 32
+    assert tu.bound_per_clk_sm("bf16_sparse_rs_n256") == tu.bound_per_clk_sm("bf16_sparse_n256")
+    assert tu.unit_ops("bf16_rs_n256") != tu.unit_ops("bf16_sparse_rs_n256")  # negative control: k16 vs k32
 
 
 @pytest.mark.parametrize("name, dmma", [("dmma_m8n8k4", "DMMA.8x8x4"), ("dmma_m16n8k16", "DMMA.16x8x16")])
@@ -120,6 +139,28 @@ def test_rs_a_fragment_places_each_element_once_where_the_ptx_isa_says():
     assert sorted(halves) == list(range(64 * 16))  # a bijection
     # negative control: a transposed layout puts other elements there
     assert tu.rs_a_fragment(a.T.copy().reshape(64, 16)).reshape(128, 4)[37, 3] != words[37, 3]
+
+
+def test_the_sparse_register_a_is_the_dense_fragment_over_the_kept_values():
+    """PTX ISA, sparse mma.m16n8k32 .bf16 (each warp's 16 rows of wgmma.mma_async.sp m64nNk32): register r
+    holds the two kept values a_2r, a_2r+1 of one 4-wide chunk (the lower index low), row g for a0, a1, a4,
+    a5 and g + 8 otherwise, the chunk from column 4 c for a_i, i < 4, and 16 + 4 c otherwise.  rs's fragment of
+    the 64 x 16 kept values puts exactly those there."""
+    kept = np.arange(64 * 16, dtype=np.uint16).reshape(64, 16)
+    dense = tu.sparse_expand(kept.astype(np.int64), tu.SPARSE_KEPT)
+
+    def ptx_word(t, r):
+        warp, lane = divmod(t, 32)
+        row = 16 * warp + lane // 4 + 8 * (r % 2)
+        first = 4 * (lane % 4) + 16 * (r // 2)
+        low, high = dense[row, first + np.array(tu.SPARSE_KEPT)]
+        return int(low) | int(high) << 16
+
+    expected = np.array([[ptx_word(t, r) for r in range(4)] for t in range(tu.WG_THREADS)])
+    assert np.array_equal(tu.rs_a_fragment(kept).reshape(tu.WG_THREADS, 4), expected)
+    # negative control: the kept values' columns read in another order are another fragment
+    swapped = kept.reshape(64, 2, 8).transpose(0, 2, 1).reshape(64, 16).copy()
+    assert not np.array_equal(tu.rs_a_fragment(swapped).reshape(tu.WG_THREADS, 4), expected)
 
 
 def test_accumulator_fragment_to_matrix():
@@ -221,6 +262,10 @@ def test_derivation_recovers_the_simulated_widths():
     assert rows.loc["tc.int8.ops_per_clk_sm", "unit"] == "op/cycle"
     assert rows.loc["tc.bf16.sparse_flop_per_clk_sm", "value"] == pytest.approx(
         tensor_unit_per_clk("bf16_sparse_n256"))
+    assert rows.loc["tc.bf16.sparse_rs_flop_per_clk_sm", "value"] == pytest.approx(
+        tensor_unit_per_clk("bf16_sparse_rs_n256"))
+    # the fake's SS form is fed B / (A + B) of the RS form's rate: (256 x 32 + 64 x 16) / (256 x 32) = 9/8
+    assert rows.loc["tc.bf16.sparse_rs_over_ss", "value"] == pytest.approx(9 / 8)
     # the FP64 width is the faster shape's, not the first listed one's
     fast, slow = tensor_unit_per_clk("fp64_m16n8k16"), tensor_unit_per_clk("fp64_m8n8k4")
     assert fast > slow
@@ -229,23 +274,68 @@ def test_derivation_recovers_the_simulated_widths():
     assert "of NVIDIA's documented" in rows.loc["tc.int8.ops_per_clk_sm", "note"]
 
 
-def test_the_sparse_rate_is_set_beside_the_shared_memory_bandwidth_its_b_reads_need():
-    """B of m64nNk32 is N x 32 bf16 per 2 x 64 x N x 32 FLOP: 1/64 byte per FLOP, so 6400 FLOP per clock reads
-    100 B per clock; against an LDS bandwidth of 125 that is 0.80.  Without bw.onchip's samples, no claim."""
+def _with_sparse(rates: dict, lds: float | None) -> pd.DataFrame:
+    """The simulated run with the sparse ops' per_clk_sm replaced by ``rates`` (op -> value), and bw.onchip's
+    LDS bandwidth when ``lds`` is given."""
+    m = simulated_measurements()
+    m = m[~(m["op"].isin(list(rates)) & (m["metric"] == "per_clk_sm"))]
+    frames = [m] + [pd.DataFrame([{"probe": "compute.tensor_units", "metric": "per_clk_sm", "value": v, "repeat": r,
+                                   "sm_clock_hz": 1.8e9, "flag": "", "op": op} for r in range(5)])
+                    for op, v in rates.items()]
+    if lds is not None:
+        frames.append(pd.DataFrame([{"probe": "bw.onchip", "metric": "bytes_per_clk_sm", "value": lds, "repeat": r,
+                                     "flag": "", "level": "smem"} for r in range(5)]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_the_sparse_rates_are_set_beside_the_shared_memory_bandwidth_their_operand_reads_need():
+    """A sparse wgmma m64n256k32 is 2 x 64 x 256 x 32 FLOP; it reads B's 256 x 32 bf16 from shared memory
+    (1/64 byte per FLOP) and, in the SS form, A's 64 x 16 kept bf16 too (1/512 more).  At 6400 FLOP per clock
+    that is 100 B per clock with A from registers (0.80 of an LDS bandwidth of 125) and 112.5 (0.90) with A
+    from shared memory; NVIDIA's documented width (datasheet / SMs / clock) would need 128 and 144.  Without
+    bw.onchip's samples, no claim."""
     from analysis.tensor_units import tensor_unit_rows
 
-    m = simulated_measurements()
-    m = m[~((m["op"] == "bf16_sparse_n256") & (m["metric"] == "per_clk_sm"))]
-    sparse = pd.DataFrame([{"probe": "compute.tensor_units", "metric": "per_clk_sm", "value": 6400.0, "repeat": r,
-                            "sm_clock_hz": 1.8e9, "flag": "", "op": "bf16_sparse_n256"} for r in range(5)])
-    lds = pd.DataFrame([{"probe": "bw.onchip", "metric": "bytes_per_clk_sm", "value": 125.0, "repeat": r,
-                         "flag": "", "level": "smem"} for r in range(5)])
-    note = pd.DataFrame(tensor_unit_rows(pd.concat([m, sparse, lds], ignore_index=True))).set_index(
-        "quantity").loc["tc.bf16.sparse_flop_per_clk_sm", "note"]
-    assert "at 100.0 B per clock per SM, 0.80 of the LDS bandwidth measured (125.0)" in note
-    assert "would need 128" in note
-    alone = pd.DataFrame(tensor_unit_rows(pd.concat([m, sparse], ignore_index=True))).set_index("quantity")
+    flop = 2 * 64 * 256 * 32
+    b_bytes, a_bytes = 256 * 32 * 2, 64 * 16 * 2
+    documented = 1978.9e12 / 132 / 1.83e9
+    rates = {"bf16_sparse_n256": 6400.0, "bf16_sparse_rs_n256": 6400.0}
+    rows = pd.DataFrame(tensor_unit_rows(_with_sparse(rates, 125.0))).set_index("quantity")
+    ss, rs = rows.loc["tc.bf16.sparse_flop_per_clk_sm", "note"], rows.loc["tc.bf16.sparse_rs_flop_per_clk_sm", "note"]
+    need_ss, need_rs = 6400 * (b_bytes + a_bytes) / flop, 6400 * b_bytes / flop
+    assert (need_ss, need_rs) == (112.5, 100.0)
+    assert (f"B and A's kept values read from shared memory at {need_ss:.1f} B per clock per SM, "
+            f"{need_ss / 125:.2f} of the LDS bandwidth measured (125.0)") in ss
+    assert f"would need {documented * (b_bytes + a_bytes) / flop:.0f}" in ss and "would need 144" in ss
+    assert (f"B (A from registers) read from shared memory at {need_rs:.1f} B per clock per SM, "
+            f"{need_rs / 125:.2f} of the LDS bandwidth measured (125.0)") in rs
+    assert f"would need {documented * b_bytes / flop:.0f}" in rs and "would need 128" in rs
+    # negative controls: the SS form's A is not left out, nor is A counted where it comes from registers
+    assert "at 100.0 B" not in ss and "at 112.5 B" not in rs
+    alone = pd.DataFrame(tensor_unit_rows(_with_sparse(rates, None))).set_index("quantity")
     assert "LDS" not in alone.loc["tc.bf16.sparse_flop_per_clk_sm", "note"]
+    assert "LDS" not in alone.loc["tc.bf16.sparse_rs_flop_per_clk_sm", "note"]
+
+
+def test_the_sparse_rs_width_is_judged_against_the_documented_sparse_width_and_set_over_ss():
+    """6963.2 FLOP per clock with A from registers is 0.85 of the documented 2:4 sparse width (1978.9 TFLOP/s
+    / 132 SMs / 1.83 GHz), not of the dense one; over 6144 with A from shared memory it is 1.133."""
+    from analysis.tensor_units import tensor_unit_rows
+
+    documented = 1978.9e12 / 132 / 1.83e9
+    rates = {"bf16_sparse_n256": 6144.0, "bf16_sparse_rs_n256": 6963.2}
+    rows = pd.DataFrame(tensor_unit_rows(_with_sparse(rates, None))).set_index("quantity")
+    rs = rows.loc["tc.bf16.sparse_rs_flop_per_clk_sm"]
+    assert rs["value"] == pytest.approx(6963.2) and rs["unit"] == "FLOP/cycle"
+    assert f"{6963.2 / documented:.3f} of NVIDIA's documented {documented:.0f} per clock per SM" in rs["note"]
+    assert f"{6963.2 / (documented / 2):.3f} of" not in rs["note"]  # negative control: not the dense width
+    ratio = rows.loc["tc.bf16.sparse_rs_over_ss"]
+    assert ratio["value"] == pytest.approx(6963.2 / 6144.0) and ratio["unit"] == "1"
+    # the ratio's CI spans the ends of both CIs (identical samples: a point)
+    assert ratio["ci_low"] == pytest.approx(ratio["value"]) and ratio["ci_high"] == pytest.approx(ratio["value"])
+    without = pd.DataFrame(tensor_unit_rows(_with_sparse({"bf16_sparse_n256": 6144.0}, None).query(
+        "op != 'bf16_sparse_rs_n256'"))).set_index("quantity")
+    assert "tc.bf16.sparse_rs_over_ss" not in without.index and "tc.bf16.sparse_flop_per_clk_sm" in without.index
 
 
 def test_derivation_without_the_probe_has_no_rows():
@@ -273,8 +363,9 @@ def _gather(frag, n_regs, rows, cols, shape):
     return m
 
 
-def _emulated_device(monkeypatch, layout_ok=True):
-    """tensor_units' kernels as numpy (the PTX ISA's layouts, written out here), on a 4-SM device at 2 GHz."""
+def _emulated_device(monkeypatch, layout_ok=True, a_words=(0, 1, 2, 3)):
+    """tensor_units' kernels as numpy (the PTX ISA's layouts, written out here), on a 4-SM device at 2 GHz;
+    ``a_words``: the order the device reads a thread's 4 register-A words in (the PTX ISA's: 0, 1, 2, 3)."""
     import sys
 
     import probes.kit
@@ -293,23 +384,29 @@ def _emulated_device(monkeypatch, layout_ok=True):
                 def values(codes):
                     return (codes.astype(np.uint32) << 16).view(np.float32)
                 b = values(b_rows.view(np.uint16).reshape(n, k))
+                words = np.asarray(a_frag).reshape(128, tu.FRAG_WORDS)
+
+                def register_a():  # A's 64 x 16 codes from the threads' registers: word j of thread t
+                    t, j = np.arange(128)[:, None], np.arange(4)[None, :]
+                    lane = t % 32
+                    rows = 16 * (t // 32) + lane // 4 + 8 * (j % 2)
+                    cols = 2 * (lane % 4) + 8 * (j // 2)
+                    read = words[:, list(a_words)]
+                    codes = np.zeros((64, 16), np.uint16)
+                    codes[rows, cols], codes[rows, cols + 1] = read & 0xFFFF, read >> 16
+                    return codes
+
                 if name.startswith("tu_sp"):  # kept values, placed by thread 0's metadata nibbles
-                    kept = values(a_rows.view(np.uint16).reshape(64, k // 2))
-                    meta = int(np.asarray(a_frag)[0])
+                    kept = values(register_a() if name.startswith("tu_sprs")
+                                  else a_rows.view(np.uint16).reshape(64, k // 2))
+                    meta = int(words[0, 4])
                     a = np.zeros((64, k), np.float32)
                     for group in range(k // 4):
                         nibble = meta >> (4 * (group % 8)) & 0xF
                         a[:, 4 * group + (nibble & 3)] = kept[:, 2 * group]
                         a[:, 4 * group + (nibble >> 2)] = kept[:, 2 * group + 1]
-                elif name.startswith("tu_rs"):  # A from the threads' registers: word j of thread t
-                    t, j = np.arange(128)[:, None], np.arange(4)[None, :]
-                    lane = t % 32
-                    rows = 16 * (t // 32) + lane // 4 + 8 * (j % 2)
-                    cols = 2 * (lane % 4) + 8 * (j // 2)
-                    words = np.asarray(a_frag).reshape(128, 4)
-                    codes = np.zeros((64, k), np.uint16)
-                    codes[rows, cols], codes[rows, cols + 1] = words & 0xFFFF, words >> 16
-                    a = values(codes)
+                elif name.startswith("tu_rs"):
+                    a = values(register_a())
                 else:
                     a = values(a_rows.view(np.uint16).reshape(64, k))
             d = int(groups) * tu.STEPS * (a.astype(np.float64) @ b.T.astype(np.float64))
@@ -369,10 +466,20 @@ def test_host_flow_on_an_emulated_device(monkeypatch, op):
 
 @pytest.mark.parametrize("op, message", [("bf16_rs_n128", "off the host matmul"), ("int8_n256", "off the host matmul"),
                                          ("bf16_sparse_n256", "off the host matmul"),
+                                         ("bf16_sparse_rs_n256", "off the host matmul"),
                                          ("fp64_m16n8k16", "not steps x A B")])
 def test_a_misread_fragment_layout_is_refused(monkeypatch, op, message):
     ctx, _ = _emulated_device(monkeypatch, layout_ok=False)
     with pytest.raises(RuntimeError, match=message):
+        tu.compute_tensor_units(ctx, op)
+
+
+@pytest.mark.parametrize("op", ("bf16_rs_n256", "bf16_sparse_rs_n256"))
+def test_a_register_a_read_in_another_order_is_refused(monkeypatch, op):
+    """A device that reads a thread's A words in another order than the host wrote them (rows g and g + 8
+    swapped with columns +8) multiplies another A: the one-group check refuses it."""
+    ctx, _ = _emulated_device(monkeypatch, a_words=(0, 2, 1, 3))
+    with pytest.raises(RuntimeError, match="off the host matmul"):
         tu.compute_tensor_units(ctx, op)
 
 
@@ -395,7 +502,8 @@ def test_a_simulated_run_derives_every_declared_width(tmp_path):
     d = derive(meta, run.read_measurements()).set_index("quantity")["value"]
     assert set(probes[0].quantities) <= set(d.index)
     assert d["tc.fp64.flop_per_clk_sm"] == fakes.tensor_unit_per_clk("fp64_m16n8k16")
-    assert d["tc.bf16.sparse_flop_per_clk_sm"] == 2 * d["tc.bf16.ss_flop_per_clk_sm"]
+    assert d["tc.bf16.sparse_rs_flop_per_clk_sm"] == 2 * d["tc.bf16.ss_flop_per_clk_sm"]
+    assert d["tc.bf16.sparse_flop_per_clk_sm"] == pytest.approx(2 * d["tc.bf16.ss_flop_per_clk_sm"] * 8 / 9)
 
 
 @pytest.mark.gpu

@@ -4,7 +4,8 @@ Inline PTX names every operand, so the m64nN accumulator's N/2 registers per thr
 ``TU_D_N`` (the ``{%0, ..., %(N/2-1)}`` vector), ``TU_F32_N`` / ``TU_S32_N`` (its ``"+f"`` / ``"+r"``
 constraints), ``TU_SS_N`` (A and B descriptors) and ``TU_RS_N`` (A's four registers, B's descriptor), each with
 its scale-d operand ``TU_SS_SCALE_N`` / ``TU_RS_SCALE_N``; ``TU_SP_N`` (A and B descriptors, the sparsity
-metadata register and selector 0) with ``TU_SP_SCALE_N``.  Run ``python -m tools.tensor_units_operands``
+metadata register and selector 0) with ``TU_SP_SCALE_N``, and ``TU_SPRS_N`` (A's four registers, B's descriptor,
+the metadata register and selector 0) with ``TU_SPRS_SCALE_N``.  Run ``python -m tools.tensor_units_operands``
 after changing the N's; tests/test_tensor_units.py checks the header is this script's output.
 """
 from __future__ import annotations
@@ -26,7 +27,9 @@ def operand_lists(n: int) -> str:
     lines += [f'#define TU_SS_{n} "%{regs}, %{regs + 1}"', f'#define TU_SS_SCALE_{n} "%{regs + 2}"',
               f'#define TU_RS_{n} "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}"',
               f'#define TU_RS_SCALE_{n} "%{regs + 5}"',
-              f'#define TU_SP_{n} "%{regs}, %{regs + 1}, %{regs + 2}, 0"', f'#define TU_SP_SCALE_{n} "%{regs + 3}"']
+              f'#define TU_SP_{n} "%{regs}, %{regs + 1}, %{regs + 2}, 0"', f'#define TU_SP_SCALE_{n} "%{regs + 3}"',
+              f'#define TU_SPRS_{n} "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, %{regs + 5}, 0"',
+              f'#define TU_SPRS_SCALE_{n} "%{regs + 6}"']
     return "\n".join(lines)
 
 
