@@ -151,6 +151,8 @@ def _half_point(level: dict, stride_bytes: int) -> float:
 def tlb_rows(frame: pd.DataFrame) -> list[dict]:
     """Reach and miss penalty of each TLB level the 2 MiB-block chase shows, a lower bound where a level is not
     seen, and the page from the other block sizes (``tlb.page_bytes``)."""
+    if frame.empty:
+        return []
     main = frame[frame["stride_bytes"] == PAGE_STRIDE] if "stride_bytes" in frame else frame
     if main["footprint_bytes"].nunique() < MIN_FOOTPRINTS:
         return []

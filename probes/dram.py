@@ -249,11 +249,11 @@ def footprint_sweep(device: dict, per_octave: int) -> list[int]:
 
 
 @probe("bw.dram_footprint",
-       sweeps={"quick": lambda d: {"footprint_bytes": footprint_sweep(d, 2)},
+       sweeps={"quick": lambda d: {"footprint_bytes": footprint_sweep(d, 1)},
                "full": lambda d: {"footprint_bytes": footprint_sweep(d, 3)}},
        axes={"footprint_bytes": f"bytes of one buffer re-read pass after pass, {FOOTPRINT_LOW_L2}x .. "
                                 f"{FOOTPRINT_TOP_L2}x the L2 (at most {MEMORY_FRACTION:.0%} of device memory); "
-                                "quick: 2 per octave, full: 3"},
+                                "quick: 1 per octave, full: 3"},
        quantities=("dram.read_bandwidth_large_footprint_bytes_per_s",), kernels=("bandwidth.cu",))
 def bw_dram_footprint(ctx, footprint_bytes: int) -> list[Sample]:
     """HBM read bandwidth (B/s) against the footprint re-read: bw.dram's read kernels (the fastest) over one

@@ -195,8 +195,9 @@ def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo
         run.write_probe(probe_id, [tables[name] for name in sorted(tables)])
 
 
-def _worker(run_path: str, budget: Budget, tasks, events) -> None:
-    """Entry point of the worker process: measure probe after probe until told to stop.
+def _worker(run_path: str, budget: Budget, tasks, events, prefetch: tuple = ()) -> None:
+    """Entry point of the worker process: import ``prefetch`` (modules its probes will need), then measure
+    probe after probe until told to stop.
 
     Imports and the CUDA context are made once and kept.  A probe that fails ends the worker (a sticky
     CUDA error may have poisoned its context), and so does the parent's death."""
@@ -220,6 +221,11 @@ def _worker(run_path: str, budget: Budget, tasks, events) -> None:
             os._exit(1)  # the parent was killed: measure no more for a run nobody records
         events.put(("config", params))
 
+    for name in prefetch:  # a module that fails to import fails its probe later, with the error
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
     while True:
         try:
             task = tasks.get(timeout=1.0)
@@ -267,28 +273,33 @@ def _release_memory() -> None:
 
 
 class Worker:
-    """The run's measuring process, spawned on first use and replaced after a fault, a hang or a failure."""
+    """A measuring process of the run, spawned on first use and replaced after a fault, a hang or a failure;
+    ``prefetch``: modules it imports as it starts, before its first probe arrives."""
 
-    def __init__(self, run: RunDir, budget: Budget):
-        self.run, self.budget, self.process = run, budget, None
+    def __init__(self, run: RunDir, budget: Budget, prefetch: tuple = ()):
+        self.run, self.budget, self.prefetch, self.process = run, budget, tuple(prefetch), None
 
     def start(self) -> None:
         import multiprocessing
 
         mp = multiprocessing.get_context("spawn")
         self.tasks, self.events = mp.Queue(), mp.Queue()
-        self.process = mp.Process(target=_worker, args=(str(self.run.path), self.budget, self.tasks, self.events),
-                                  daemon=True)
+        self.process = mp.Process(target=_worker, args=(str(self.run.path), self.budget, self.tasks, self.events,
+                                                        self.prefetch), daemon=True)
         self.process.start()
 
-    def measure(self, probe: Probe, todo: list[dict], timeout_s: float, report: Callable[[dict], None]) -> str | None:
-        """Measure ``todo`` of ``probe`` within ``timeout_s``; returns the error, or None."""
+    def measure(self, probe: Probe, todo: list[dict], timeout_s: float, report: Callable[[dict], None],
+                meanwhile: Callable[[], None] | None = None) -> str | None:
+        """Measure ``todo`` of ``probe`` within ``timeout_s``; returns the error, or None.  ``meanwhile`` runs
+        here once the probe is handed over, while the worker measures."""
         import queue
 
         if self.process is None or not self.process.is_alive():
             self.start()
         self.tasks.put((probe.id, probe.func.__module__, probe.func.__qualname__, todo))
         deadline = time.monotonic() + timeout_s
+        if meanwhile is not None:
+            meanwhile()
         try:
             while True:
                 try:
@@ -418,15 +429,32 @@ MAX_COMPILE_WORKERS, RESERVED_CPUS = 8, 2
 PARALLEL_DERIVE_CPUS = 8
 
 
+#: With at least LANE_CPUS cores the probes of the JIT backends (BACKEND_IMPORTS: Numba, torch and Triton, whose
+#: imports take seconds) measure in a second worker, which imports their packages and probe modules as the run
+#: starts, while the first worker measures the CuPy probes; still one probe at a time on the GPU.
+LANE_CPUS = 4
+
+
+def lanes(probes: list[Probe], pending: dict, cpus: int) -> tuple[dict, dict]:
+    """``(lane of each probe id, modules each lane's worker imports as it starts)``: lane ``main`` for the CuPy
+    probes, ``jit`` for the JIT backends' with ``cpus`` >= LANE_CPUS (else everything is ``main``)."""
+    lane = {p.id: "jit" if cpus >= LANE_CPUS and p.backend in BACKEND_IMPORTS else "main" for p in probes}
+    prefetch = {"main": (), "jit": tuple(dict.fromkeys(
+        name for p in probes if lane[p.id] == "jit" and pending.get(p.id)
+        for name in (*BACKEND_IMPORTS[p.backend], p.func.__module__)))}
+    return lane, prefetch
+
+
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
             on_probe: Callable = None, budget: Budget | None = None, isolate: bool = True,
             timeout_s: float = PROBE_TIMEOUT_S, compile_ahead: bool = True) -> dict:
     """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
 
-    With ``isolate`` the probes run one after another in a worker process, each within ``timeout_s``; a CUDA
-    fault, a hang or a failure there is recorded, the worker is replaced and the run goes on.  Without it,
-    they run in this process.  With ``compile_ahead``, compile workers build the probes' kernels (and import
-    their backends' packages) while the GPU measures, so a probe finds them built (``compile_jobs``)."""
+    With ``isolate`` the probes run one after another in worker processes (``lanes``), each within
+    ``timeout_s``; a CUDA fault, a hang or a failure there is recorded, that worker is replaced and the run
+    goes on.  Without it, they run in this process.  With ``compile_ahead``, compile workers build the probes'
+    kernels (and import their backends' packages, where no JIT lane does) while the GPU measures, so a probe
+    finds them built (``compile_jobs``).  ``on_probe`` reports a finished probe while the next one measures."""
     from analysis.derive import derive
 
     device = meta["device"]
@@ -434,18 +462,27 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     ctx = Context(device=device, budget=budget, seed=meta["seed"])
     cc = tuple(int(x) for x in device["compute_capability"].split("."))
     run.remove_temporaries()
-    worker = Worker(run, budget)
     plans = {probe.id: (probe.configs(device, meta["profile"], meta.get("overrides")),
                         skip_reason(probe, cc, device.get("gpu_count", 1))) for probe in probes}
     pending = {}
     for pid, (configs, reason) in plans.items():
         done = set() if reason else run.done_configs(pid)
         pending[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
+    lane, prefetch = lanes(probes, pending, os.cpu_count() or 1)
+    workers = {name: Worker(run, budget, modules) for name, modules in prefetch.items()}
+    unreported: list = []  # the last finished probe's report, made while the next one measures
+
+    def report_finished():
+        while unreported:
+            on_probe(*unreported.pop())
+
     compiles = None
     try:
-        if isolate and any(pending.values()):
-            worker.start()  # its imports overlap the compile workers' start
-        compiles = start_compiles(compile_jobs(probes, device, pending)) if compile_ahead else None
+        if isolate:  # their imports overlap the compile workers' start
+            for name in {lane[pid] for pid, todo in pending.items() if todo}:
+                workers[name].start()
+        jobs = [job for job in compile_jobs(probes, device, pending) if job[0] != "import" or not prefetch["jit"]]
+        compiles = start_compiles(jobs) if compile_ahead else None
         for probe in probes:
             state = meta["probes"][probe.id]
             configs, reason = plans[probe.id]
@@ -453,6 +490,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             if reason:
                 state.update(status="skipped", error=reason)
                 run.write_meta(meta)
+                report_finished()
                 if on_probe:
                     on_probe(probe, state)
                 continue
@@ -467,9 +505,10 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                 if on_config:
                     on_config(probe, params)
 
-            if isolate:
-                error = worker.measure(probe, todo, timeout_s, report) if todo else None
+            if isolate and todo:
+                error = workers[lane[probe.id]].measure(probe, todo, timeout_s, report, meanwhile=report_finished)
             else:
+                report_finished()
                 try:
                     measure_configs(run, meta, probe.id, probe.func, todo, ctx, report)
                     error = None
@@ -479,7 +518,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                          seconds=round(state["seconds"] + time.perf_counter() - started, 3))
             run.write_meta(meta)
             if on_probe:
-                on_probe(probe, state)
+                unreported.append((probe, state))
+        report_finished()
     except KeyboardInterrupt:
         for state in meta["probes"].values():
             if state["status"] == "running":
@@ -489,7 +529,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             run.merge_parts(order=list(meta["probes"]))
         raise RunInterrupted(run.path) from None
     finally:
-        worker.stop()
+        for worker in workers.values():
+            worker.stop()
         if compiles is not None:
             compiles.shutdown(wait=False, cancel_futures=True)
     meta["ended"] = _now()

@@ -52,7 +52,7 @@ SUSTAINED_SAMPLE_S = 0.05
 #: bursts, seconds of sustained launches).  The sustained rate settles within a tenth of a second, so the
 #: quick profile's quarter second (its steady part from about 0.08 s) keeps its meaning, but it sees less of
 #: the slow decline as the chip warms.
-QUICK_PLAN, FULL_PLAN = (2, 0, 0.25), (3, 2, 1.5)
+QUICK_PLAN, FULL_PLAN = (1, 0, 0.25), (3, 2, 1.5)
 #: A one-group launch against the host's matmul, relative to the result's largest magnitude (the tensor
 #: core's own fp32 accumulation keeps fewer bits for FP8; a misread layout is off by O(1)).
 WGMMA_RTOL = 1e-2

@@ -386,7 +386,7 @@ def test_probes_are_registered_with_their_axes_kernels_and_quantities(probes):
 def test_config_counts_on_the_committed_h200(probes):
     counts = {pid: (len(p.configs(H200, "quick")), len(p.configs(H200, "full"))) for pid, p in probes.items()}
     assert counts == {"bw.stride": (84, 252), "bw.l2": (19, 21), "bw.dram": (9, 9), "bw.onchip": (2, 2),
-                      "bw.dram_footprint": (11, 16)}
+                      "bw.dram_footprint": (6, 16)}
     configs = probes["bw.dram"].configs(H200, "full")
     assert {c["variant"] for c in configs if c["op"] == "write"} == set(dram.WRITE_VARIANTS)
     assert [c["op"] for c in configs if c["op"] != "write"] == ["read", "read", "copy", "memcpy"]

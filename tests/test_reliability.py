@@ -35,8 +35,8 @@ def test_a_crashing_a_failing_and_a_hanging_probe_are_each_recorded_and_the_run_
               if p.id in chosen]
     assert [p.id for p in probes] == list(chosen)
     measure = runner.Worker.measure
-    monkeypatch.setattr(runner.Worker, "measure", lambda self, probe, todo, timeout_s, report: measure(
-        self, probe, todo, 3.0 if probe.id == "launch.overhead" else timeout_s, report))
+    monkeypatch.setattr(runner.Worker, "measure", lambda self, probe, todo, timeout_s, report, **kw: measure(
+        self, probe, todo, 3.0 if probe.id == "launch.overhead" else timeout_s, report, **kw))
     run, meta = new_run(tmp_path, probes)
     meta = runner.execute(run, meta, probes, isolate=True, timeout_s=60)
     states = meta["probes"]
@@ -48,13 +48,13 @@ def test_a_crashing_a_failing_and_a_hanging_probe_are_each_recorded_and_the_run_
     assert "l1.latency_cycles" in derived.index and "clock.sm_hz" not in derived.index
 
 
-def three_probes(monkeypatch, tmp_path, **funcs):
-    """clock.sm, launch.overhead and chase.smem with ``funcs``, each process logged, and the workers counted."""
+def three_probes(monkeypatch, tmp_path, chosen=("clock.sm", "launch.overhead", "chase.smem"), **funcs):
+    """``chosen`` (default clock.sm, launch.overhead and chase.smem) with ``funcs``, each process logged, and the
+    workers counted."""
     monkeypatch.setenv("GPUATLAS_TEST_PID_LOG", str(tmp_path / "pids"))
     starts = []
     real_start = runner.Worker.start
     monkeypatch.setattr(runner.Worker, "start", lambda self: (starts.append(1), real_start(self)))
-    chosen = ("clock.sm", "launch.overhead", "chase.smem")
     probes = [p for p in with_funcs(**funcs) if p.id in chosen]
     assert [p.id for p in probes] == list(chosen)
     return probes, starts
@@ -94,6 +94,31 @@ def test_a_fault_in_the_middle_probe_costs_one_replacement_worker(tmp_path, monk
     pids = logged_pids(tmp_path)
     assert pids["clock.sm"] != pids["chase.smem"], "the probe after the fault runs in the replacement"
     assert set(run.read_measurements()["probe"]) == {"clock.sm", "chase.smem"}
+
+
+def test_the_jit_backends_measure_in_a_second_worker_that_imported_them_first(tmp_path, monkeypatch):
+    """With cores to spare, a Numba probe measures in its own worker, which imported the probe's packages and
+    module before the probe came; the CuPy probes before and after it share the other worker.  A fault there
+    replaces that worker only."""
+    monkeypatch.setattr(runner, "BACKEND_IMPORTS", {**runner.BACKEND_IMPORTS, "numba": ("json.tool",)})
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 16)
+    chosen = ("clock.sm", "chase.latency_numba", "smem.banks")
+    probes, starts = three_probes(monkeypatch, tmp_path, clock_sm=sim_worker.clock,
+                                  chase_latency_numba=sim_worker.numba_chase, smem_banks=sim_worker.banks,
+                                  chosen=chosen)
+    probes = [dataclasses.replace(p, backend="numba") if p.id == "chase.latency_numba" else p for p in probes]
+    lane, prefetch = runner.lanes(probes, {p.id: [{}] for p in probes}, 16)
+    assert lane == {"clock.sm": "main", "chase.latency_numba": "jit", "smem.banks": "main"}
+    assert prefetch["jit"] == ("json.tool", "sim_worker") and prefetch["main"] == ()
+    assert set(runner.lanes(probes, {}, 2)[0].values()) == {"main"}, "one worker on few cores"
+    run, meta = new_run(tmp_path, probes)
+    meta = runner.execute(run, meta, probes, isolate=True, timeout_s=60, compile_ahead=False)
+    assert {s["status"] for s in meta["probes"].values()} == {"ok"}
+    assert len(starts) == 2
+    pids = logged_pids(tmp_path)
+    assert pids["clock.sm"] == pids["smem.banks"] != pids["chase.latency_numba"]
+    seen = (tmp_path / "pids.modules").read_text().splitlines()
+    assert seen and set(seen) == {"json.tool sim_worker"}, "the backend's package came before the probe"
 
 
 def expected_configs(probes) -> dict:
