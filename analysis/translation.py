@@ -78,9 +78,15 @@ class _Sweep:
         share = np.array([miss_share(elements, e, w) for w, e in candidates])
         below = (share < 0.5).sum(axis=1)
         useful = (below >= SIDE_FOOTPRINTS) & (len(elements) - below >= SIDE_FOOTPRINTS)
-        self.candidates = [c for c, u in zip(candidates, useful) if u]
+        # candidates the sweep cannot tell apart (same ways, same shares at every footprint) are one, at the
+        # geometric middle of their entries: a step between two footprints puts the reach between them
+        groups: dict = {}
+        for (ways, entries), row, keep in zip(candidates, share, useful):
+            if keep:
+                groups.setdefault((ways, row.tobytes()), (row, []))[1].append(entries)
+        self.candidates = [(ways, float(np.exp(np.mean(np.log(e))))) for (ways, _), (_, e) in groups.items()]
         self.entries = np.array([e for _, e in self.candidates])
-        self.share = share[useful]
+        self.share = np.array([row for row, _ in groups.values()]).reshape(len(groups), len(elements))
 
     def fit(self, groups=None, max_levels: int = 2) -> dict:
         """Levels added one at a time, each the candidate that most lowers the chi-square with the others'

@@ -47,6 +47,7 @@ def cmd_run(args) -> int:
 
     from analysis.stats import SPREAD_WARNING, unstable_configs
     from probes import runner
+    from probes.harness import Budget
     from probes.registry import parse_override, select
 
     console = _console()
@@ -88,11 +89,23 @@ def cmd_run(args) -> int:
                          "see the report's warnings)[/]")
         console.print(line, highlight=False)
 
-    run, meta, probes = runner.prepare(args.probe, args.profile, Path(args.out),
-                                       Path(args.resume) if args.resume else None, overrides, args.seed)
+    workers = {}  # started as soon as a GPU answers: their imports overlap reading the device and its probes
+
+    def start_workers(probes, profile):
+        workers.update(runner.start_lanes(probes, Budget.for_profile(profile)))
+
+    try:
+        run, meta, probes = runner.prepare(args.probe, args.profile, Path(args.out),
+                                           Path(args.resume) if args.resume else None, overrides, args.seed,
+                                           on_gpu=start_workers)
+    except BaseException:
+        for worker in workers.values():
+            worker.stop(kill=True)
+        raise
     console.print(f"measuring {meta['gpu']} into {run.path} (profile {meta['profile']})")
     with progress:
-        meta = runner.execute(run, meta, probes, on_config=on_config, on_probe=on_probe, timeout_s=args.probe_timeout)
+        meta = runner.execute(run, meta, probes, on_config=on_config, on_probe=on_probe, timeout_s=args.probe_timeout,
+                              workers=workers)
     failed = [pid for pid, s in meta["probes"].items() if s["status"] == "failed"]
     console.print(f"run written to {run.path}" + (f"; failed probes: {', '.join(failed)}" if failed else ""))
     console.print(f"next: gpuatlas report {run.path}")

@@ -195,7 +195,7 @@ def measure_configs(run: RunDir, meta: dict, probe_id: str, func: Callable, todo
         run.write_probe(probe_id, [tables[name] for name in sorted(tables)])
 
 
-def _worker(run_path: str, budget: Budget, tasks, events, prefetch: tuple = ()) -> None:
+def _worker(budget: Budget, tasks, events, prefetch: tuple = ()) -> None:
     """Entry point of the worker process: import ``prefetch`` (modules its probes will need), then measure
     probe after probe until told to stop.
 
@@ -214,7 +214,6 @@ def _worker(run_path: str, budget: Budget, tasks, events, prefetch: tuple = ()) 
     # once per process.  Read when CuPy's compiler is first imported, below; the kernels built are the same.
     os.environ.setdefault("CUPY_NVRTC_USE_PCH", "1")
     parent = os.getppid()
-    run = RunDir(Path(run_path))
 
     def report(params):
         if os.getppid() != parent:
@@ -235,7 +234,8 @@ def _worker(run_path: str, budget: Budget, tasks, events, prefetch: tuple = ()) 
             continue
         if task is None:
             return
-        probe_id, module, qualname, todo = task
+        run_path, probe_id, module, qualname, todo = task
+        run = RunDir(Path(run_path))
         func = importlib.import_module(module)
         for part in qualname.split("."):
             func = getattr(func, part)
@@ -273,10 +273,10 @@ def _release_memory() -> None:
 
 
 class Worker:
-    """A measuring process of the run, spawned on first use and replaced after a fault, a hang or a failure;
-    ``prefetch``: modules it imports as it starts, before its first probe arrives."""
+    """A measuring process of the run ``run`` (set before its first probe), spawned on first use and replaced
+    after a fault, a hang or a failure; ``prefetch``: modules it imports as it starts, before its first probe."""
 
-    def __init__(self, run: RunDir, budget: Budget, prefetch: tuple = ()):
+    def __init__(self, budget: Budget, prefetch: tuple = (), run: RunDir | None = None):
         self.run, self.budget, self.prefetch, self.process = run, budget, tuple(prefetch), None
 
     def start(self) -> None:
@@ -284,8 +284,8 @@ class Worker:
 
         mp = multiprocessing.get_context("spawn")
         self.tasks, self.events = mp.Queue(), mp.Queue()
-        self.process = mp.Process(target=_worker, args=(str(self.run.path), self.budget, self.tasks, self.events,
-                                                        self.prefetch), daemon=True)
+        self.process = mp.Process(target=_worker, args=(self.budget, self.tasks, self.events, self.prefetch),
+                                  daemon=True)
         self.process.start()
 
     def measure(self, probe: Probe, todo: list[dict], timeout_s: float, report: Callable[[dict], None],
@@ -296,7 +296,7 @@ class Worker:
 
         if self.process is None or not self.process.is_alive():
             self.start()
-        self.tasks.put((probe.id, probe.func.__module__, probe.func.__qualname__, todo))
+        self.tasks.put((str(self.run.path), probe.id, probe.func.__module__, probe.func.__qualname__, todo))
         deadline = time.monotonic() + timeout_s
         if meanwhile is not None:
             meanwhile()
@@ -445,16 +445,29 @@ def lanes(probes: list[Probe], pending: dict, cpus: int) -> tuple[dict, dict]:
     return lane, prefetch
 
 
+def start_lanes(probes: list[Probe], budget: Budget, pending: dict | None = None) -> dict[str, Worker]:
+    """The workers of ``probes``' lanes (``pending``: probe id -> configs left; default all), those with configs
+    to measure started: their imports overlap whatever the run does before its first probe."""
+    pending = {p.id: [True] for p in probes} if pending is None else pending
+    lane, prefetch = lanes(probes, pending, os.cpu_count() or 1)
+    workers = {name: Worker(budget, modules) for name, modules in prefetch.items()}
+    for name in {lane[pid] for pid, todo in pending.items() if todo}:
+        workers[name].start()
+    return workers
+
+
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
             on_probe: Callable = None, budget: Budget | None = None, isolate: bool = True,
-            timeout_s: float = PROBE_TIMEOUT_S, compile_ahead: bool = True) -> dict:
+            timeout_s: float = PROBE_TIMEOUT_S, compile_ahead: bool = True,
+            workers: dict[str, Worker] | None = None) -> dict:
     """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
 
     With ``isolate`` the probes run one after another in worker processes (``lanes``), each within
     ``timeout_s``; a CUDA fault, a hang or a failure there is recorded, that worker is replaced and the run
     goes on.  Without it, they run in this process.  With ``compile_ahead``, compile workers build the probes'
     kernels (and import their backends' packages, where no JIT lane does) while the GPU measures, so a probe
-    finds them built (``compile_jobs``).  ``on_probe`` reports a finished probe while the next one measures."""
+    finds them built (``compile_jobs``).  ``on_probe`` reports a finished probe while the next one measures.
+    ``workers``: lanes started before (``start_lanes``) to measure in, instead of starting them here."""
     from analysis.derive import derive
 
     device = meta["device"]
@@ -469,7 +482,6 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
         done = set() if reason else run.done_configs(pid)
         pending[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
     lane, prefetch = lanes(probes, pending, os.cpu_count() or 1)
-    workers = {name: Worker(run, budget, modules) for name, modules in prefetch.items()}
     unreported: list = []  # the last finished probe's report, made while the next one measures
 
     def report_finished():
@@ -478,9 +490,10 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
 
     compiles = None
     try:
-        if isolate:  # their imports overlap the compile workers' start
-            for name in {lane[pid] for pid, todo in pending.items() if todo}:
-                workers[name].start()
+        if workers is None:  # their imports overlap the compile workers' start
+            workers = start_lanes(probes, budget, pending) if isolate else {}
+        for worker in workers.values():
+            worker.run = run
         jobs = [job for job in compile_jobs(probes, device, pending) if job[0] != "import" or not prefetch["jit"]]
         compiles = start_compiles(jobs) if compile_ahead else None
         for probe in probes:
@@ -529,7 +542,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             run.merge_parts(order=list(meta["probes"]))
         raise RunInterrupted(run.path) from None
     finally:
-        for worker in workers.values():
+        for worker in (workers or {}).values():
             worker.stop()
         if compiles is not None:
             compiles.shutdown(wait=False, cancel_futures=True)
@@ -542,17 +555,24 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
 
 
 def prepare(probe_names: list[str] | None, profile: str, out_root: Path, resume: Path | None,
-            overrides: dict, seed: int) -> tuple[RunDir, dict, list[Probe]]:
-    """Check the request and the GPU, then create the run directory (or open the one to resume)."""
+            overrides: dict, seed: int, on_gpu: Callable[[list[Probe], str], None] | None = None
+            ) -> tuple[RunDir, dict, list[Probe]]:
+    """Check the request and the GPU, then create the run directory (or open the one to resume); ``on_gpu``
+    gets the probes and the profile once a GPU has answered (for a new run, before the device is read and the
+    run made, so that what it starts overlaps them)."""
     from probes.device import device_properties, require_gpu, software_versions
 
     if profile not in PROFILES:
         raise UsageError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)}")
     probes = select(probe_names) if resume is None else None  # check names before touching the GPU
     require_gpu()
+    if resume is None and on_gpu:
+        on_gpu(probes, profile)
     device = device_properties()
     if resume is not None:
         run, meta, probes = resume_run(resume, device)
+        if on_gpu:
+            on_gpu(probes, meta["profile"])
     else:
         run, meta = new_run(out_root, device, software_versions(), probes, profile, overrides, seed,
                             list(sys.argv))

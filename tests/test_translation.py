@@ -65,8 +65,11 @@ def test_a_ramp_of_hashed_sets_gives_its_entries_and_penalty(ways):
 
 def test_a_step_is_told_from_a_ramp():
     """Negative control: a fully associative TLB (one set) steps at its reach, and the fit says so."""
-    rows = {r["quantity"]: r for r in tlb_rows(placements(256, 256, 10.0))}
-    assert rows["tlb.l1.reach_bytes"]["value"] / PAGE == pytest.approx(256, rel=0.05)
+    frame = placements(256, 256, 10.0)
+    rows = {r["quantity"]: r for r in tlb_rows(frame)}
+    pages = np.unique(frame["footprint_bytes"]) // PAGE
+    below, above = pages[pages <= 256].max(), pages[pages > 256].min()
+    assert below <= rows["tlb.l1.reach_bytes"]["value"] / PAGE < above, "between the footprints the step lies"
     assert "fully associative" in rows["tlb.l1.reach_bytes"]["note"]
 
 
