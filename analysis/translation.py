@@ -154,9 +154,10 @@ def _half_point(level: dict, stride_bytes: int) -> float:
     return float(elements[np.argmax(share >= 0.5)] * stride_bytes)
 
 
-def tlb_rows(frame: pd.DataFrame) -> list[dict]:
+def tlb_rows(frame: pd.DataFrame, streams: pd.DataFrame | None = None) -> list[dict]:
     """Reach and miss penalty of each TLB level the 2 MiB-block chase shows, a lower bound where a level is not
-    seen, and the page from the other block sizes (``tlb.page_bytes``)."""
+    seen, and the page from the other block sizes (``tlb.page_bytes``); with ``streams`` (bw.dram_footprint's
+    bandwidth samples), the streaming read inside and past the first reach in its note."""
     if frame.empty:
         return []
     main = frame[frame["stride_bytes"] == PAGE_STRIDE] if "stride_bytes" in frame else frame
@@ -191,6 +192,7 @@ def tlb_rows(frame: pd.DataFrame) -> list[dict]:
         rows.append(derived_row("tlb.l2.reach_lower_bound_bytes", top, top, top,
                                 "block-stride chase: no second level's misses past the first's, at "
                                 f"{LEVEL_SIGMAS:.0f} standard errors, up to this footprint", TLB_PROBE, sweep))
+    rows[0]["note"] += _streaming_text(streams, levels[0]["reach_bytes"])
     page, reaches = page_size(frame, levels[0])
     if page is not None:
         rows.append(page)
@@ -198,6 +200,21 @@ def tlb_rows(frame: pd.DataFrame) -> list[dict]:
         rows[0]["note"] += ("; the reaches at other block sizes settle no page (one entry may cover more than the "
                             "largest blocks but one): " + _reach_text(reaches))
     return rows
+
+
+def _streaming_text(streams: pd.DataFrame | None, reach: float) -> str:
+    """HBM read bandwidth of the footprint sweep at its largest footprint inside ``reach`` and its largest past
+    it: a stream walks each page's lines in turn, so one translation serves a whole page of loads."""
+    if streams is None or streams.empty:
+        return ""
+    medians = streams.groupby("footprint_bytes")["value"].median()
+    inside, past = medians[medians.index <= reach], medians[medians.index > reach]
+    if inside.empty or past.empty:
+        return ""
+    return (f"; streaming reads (bw.dram_footprint) {inside.iloc[-1] / 1e12:.3f} TB/s at {fmt_bytes(inside.index[-1])} "
+            f"inside this reach, {past.iloc[-1] / 1e12:.3f} at {fmt_bytes(past.index[-1])} past it "
+            f"({past.iloc[-1] / inside.iloc[-1] - 1:+.1%}): a stream uses each translation for a page of loads, "
+            "so its misses do not show there")
 
 
 def _reach_text(reaches: dict) -> str:
@@ -239,7 +256,8 @@ def page_size(frame: pd.DataFrame, first: dict) -> tuple[dict | None, dict]:
                        f"{', '.join(fmt_bytes(p) for p in close)}"), reaches
 
 
-FAMILY = Family(order=35, rows=lambda m, device: tlb_rows(select(m, TLB_PROBE, "latency")), quantities={
+FAMILY = Family(order=35, rows=lambda m, device: tlb_rows(select(m, TLB_PROBE, "latency"),
+                                                          select(m, "bw.dram_footprint", "bandwidth")), quantities={
     "tlb.l1.reach_bytes": ("B", "the first TLB level's entries x page: the footprint its translations cover (a "
                                 "level with few ways starts missing below it, as pages crowd its sets)"),
     "tlb.l1.miss_cycles": ("cycles", "latency added when the first TLB level misses"),

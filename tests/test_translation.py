@@ -229,3 +229,12 @@ def test_every_sample_walks_a_new_placement_whole_before_timing(monkeypatch):
     assert len(set(placed)) == 5, "every sample has its own placement"
     unplaced = chain.measure_chase(ctx, elements * 4096, 4096, launch, "clock64")
     assert launches[-1][0] == 0 and sum(s.metric == "latency" for s in unplaced) == 5
+
+
+def test_the_reach_note_sets_the_streaming_read_inside_and_past_it():
+    frame = placements(256, 2, 10.0)
+    streams = pd.DataFrame({"footprint_bytes": np.repeat([256 << 20, 2 << 30], 3),
+                            "value": [4.60e12] * 3 + [4.65e12] * 3})
+    note = {r["quantity"]: r for r in tlb_rows(frame, streams)}["tlb.l1.reach_bytes"]["note"]
+    assert "4.600 TB/s at 256 MiB inside this reach, 4.650 at 2 GiB past it (+1.1%)" in note
+    assert "streaming" not in {r["quantity"]: r for r in tlb_rows(frame)}["tlb.l1.reach_bytes"]["note"]
