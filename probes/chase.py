@@ -115,9 +115,9 @@ def chase_line(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> li
                          order="sequential")
 
 
-def page_footprints(device: dict, stride_bytes: int, per_octave: int = 4) -> list[int]:
-    """Chains of 2 to ``total memory / 4`` bytes at one element per ``stride_bytes`` block."""
-    top = device["total_memory_bytes"] // 4 // stride_bytes * stride_bytes
+def page_footprints(device: dict, stride_bytes: int, per_octave: int = 4, memory_fraction: float = 0.25) -> list[int]:
+    """Chains of 2 blocks to ``memory_fraction`` of device memory at one element per ``stride_bytes`` block."""
+    top = int(device["total_memory_bytes"] * memory_fraction) // stride_bytes * stride_bytes
     return sorted({f // stride_bytes * stride_bytes for f in geom(2 * stride_bytes, top, per_octave=per_octave)})
 
 
@@ -131,11 +131,17 @@ PAGE_STRIDE = 2 << 20
 PAGE_STRIDES = tuple(PAGE_STRIDE * 2**k // 4 for k in (0, 1, 3, 4, 5, 6, 7, 8, 9))  # 0.5 MiB .. 256 MiB
 
 
+#: The 2 MiB-block sweep reaches this share of device memory: past the first TLB level's reach by decades, so
+#: that a last level reaching tens of GiB shows too (device memory is otherwise idle during the probe).
+TLB_MEMORY_FRACTION = 0.5
+
+
 def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
-    """One element per 2 MiB block, 2 footprints per octave, and in ``full`` the same chase at block strides of
-    1/4 to 128 pages, 1 per octave, to measure the span one TLB entry covers."""
+    """One element per 2 MiB block, 2 footprints per octave to TLB_MEMORY_FRACTION of device memory, and in
+    ``full`` the same chase at block strides of 1/4 to 128 pages, 1 per octave to a quarter of it, to measure the
+    span one TLB entry covers."""
     configs = [{"footprint_bytes": f, "stride_bytes": PAGE_STRIDE, "flavour": "cg"}
-               for f in page_footprints(device, PAGE_STRIDE, 2)]
+               for f in page_footprints(device, PAGE_STRIDE, 2, TLB_MEMORY_FRACTION)]
     if not quick:
         configs += [{"footprint_bytes": f, "stride_bytes": s, "flavour": "cg"} for s in PAGE_STRIDES
                     for f in page_footprints(device, s, 1) if f >= 32 * PAGE_STRIDE]
@@ -144,8 +150,8 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
 
 @probe("chase.tlb",
        sweeps={"quick": lambda d: tlb_configs(d, quick=True), "full": tlb_configs},
-       axes={"footprint_bytes": "2 blocks .. total memory / 4, 2 per octave at 2 MiB blocks, 1 per octave "
-                                "from 64 MiB at the other block sizes (full only)",
+       axes={"footprint_bytes": "2 blocks .. half of device memory, 2 per octave at 2 MiB blocks; 1 per octave "
+                                "from 64 MiB to a quarter of it at the other block sizes (full only)",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
                              "0.5 MiB..256 MiB blocks (the page size from how the reach moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},

@@ -213,6 +213,8 @@ def test_page_and_line_sweeps_are_sized_from_the_device():
     pages = chase.page_footprints(device, chase.PAGE_STRIDE)
     assert pages[0] == 2 * chase.PAGE_STRIDE and pages[-1] <= device["total_memory_bytes"] // 4
     assert all(f % chase.PAGE_STRIDE == 0 for f in pages) and pages == sorted(set(pages))
+    tlb = [c["footprint_bytes"] for c in chase.tlb_configs(device) if c["stride_bytes"] == chase.PAGE_STRIDE]
+    assert device["total_memory_bytes"] // 4 < tlb[-1] <= device["total_memory_bytes"] * chase.TLB_MEMORY_FRACTION
     configs = chase.line_configs(device, [8, 32, 512])
     assert len(configs) == 6 and all(c["footprint_bytes"] % c["stride_bytes"] == 0 for c in configs)
     for c in configs:  # every chain touches more 32-byte blocks than the cache it must overflow holds
