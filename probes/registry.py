@@ -186,9 +186,9 @@ class _Parsed:
 
     @classmethod
     def of(cls, source: str) -> _Parsed:
-        tree = ast.parse(source)
-        functions, dropped, imports, rebound = {}, [], [], set()
-        for node in ast.walk(tree):
+        functions, classes, dropped, imports, rebound = {}, {}, [], [], set()
+        statements = [(ast.parse(source), ())]  # with the qualified name of the scope holding each
+        for node, scope in statements:  # breadth first, as ast.walk meets them (the imports' order)
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 dropped.append((node.lineno, node.end_lineno))
                 if isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -204,10 +204,16 @@ class _Parsed:
                 if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
                         and isinstance(body[0].value.value, str)):
                     dropped.append((body[0].lineno, body[0].end_lineno))
-                if not isinstance(node, ast.ClassDef):
+                if isinstance(node, ast.ClassDef):
+                    scope += (node.name,)
+                    if classes.setdefault(".".join(scope), node).lineno > node.lineno:  # the first in the file
+                        classes[".".join(scope)] = node
+                else:
                     functions.setdefault((_first_line(node), node.name), node)
-        classes = {}
-        _find_classes(tree, [], classes)
+                    scope += (node.name, "<locals>")
+            # only statement lists hold statements (none is inside an expression)
+            statements += [(child, scope) for field in node._fields if isinstance(value := getattr(node, field), list)
+                           for child in value if isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case))]
         return cls(functions, classes, tuple(dropped), tuple(imports), frozenset(rebound))
 
     def dropped_in(self, first: int, last: int) -> set[int]:
@@ -221,20 +227,6 @@ class _Parsed:
 def _first_line(node) -> int:
     """The line a def or class statement starts on: its first decorator's (a function's ``co_firstlineno``)."""
     return node.decorator_list[0].lineno if node.decorator_list else node.lineno
-
-
-def _find_classes(node, stack: list, found: dict) -> None:
-    """Class statements by qualified name, the first of each in source order; only statement lists are
-    searched, since only they hold class statements."""
-    for _, value in ast.iter_fields(node):
-        for child in value if isinstance(value, list) else ():
-            if isinstance(child, ast.ClassDef):
-                found.setdefault(".".join(stack + [child.name]), child)
-                _find_classes(child, stack + [child.name], found)
-            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                _find_classes(child, stack + [child.name, "<locals>"], found)
-            elif isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
-                _find_classes(child, stack, found)
 
 
 #: File name -> (the lines linecache held when it was parsed, their parse or None): parsed anew when linecache
