@@ -366,17 +366,24 @@ def _syntax(obj) -> str:
     Text, not ``ast.dump``, whose form changes between Python versions (a run measured under one must match
     the registry under another)."""
     found = _source(obj)
-    try:
-        if found is None:
-            raise OSError
-        source, dropped, _ = found
-        comments = {tok.start[0] - 1: tok.start[1] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-                    if tok.type == tokenize.COMMENT} if "#" in source else {}
-    except (OSError, SyntaxError, tokenize.TokenError):
+    comments = _comments(found[0]) if found else None
+    if comments is None:
         return obj.__code__.co_code.hex() if hasattr(obj, "__code__") else obj.__qualname__
+    source, dropped, _ = found
     kept = (line[:comments[i]] if i in comments else line for i, line in enumerate(source.splitlines())
             if i not in dropped)
     return "\n".join(line.rstrip() for line in kept if line.strip())
+
+
+def _comments(source: str) -> dict[int, int] | None:
+    """Where each comment of ``source`` starts, line (from 0) -> column; None if it does not tokenize."""
+    if "#" not in source:
+        return {}
+    try:
+        return {tok.start[0] - 1: tok.start[1] for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    except (SyntaxError, tokenize.TokenError):
+        return None
 
 
 def _plain(value) -> str | None:
