@@ -175,3 +175,29 @@ def measure(ctx, n):
         assert version(text) == version(text.replace("    return n + 1", "    return n + 1  # comment"))
     finally:
         sys.modules.pop("cprobe", None)
+
+
+def test_all_versions_parse_each_source_file_once(monkeypatch):
+    """The versions of all probes parse each source file once, whole, however many probes share its functions
+    (the kit every probe calls).  Negative control: reading each function's own source (inspect.getsource, then
+    ast.parse of that text, as the registry once did) parses texts that are no file's, and the kit's functions
+    again for every probe that reaches them."""
+    import ast
+    from pathlib import Path
+
+    from probes import kit, registry
+
+    probes = all_probes()
+    before = {pid: p.version for pid, p in probes.items()}  # imports everything the versions reach first
+    files = {Path(m.__file__).read_text() for m in list(sys.modules.values())
+             if str(getattr(m, "__file__", None)).endswith(".py")}
+    parsed = []
+    parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda source, *a, **kw: parsed.append(source) or parse(source, *a, **kw))
+    monkeypatch.setattr(registry, "_PARSED", {})
+    for cached in (registry._source, registry._syntax, registry._rebound):
+        cached.cache_clear()
+    assert {pid: p.version for pid, p in probes.items()} == before
+    assert parsed.count(Path(kit.__file__).read_text()) == 1, "the kit, which every probe reaches"
+    assert len(parsed) == len(set(parsed)), "a source parsed twice"
+    assert all(source in files for source in parsed), "a text that is not a whole file"
