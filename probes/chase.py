@@ -132,16 +132,17 @@ PAGE_STRIDES = tuple(PAGE_STRIDE * 2**k // 4 for k in (0, 1, 3, 4, 5, 6, 7, 8, 9
 
 
 #: The 2 MiB-block sweep reaches this share of device memory: past the first TLB level's reach by decades, so
-#: that a last level reaching tens of GiB shows too (device memory is otherwise idle during the probe).
-TLB_MEMORY_FRACTION = 0.5
+#: that a last level reaching tens of GiB shows too (device memory is otherwise idle during the probe; a
+#: footprint the free memory cannot hold when its turn comes is recorded as one flagged sample).
+TLB_MEMORY_FRACTION = 0.8
 
 
 def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
-    """One element per 2 MiB block, 2 footprints per octave to TLB_MEMORY_FRACTION of device memory, and in
-    ``full`` the same chase at block strides of 1/4 to 128 pages, 1 per octave to a quarter of it, to measure the
-    span one TLB entry covers."""
+    """One element per 2 MiB block to TLB_MEMORY_FRACTION of device memory, 2 footprints per octave (full: 4),
+    and in ``full`` the same chase at block strides of 1/4 to 128 pages, 1 per octave to a quarter of it, to
+    measure the span one TLB entry covers."""
     configs = [{"footprint_bytes": f, "stride_bytes": PAGE_STRIDE, "flavour": "cg"}
-               for f in page_footprints(device, PAGE_STRIDE, 2, TLB_MEMORY_FRACTION)]
+               for f in page_footprints(device, PAGE_STRIDE, 2 if quick else 4, TLB_MEMORY_FRACTION)]
     if not quick:
         configs += [{"footprint_bytes": f, "stride_bytes": s, "flavour": "cg"} for s in PAGE_STRIDES
                     for f in page_footprints(device, s, 1) if f >= 32 * PAGE_STRIDE]
@@ -150,8 +151,8 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
 
 @probe("chase.tlb",
        sweeps={"quick": lambda d: tlb_configs(d, quick=True), "full": tlb_configs},
-       axes={"footprint_bytes": "2 blocks .. half of device memory, 2 per octave at 2 MiB blocks; 1 per octave "
-                                "from 64 MiB to a quarter of it at the other block sizes (full only)",
+       axes={"footprint_bytes": "2 blocks .. 0.8 of device memory, 2 per octave at 2 MiB blocks (full: 4); 1 per "
+                                "octave from 64 MiB to a quarter of it at the other block sizes (full only)",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
                              "0.5 MiB..256 MiB blocks (the page size from how the reach moves)",
              "flavour": "cg: L2 only, so the few lines touched always hit L2"},
@@ -164,8 +165,17 @@ def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> lis
     penalty times the share of pages it misses.  Each element sits at a random sector of its block, so no two
     share a set by their low bits; every sample lays the chain at a new random placement, since the mean of a
     few elements' L2 hits depends on the slices they land in."""
+    import cupy
+
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    if footprint_bytes > FREE_MEMORY_USE * free:
+        return [Sample("latency", float("nan"), "cycles", 0, None, "clock64", flag="no_memory")]
     return measure_chase(sweep_ctx(ctx), footprint_bytes, stride_bytes, cupy_launcher(flavour), timer="clock64",
                          placements=True)
+
+
+#: A chase.tlb chain may take at most this share of the device memory free when its config starts.
+FREE_MEMORY_USE = 0.95
 
 
 @probe("chase.smem",
