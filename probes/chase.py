@@ -167,6 +167,7 @@ def chase_tlb(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> lis
     few elements' L2 hits depends on the slices they land in."""
     import cupy
 
+    cupy.get_default_memory_pool().free_all_blocks()  # the last config's chain, cached by CuPy, is free too
     free, _ = cupy.cuda.runtime.memGetInfo()
     if footprint_bytes > FREE_MEMORY_USE * free:
         return [Sample("latency", float("nan"), "cycles", 0, None, "clock64", flag="no_memory")]
