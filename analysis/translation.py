@@ -36,8 +36,9 @@ LEVEL_SIGMAS = 5.0
 LEVEL_SEPARATION = 2.0
 #: Footprints a block size needs before it is fitted, and bootstrap resamples for the CIs.
 MIN_FOOTPRINTS, BOOTSTRAP = 8, 100
-#: Footprints a level needs on each side of its half point (fewer, and one footprint's luck makes a level).
-SIDE_FOOTPRINTS = 3
+#: Footprints a level needs below its half point and past it (fewer, and one footprint's luck makes a level;
+#: past it, the sweep's end may leave a last level only two).
+BELOW_FOOTPRINTS, PAST_FOOTPRINTS = 3, 2
 #: Floor on a footprint's standard error, relative to its mean (a sweep of identical samples is still fitted).
 SE_FLOOR = 1e-4
 
@@ -77,7 +78,7 @@ class _Sweep:
         candidates = [(w, e) for w in ways for e in grid if w is None or e >= w]
         share = np.array([miss_share(elements, e, w) for w, e in candidates])
         below = (share < 0.5).sum(axis=1)
-        useful = (below >= SIDE_FOOTPRINTS) & (len(elements) - below >= SIDE_FOOTPRINTS)
+        useful = (below >= BELOW_FOOTPRINTS) & (len(elements) - below >= PAST_FOOTPRINTS)
         # candidates the sweep cannot tell apart (same ways, same shares at every footprint) are one, at the
         # geometric middle of their entries: a step between two footprints puts the reach between them
         groups: dict = {}
