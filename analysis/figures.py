@@ -285,7 +285,8 @@ def line_by_capacity(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None)
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("stride between chain elements (bytes)")
     ax.set_ylabel("capacity knee (footprint)")
-    ax.set_title("Line (tag) size: capacity counted in lines against stride")
+    # pad: the top tick label may sit at the axes' edge, half above it
+    ax.set_title("Line (tag) size: capacity counted in lines against stride", pad=12)
     _legend(ax)
     return ax
 

@@ -70,7 +70,8 @@ class _Sweep:
 
     def __init__(self, frame: pd.DataFrame, stride_bytes: int, ways: tuple = TLB_WAYS):
         self.stride = stride_bytes
-        self.groups = [g.to_numpy(dtype=float) for _, g in frame.groupby("footprint_bytes")["value"]]
+        # sorted, so that the fit and its bootstrap do not depend on the order the samples were read in
+        self.groups = [np.sort(g.to_numpy(dtype=float)) for _, g in frame.groupby("footprint_bytes")["value"]]
         self.footprints = np.array(sorted(frame["footprint_bytes"].unique()), dtype=float)
         elements = (self.footprints // stride_bytes).astype(np.int64)
         octaves = np.log2(4 * elements.max() / 2)

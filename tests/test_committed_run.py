@@ -41,6 +41,13 @@ def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_ru
     assert {measured[pid]["status"] for pid in set(measured) - single} <= {"skipped"}
 
 
+#: Quantities whose fit was replaced on purpose after the older schema's runs (the TLB levels: a staircase of
+#: one placement per footprint before, a set-associative ramp over placements now): an older run keeps its old
+#: fit's value, which the new fit does not reproduce from the same samples.
+REFITTED = {"tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "tlb.l2.miss_cycles",
+            "tlb.reach_lower_bound_bytes", "tlb.page_bytes"}
+
+
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xdist_group("committed_report"))
                                   if p == COMMITTED_RUN else p for p in ALL_RUNS], ids=lambda p: p.name)
 def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path, request):
@@ -53,8 +60,8 @@ def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path, re
              else derive(run.read_meta(), run.read_measurements())).fillna({"note": ""})
     if run.read_meta()["schema_version"] < SCHEMA_VERSION:
         numbers = ["value", "ci_low", "ci_high"]
-        assert set(committed["quantity"]) <= set(fresh["quantity"])
-        committed = committed.set_index("quantity")[numbers]
+        assert set(committed["quantity"]) <= set(fresh["quantity"]) | REFITTED
+        committed = committed[~committed["quantity"].isin(REFITTED)].set_index("quantity")[numbers]
         fresh = fresh.set_index("quantity").loc[committed.index, numbers]
     pd.testing.assert_frame_equal(committed.reset_index(drop=True), fresh.reset_index(drop=True),
                                   check_dtype=False, rtol=1e-9)

@@ -5,6 +5,7 @@ import pytest
 
 from analysis.latency import hierarchy_rows
 from analysis.linesize import fit_line_by_capacity, fit_line_size
+from analysis.translation import tlb_rows
 
 
 @pytest.mark.parametrize("block", [32, 64, 128])
@@ -58,7 +59,8 @@ def test_dense_sweeps_are_fitted_level_by_level():
 def test_a_flat_page_stride_chase_reports_only_a_lower_bound_on_reach():
     rows = [dict(probe="chase.tlb", metric="latency", value=280 + (i % 3), footprint_bytes=f, flavour="cg",
                  stride_bytes=2 << 20, flag="") for i, f in enumerate(2 ** np.arange(22, 34, 0.25))]
-    derived = {r["quantity"]: r["value"] for r in hierarchy_rows(pd.DataFrame(rows), {})}
+    assert {r["quantity"]: r["value"] for r in hierarchy_rows(pd.DataFrame(rows), {})} == {}, "the TLB's own family"
+    derived = {r["quantity"]: r["value"] for r in tlb_rows(pd.DataFrame(rows))}
     assert derived == {"tlb.reach_lower_bound_bytes": 2 ** 33.75}
 
 
