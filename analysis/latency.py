@@ -585,7 +585,7 @@ FAMILY = Family(order=30, rows=hierarchy_rows, quantities={
                                       "the L2, inside the TLBs' reach"),
     "dram.latency_ns": ("s", "the same HBM latency in seconds (globaltimer)"),
     "dram.latency_tlb_miss_cycles": ("cycles", "HBM latency of a dependent load whose page translation misses the "
-                                               "TLBs too (footprints past their reach)"),
+                                               "first TLB level too (footprints past its reach)"),
     "dram.latency_tlb_miss_ns": ("s", "the same TLB-missing HBM latency in seconds (globaltimer)"),
     "dram.latency_cg_cycles": ("cycles", "HBM latency of a dependent L2-only load (ld.global.cg) that misses the L2, "
                                          "inside the TLBs' reach"),

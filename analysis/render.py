@@ -70,10 +70,13 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
          measured("dram.latency_ns", "chase.miss"),
          measured("dram.read_bandwidth_bytes_per_s", "bw.dram").replace("]", "] read", 1), "whole GPU"),
-        ("HBM, past the TLBs' reach", ("TLB reach " + measured("tlb.l1.reach_bytes", "chase.tlb"))
+        ("HBM, past the first TLB level's reach", ("TLB reach " + measured("tlb.l1.reach_bytes", "chase.tlb"))
          if "tlb.l1.reach_bytes" in d.index else "-", measured("dram.latency_tlb_miss_cycles", "chase.miss"),
          measured("dram.latency_tlb_miss_ns", "chase.miss"), "-", "whole GPU"),
     ]
+    if "tlb.l2.reach_bytes" in d.index:
+        rows.append(("Second TLB level", "reach " + measured("tlb.l2.reach_bytes", "chase.tlb"),
+                     "a miss adds " + measured("tlb.l2.miss_cycles", "chase.tlb"), "-", "-", "whole GPU"))
     for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
                             ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):
         if quantity in d.index:
