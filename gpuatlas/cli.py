@@ -49,6 +49,7 @@ def cmd_run(args) -> int:
     from probes import runner
     from probes.harness import Budget
     from probes.registry import parse_override, select
+    from probes.workers import start_lanes
 
     console = _console()
     overrides = {}
@@ -92,7 +93,7 @@ def cmd_run(args) -> int:
     workers = {}  # started as soon as a GPU answers: their imports overlap reading the device and its probes
 
     def start_workers(probes, profile):
-        workers.update(runner.start_lanes(probes, Budget.for_profile(profile)))
+        workers.update(start_lanes(probes, Budget.for_profile(profile)))
 
     try:
         run, meta, probes = runner.prepare(args.probe, args.profile, Path(args.out),

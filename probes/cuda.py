@@ -67,7 +67,7 @@ def arch_of(compute_capability: str, specific: bool = False) -> str:
 
 #: Where compiled cubins are kept for RawModule to load, each named by a hash of everything it is built from
 #: (source, options, target, NVRTC's version): every probe process of every run and a run's compile workers
-#: (``probes.runner.start_compiles``) share it, and an edit to a kernel makes a new file, never a stale read.
+#: (``probes.workers.start_compiles``) share it, and an edit to a kernel makes a new file, never a stale read.
 CUBIN_CACHE = Path(tempfile.gettempdir()) / "gpuatlas-cubins"
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import fakes
-from probes import cuda, runner
+from probes import cuda, runner, workers
 from probes.icache import INSTRUCTION_BYTES, SOURCE_NAME, kernel_sources, loop_source
 from probes.registry import all_probes
 
@@ -17,7 +17,7 @@ pytest.importorskip("cupy")
 
 def quick_jobs(probes, **emptied):
     todo = {p.id: p.configs(fakes.DEVICE, "quick") for p in probes}
-    return runner.compile_jobs(probes, fakes.DEVICE, {**todo, **emptied}), todo
+    return workers.compile_jobs(probes, fakes.DEVICE, {**todo, **emptied}), todo
 
 
 def cubins(jobs) -> list[tuple[str, str]]:
@@ -53,8 +53,8 @@ def test_the_loops_are_generated_largest_first_each_size_once():
 
 
 def test_two_cores_stay_with_the_measuring_process():
-    assert runner.start_compiles([("import", "json")], cpus=2) is None
-    assert runner.start_compiles([], cpus=16) is None
+    assert workers.start_compiles([("import", "json")], cpus=2) is None
+    assert workers.start_compiles([], cpus=16) is None
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def no_compile(*args):
 def test_a_compile_worker_builds_the_cubin_the_probe_then_loads_without_compiling(cache, monkeypatch):
     job = ("cubin", cuda.source("clock.cu"), "clock.cu", "sm_90")
     want = cuda.compile_cubin("clock.cu", "sm_90")[0]
-    pool = runner.start_compiles([job], cpus=3)
+    pool = workers.start_compiles([job], cpus=3)
     pool.shutdown(wait=True)
     monkeypatch.setattr(cuda, "compile_source", no_compile)
     assert cuda.cubin_file(*job[1:]).read_bytes() == want
@@ -89,7 +89,7 @@ def run_with(tmp_path, monkeypatch, compile_ahead: bool) -> tuple[dict, pd.DataF
     def needs_bad_kernel(ctx, **params):
         cuda.cubin_file(BAD, "bad.cu", "sm_90")
 
-    monkeypatch.setattr(runner, "RESERVED_CPUS", 0)
+    monkeypatch.setattr(workers, "RESERVED_CPUS", 0)
     monkeypatch.setattr(runner, "compile_jobs", lambda *args: [
         ("cubin", BAD, "bad.cu", "sm_90"), ("import", "no_such_package_of_gpuatlas"),
         ("cubin", cuda.source("launch.cu"), "launch.cu", "sm_90")])

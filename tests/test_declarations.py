@@ -9,7 +9,7 @@ from analysis.derive import derive
 from analysis.quantities import QUANTITIES
 from analysis.results import DERIVED_COLUMNS, atomic_write_parquet
 from fakes import DEVICE, simulated_probes
-from probes import runner
+from probes import runner, workers
 
 
 def test_every_declared_quantity_is_in_the_vocabulary():
@@ -19,12 +19,12 @@ def test_every_declared_quantity_is_in_the_vocabulary():
 
 def simulated_measurements(tmp_path, probes, profile):
     """Every config of every probe one simulated GPU runs, measured into the rows the runner writes
-    (``runner.samples_frame``) and read back as a run's measurements.parquet is read: the frame a run of
+    (``workers.samples_frame``) and read back as a run's measurements.parquet is read: the frame a run of
     ``profile`` gives, without the runner's part file per config (the runner is tested in test_runs)."""
     run, meta = runner.new_run(tmp_path, DEVICE, {}, probes, profile, {}, 0, ["test"])
     ctx = runner.Context(device=DEVICE, budget=runner.Budget.for_profile(profile), seed=meta["seed"])
     cc = tuple(int(x) for x in DEVICE["compute_capability"].split("."))
-    frames = [pd.concat([runner.samples_frame(meta, p.id, c, p.func(ctx, **c)) for c in p.configs(DEVICE, profile)],
+    frames = [pd.concat([workers.samples_frame(meta, p.id, c, p.func(ctx, **c)) for c in p.configs(DEVICE, profile)],
                         ignore_index=True) for p in probes if runner.skip_reason(p, cc) is None]
     atomic_write_parquet(run.measurements_path, pd.concat(frames, ignore_index=True))
     return meta, run.read_measurements()
@@ -155,7 +155,7 @@ from analysis.derive import derive
 from analysis.quantities import QUANTITIES
 from analysis.results import atomic_write_parquet
 from fakes import DEVICE, FAKES
-from probes import runner
+from probes import runner, workers
 from probes.registry import all_probes
 
 probes_ = all_probes()
@@ -164,7 +164,7 @@ print("vocabulary", QUANTITIES.get("widget.rate_hz"))
 chosen = [p for p in probes_.values() if p.id in ("clock.sm", "widget.rate", "launch.overhead")]
 run, meta = runner.new_run(Path(tempfile.mkdtemp()), DEVICE, {}, chosen, "quick", {}, 0, ["test"])
 ctx = runner.Context(device=DEVICE, budget=runner.Budget.for_profile("quick"), seed=meta["seed"])
-frames = [runner.samples_frame(meta, p.id, c, FAKES.get(p.id, p.func)(ctx, **c))
+frames = [workers.samples_frame(meta, p.id, c, FAKES.get(p.id, p.func)(ctx, **c))
           for p in chosen for c in p.configs(DEVICE, "quick")]
 atomic_write_parquet(run.measurements_path, pd.concat(frames, ignore_index=True))
 derived = derive(meta, run.read_measurements())

@@ -13,7 +13,7 @@ import pandas as pd
 import fakes
 import sim_worker
 from analysis.results import RunDir
-from probes import runner
+from probes import runner, workers
 
 HERE = Path(__file__).parent
 
@@ -34,8 +34,8 @@ def test_a_crashing_a_failing_and_a_hanging_probe_are_each_recorded_and_the_run_
     probes = [p for p in with_funcs(clock_sm=fakes.crash, launch_overhead=fakes.hang, chase_smem=fakes.fail)
               if p.id in chosen]
     assert [p.id for p in probes] == list(chosen)
-    measure = runner.Worker.measure
-    monkeypatch.setattr(runner.Worker, "measure", lambda self, probe, todo, timeout_s, report, **kw: measure(
+    measure = workers.Worker.measure
+    monkeypatch.setattr(workers.Worker, "measure", lambda self, probe, todo, timeout_s, report, **kw: measure(
         self, probe, todo, 3.0 if probe.id == "launch.overhead" else timeout_s, report, **kw))
     run, meta = new_run(tmp_path, probes)
     meta = runner.execute(run, meta, probes, isolate=True, timeout_s=60)
@@ -53,8 +53,8 @@ def three_probes(monkeypatch, tmp_path, chosen=("clock.sm", "launch.overhead", "
     workers counted."""
     monkeypatch.setenv("GPUATLAS_TEST_PID_LOG", str(tmp_path / "pids"))
     starts = []
-    real_start = runner.Worker.start
-    monkeypatch.setattr(runner.Worker, "start", lambda self: (starts.append(1), real_start(self)))
+    real_start = workers.Worker.start
+    monkeypatch.setattr(workers.Worker, "start", lambda self: (starts.append(1), real_start(self)))
     probes = [p for p in with_funcs(**funcs) if p.id in chosen]
     assert [p.id for p in probes] == list(chosen)
     return probes, starts
@@ -100,17 +100,17 @@ def test_the_jit_backends_measure_in_a_second_worker_that_imported_them_first(tm
     """With cores to spare, a Numba probe measures in its own worker, which imported the probe's packages and
     module before the probe came; the CuPy probes before and after it share the other worker.  A fault there
     replaces that worker only."""
-    monkeypatch.setattr(runner, "BACKEND_IMPORTS", {**runner.BACKEND_IMPORTS, "numba": ("json.tool",)})
+    monkeypatch.setattr(workers, "BACKEND_IMPORTS", {**workers.BACKEND_IMPORTS, "numba": ("json.tool",)})
     monkeypatch.setattr(runner.os, "cpu_count", lambda: 16)
     chosen = ("clock.sm", "chase.latency_numba", "smem.banks")
     probes, starts = three_probes(monkeypatch, tmp_path, clock_sm=sim_worker.clock,
                                   chase_latency_numba=sim_worker.numba_chase, smem_banks=sim_worker.banks,
                                   chosen=chosen)
     probes = [dataclasses.replace(p, backend="numba") if p.id == "chase.latency_numba" else p for p in probes]
-    lane, prefetch = runner.lanes(probes, {p.id: [{}] for p in probes}, 16)
+    lane, prefetch = workers.lanes(probes, {p.id: [{}] for p in probes}, 16)
     assert lane == {"clock.sm": "main", "chase.latency_numba": "jit", "smem.banks": "main"}
     assert prefetch["jit"] == ("json.tool", "sim_worker") and prefetch["main"] == ()
-    assert set(runner.lanes(probes, {}, 2)[0].values()) == {"main"}, "one worker on few cores"
+    assert set(workers.lanes(probes, {}, 2)[0].values()) == {"main"}, "one worker on few cores"
     run, meta = new_run(tmp_path, probes)
     meta = runner.execute(run, meta, probes, isolate=True, timeout_s=60, compile_ahead=False)
     assert {s["status"] for s in meta["probes"].values()} == {"ok"}

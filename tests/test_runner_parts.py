@@ -10,7 +10,7 @@ import pytest
 import fakes
 from analysis import results
 from analysis.results import RunDir, config_filename
-from probes import runner, telemetry
+from probes import runner, telemetry, workers
 from probes.harness import Budget, Context
 
 META = {"run_id": "r", "gpu": "g"}
@@ -34,7 +34,7 @@ def test_every_probes_parts_read_back_as_the_pandas_written_ones(tmp_path):
         for params in probe.configs(fakes.DEVICE, "full")[:3]:
             samples = made[probe.id, runner.config_key(params)] = probe.func(ctx, **params)
             origin = min(s.created for s in samples)
-            run.write_part(probe.id, params, runner.samples_table(META, probe.id, params, samples, None, origin))
+            run.write_part(probe.id, params, workers.samples_table(META, probe.id, params, samples, None, origin))
             reference = tmp_path / "reference.parquet"
             pandas_part(probe.id, params, samples, origin).to_parquet(reference, index=False)
             pd.testing.assert_frame_equal(pd.read_parquet(run.part_path(probe.id, params)),
@@ -83,7 +83,7 @@ def test_a_finished_probe_is_read_from_its_one_file_not_a_file_per_config(tmp_pa
     (probe,) = probes
     ctx = Context(device=fakes.DEVICE, budget=Budget.for_profile("quick"), seed=0)
     configs = probe.configs(fakes.DEVICE, "quick")
-    runner.measure_configs(run, meta, probe.id, probe.func, configs, ctx, lambda params: None)
+    workers.measure_configs(run, meta, probe.id, probe.func, configs, ctx, lambda params: None)
     reads = count_reads(monkeypatch)
     rows, done = run.read_probe(probe.id), run.done_configs(probe.id)
     assert reads == [run.probe_path(probe.id)] * 2
@@ -100,11 +100,11 @@ def test_a_run_killed_mid_probe_or_mid_merge_reads_every_config_once(tmp_path):
     run, meta, probes = sim_run(tmp_path, ("clock.sm", "chase.latency"))
     ctx = Context(device=fakes.DEVICE, budget=Budget.for_profile("quick"), seed=0)
     clock, chase = probes
-    runner.measure_configs(run, meta, clock.id, clock.func, clock.configs(fakes.DEVICE, "quick"), ctx, print)
+    workers.measure_configs(run, meta, clock.id, clock.func, clock.configs(fakes.DEVICE, "quick"), ctx, print)
     first = chase.configs(fakes.DEVICE, "quick")[:1]
     for params in first:  # a part written, the probe not finished
         samples = chase.func(ctx, **params)
-        run.write_part(chase.id, params, runner.samples_table(meta, chase.id, params, samples))
+        run.write_part(chase.id, params, workers.samples_table(meta, chase.id, params, samples))
     frame = run.read_measurements(order=list(meta["probes"]))
     assert frame.groupby("probe")["config"].nunique().to_dict() == {"clock.sm": len(clock.configs(fakes.DEVICE, "quick")),
                                                                     "chase.latency": 1}
@@ -113,7 +113,7 @@ def test_a_run_killed_mid_probe_or_mid_merge_reads_every_config_once(tmp_path):
     pd.testing.assert_frame_equal(again, frame)
     assert run.done_configs(chase.id) == {runner.config_key(c) for c in first}
     resumed = chase.configs(fakes.DEVICE, "quick")[1:]
-    runner.measure_configs(run, meta, chase.id, chase.func, resumed, ctx, print)
+    workers.measure_configs(run, meta, chase.id, chase.func, resumed, ctx, print)
     merged = run.merge_parts(order=list(meta["probes"]))
     assert not merged.duplicated(["probe", "config", "metric", "repeat"]).any()
     assert set(merged.loc[merged["probe"] == chase.id, "config"]) == {runner.config_key(c) for c in first + resumed}
@@ -124,7 +124,7 @@ def test_a_probe_file_keeps_its_earlier_rows_when_a_resumed_probe_adds_to_it(tmp
     ctx = Context(device=fakes.DEVICE, budget=Budget.for_profile("quick"), seed=0)
     configs = probe.configs(fakes.DEVICE, "quick")
     for todo in (configs[:1], configs[1:]):
-        runner.measure_configs(run, meta, probe.id, probe.func, todo, ctx, print)
+        workers.measure_configs(run, meta, probe.id, probe.func, todo, ctx, print)
     for params in configs:
         run.part_path(probe.id, params).unlink()  # only the probe file is left to hold them
     assert set(run.read_probe(probe.id)["config"]) == {runner.config_key(c) for c in configs}
@@ -183,12 +183,12 @@ def test_releasing_a_probe_collects_its_cycles_and_freezes_what_survives(monkeyp
     gc.disable()  # no automatic collection between the lines below: only the releases collect
     try:
         first = cycle()
-        runner._release_memory()
+        workers._release_memory()
         assert first() is None and gc.get_freeze_count() > 0
         assert not any(obj is kept for obj in gc.get_objects())  # frozen: no collection scans it
         second = cycle()
         assert second() is not None  # the negative control: a cycle lives until a collection
-        runner._release_memory()
+        workers._release_memory()
         assert second() is None
     finally:
         gc.unfreeze()  # this process's heap is pytest's

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.results import TELEMETRY_COLUMNS, load_run
-from probes import runner, telemetry
+from probes import runner, telemetry, workers
 from probes.harness import Sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_no_nvml_records_nothing(monkeypatch):
     rec = telemetry.recorder()
     assert not rec.active and rec.thread is None
     samples = [Sample("x", 1.0, "s", 0, None, "t", created=1.0)]
-    rows = runner.samples_frame(META, "p", {}, samples, rec, 0.0)
+    rows = workers.samples_frame(META, "p", {}, samples, rec, 0.0)
     assert math.isnan(rows["power_w"].iat[0]) and rows["clock_event_reasons"].iat[0] == 0
     assert rows["telemetry"].iat[0] == ""
 
@@ -115,7 +115,7 @@ def test_each_sample_gets_the_readings_since_the_previous_one():
     samples = [Sample("rate", 1.0, "1/s", 0, None, "t", created=1.025),
                Sample("per_clk", 1.0, "1", 0, None, "t", created=1.025 + 1e-6),
                Sample("rate", 1.0, "1/s", 1, None, "t", created=1.045)]
-    rows = runner.samples_frame(META, "p", {"n": 1}, samples, rec, 1.005)
+    rows = workers.samples_frame(META, "p", {"n": 1}, samples, rec, 1.005)
     first, second = rows.iloc[0], rows.iloc[2]
     assert first["power_w"] == pytest.approx(650.0) and first["power_max_w"] == 700.0
     assert first["nvml_sm_clock_hz"] == pytest.approx(1.75e9) and first["clock_event_reasons"] == 0x4
