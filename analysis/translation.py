@@ -83,10 +83,10 @@ class _Sweep:
         # candidates the sweep cannot tell apart (same ways, same shares at every footprint) are one, at the
         # geometric middle of their entries: a step between two footprints puts the reach between them
         groups: dict = {}
-        for (ways, entries), row, keep in zip(candidates, share, useful):
+        for (way, entries), row, keep in zip(candidates, share, useful):
             if keep:
-                groups.setdefault((ways, row.tobytes()), (row, []))[1].append(entries)
-        self.candidates = [(ways, float(np.exp(np.mean(np.log(e))))) for (ways, _), (_, e) in groups.items()]
+                groups.setdefault((way, row.tobytes()), (row, []))[1].append(entries)
+        self.candidates = [(way, float(np.exp(np.mean(np.log(e))))) for (way, _), (_, e) in groups.items()]
         self.entries = np.array([e for _, e in self.candidates])
         self.share = np.array([row for row, _ in groups.values()]).reshape(len(groups), len(elements))
 

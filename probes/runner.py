@@ -167,7 +167,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             workers = start_lanes(probes, budget, pending) if isolate else {}
         for worker in workers.values():
             worker.run = run
-        jobs = [job for job in compile_jobs(probes, device, pending) if job[0] != "import" or not prefetch["jit"]]
+        jobs = [job for job in compile_jobs(probes, device, pending)
+                if job[0] != "import" or not (isolate and prefetch["jit"])]
         compiles = start_compiles(jobs) if compile_ahead else None
         for probe in probes:
             state = meta["probes"][probe.id]
