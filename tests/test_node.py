@@ -1,56 +1,90 @@
-"""Every GPU of a node: one worker per device, the node summary's outliers against the run-to-run spread,
+"""Every GPU of a node: one worker per device, the robust outlier screen of the node and fleet summaries,
 the node page with the links' section."""
 import argparse
 import json
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.boards import compare_boards, load_boards, run_to_run_spread
+from analysis.boards import load_boards, screen, z_threshold
 from analysis.errors import UsageError
-from fakes import DEVICE, SLOW_FACTOR, SLOW_UUID, fleet_probes, simulated_probes
+from fakes import DEVICE, SLOW_UUID, fleet_probes, simulated_probes
 from gpuatlas import node
 from probes import runner
 
 
-def _derived_run(folder, uuid, values: dict, name):
-    run, meta = runner.new_run(folder, dict(DEVICE, uuid=uuid), {}, [], "full", {}, 0, ["x"])
+def _derived_run(folder, uuid, values: dict, name, ci=0.0, repro=None, gpu=None):
+    """A finished run's run.json and derived.csv: ``values`` with a CI of +-``ci`` (relative) and, if given, a
+    repro interval of +-``repro`` (relative)."""
+    device = dict(DEVICE, uuid=uuid, **({"name": gpu} if gpu else {}))
+    run, meta = runner.new_run(folder, device, {}, [], "full", {}, 0, ["x"])
     meta["run_id"] = name
     run.write_meta(meta)
-    run.write_derived(pd.DataFrame([{"quantity": q, "value": v, "unit": "B/s", "ci_low": v, "ci_high": v,
-                                     "method": "m", "probe": "p", "note": ""} for q, v in values.items()]))
+    rows = pd.DataFrame([{"quantity": q, "value": v, "unit": "B/s", "ci_low": v * (1 - ci), "ci_high": v * (1 + ci),
+                          "method": "m", "probe": "p", "note": ""} for q, v in values.items()])
+    run.write_derived(rows)
+    if repro is not None:  # the columns a newer derived.csv carries
+        rows.assign(repro_low=rows["value"] * (1 - repro), repro_high=rows["value"] * (1 + repro)).to_csv(
+            run.derived_path, index=False)
     return run.path
 
 
-def test_spread_is_the_largest_range_of_one_boards_repeats(tmp_path):
-    """Board A moves 2% between its runs, board B 6%: the spread is B's; a quantity measured once per board
-    has none."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    _derived_run(a, "GPU-a", {"x": 100.0, "once": 1.0}, "a1")
-    _derived_run(a, "GPU-a", {"x": 102.0}, "a2")
-    _derived_run(b, "GPU-b", {"x": 97.0, "once": 2.0}, "b1")
-    _derived_run(b, "GPU-b", {"x": 103.0}, "b2")
-    spread = run_to_run_spread((a, b))
-    assert spread["x"] == pytest.approx(6 / 100)
-    assert "once" not in spread
-    assert run_to_run_spread((a,))["x"] == pytest.approx(2 / 101), "control: board A alone"
+def _screen(tmp_path, values, **kw):
+    paths = [_derived_run(tmp_path / f"b{i}", f"GPU-{i:03d}", {"x": v}, f"r{i:03d}", **kw)
+             for i, v in enumerate(values)]
+    return screen(load_boards(paths)[1])
 
 
-def test_the_committed_repeat_runs_give_a_spread_per_quantity():
-    spread = run_to_run_spread()
-    assert {"dram.read_bandwidth_bytes_per_s", "dram.latency_cycles", "clock.sm_hz"} <= set(spread.index)
-    assert (spread >= 0).all() and spread["dram.read_bandwidth_bytes_per_s"] < 1 - SLOW_FACTOR
+def _flagged(compared):
+    return sorted(compared.loc[compared["outlier"], "run_id"])
 
 
-def test_a_board_is_an_outlier_only_beyond_the_spread(tmp_path):
-    paths = [_derived_run(tmp_path, f"GPU-{i}", {"x": v}, f"r{i}") for i, v in enumerate((100.0, 101.0, 99.5, 110.0))]
-    _, long = load_boards(paths)
-    compared = compare_boards(long, pd.Series({"x": 0.05}))
-    assert list(compared.loc[compared["outlier"], "run_id"]) == ["r3"]
-    assert compared.loc[compared["run_id"] == "r3", "deviation"].iat[0] == pytest.approx(110 / 100.5 - 1)
-    assert not compare_boards(long, pd.Series({"x": 0.2}))["outlier"].any(), "control: a wider spread flags none"
-    assert not compare_boards(long, pd.Series(dtype=float))["outlier"].any(), "no spread, no verdict"
+def test_a_board_far_out_of_its_models_spread_is_an_outlier(tmp_path):
+    """Healthy boards drawn normal around 100 with σ = 1 (seeded); one board 10 σ low is found, one 3 σ low
+    is not (the threshold for 42 boards lies between), and the robust z is (value - median) / (1.4826 MAD)."""
+    healthy = list(100 + np.random.default_rng(7).standard_normal(40))
+    compared = _screen(tmp_path, healthy + [90.0, 97.0])
+    assert _flagged(compared) == ["r040"]
+    median = np.median(healthy + [90.0, 97.0])
+    mad = np.median(np.abs(np.array(healthy + [90.0, 97.0]) - median))
+    assert compared.loc[compared["run_id"] == "r040", "z"].iat[0] == pytest.approx((90 - median) / (1.4826 * mad))
+    assert 100 - 97 < z_threshold(42, 1) * 1.4826 * mad < 100 - 90, "one board inside the threshold, one beyond"
+
+
+def test_the_quantitys_intervals_hold_a_verdict_back(tmp_path):
+    """A board whose CI reaches the model's median, or which lies inside the median's repro interval, is not an
+    outlier however many MADs away; old runs without a repro interval are screened without it."""
+    values = [100.0, 100.1, 99.9, 100.05, 99.95, 95.0]
+    assert _flagged(_screen(tmp_path / "tight", values, ci=0.001)) == ["r005"]
+    assert _flagged(_screen(tmp_path / "wide-ci", values, ci=0.06)) == [], "its CI holds the median"
+    assert _flagged(_screen(tmp_path / "repro", values, ci=0.001, repro=0.06)) == [], "inside the repro interval"
+    assert _flagged(_screen(tmp_path / "narrow", values, ci=0.001, repro=0.02)) == ["r005"], "beyond it"
+
+
+def test_a_zero_mad_flags_a_lone_board_not_a_shared_value(tmp_path):
+    """Structural values: one board of eleven off the value the others share is an outlier; three of ten
+    sharing another value are not; all alike, none; fewer than three boards, no verdict."""
+    assert _flagged(_screen(tmp_path / "lone", [128.0] * 10 + [64.0])) == ["r010"]
+    assert _flagged(_screen(tmp_path / "shared", [128.0] * 7 + [64.0] * 3)) == []
+    assert _flagged(_screen(tmp_path / "alike", [128.0] * 5)) == []
+    assert _flagged(_screen(tmp_path / "two", [100.0, 50.0])) == [], "two boards: no verdict"
+    assert _flagged(_screen(tmp_path / "three", [100.0, 100.0, 50.0])) == ["r002"], "control: three boards"
+
+
+def test_a_board_is_one_value_and_models_are_screened_apart(tmp_path):
+    """A board measured three times counts once (the median of its runs); another model's boards do not
+    move this model's median."""
+    paths = [_derived_run(tmp_path / "a", "GPU-a", {"x": v}, f"a{i}") for i, v in enumerate((80.0, 81.0, 200.0))]
+    paths += [_derived_run(tmp_path / f"b{i}", f"GPU-b{i}", {"x": 100.0 + i / 10}, f"b{i}") for i in range(4)]
+    paths += [_derived_run(tmp_path / f"c{i}", f"GPU-c{i}", {"x": 50.0 + i}, f"c{i}", gpu="Other GPU") for i in range(3)]
+    compared = screen(load_boards(paths)[1])
+    mine = compared[compared["gpu"] == DEVICE["name"]]
+    assert len(mine) == 5 and (mine["boards"] == 5).all()
+    assert mine.loc[mine["uuid"] == "GPU-a", ["value", "runs"]].values.tolist() == [[81.0, 3]]
+    assert list(compared.loc[compared["outlier"], "uuid"]) == ["GPU-a"]
+    assert not compared[compared["gpu"] == "Other GPU"]["outlier"].any()
 
 
 def test_gpus_are_parsed_against_the_visible_devices():
