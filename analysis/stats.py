@@ -197,3 +197,29 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
     return float(np.median(num) / np.median(den)), float(lo), float(hi)
+
+
+#: A second cluster of placements must sit this far above the first, relative to the first's median: a home
+#: partition across the chip adds a crossing of the interconnect (tens to hundreds of cycles), while
+#: placements homed alike differ by a few cycles.
+NEAR_FAR_GAP = 0.05
+#: ... and its gap must be this many times the clusters' own spread (their MAD, or 1/8 cycle where the clock
+#: reads them all alike), with at least this many placements on each side.
+NEAR_FAR_SEPARATION, NEAR_FAR_MIN = 8.0, 3
+
+
+def near_far(values) -> tuple[np.ndarray, np.ndarray] | None:
+    """(near, far) placements of a latency measured at many addresses, split at the largest gap between
+    sorted values where that gap is a second mode (see NEAR_FAR_*), else None (one cluster)."""
+    values = np.sort(np.asarray(values, dtype=float)[np.isfinite(values)])
+    if values.size < 2 * NEAR_FAR_MIN:
+        return None
+    gaps = np.diff(values)[NEAR_FAR_MIN - 1:values.size - NEAR_FAR_MIN]
+    cut = int(np.argmax(gaps)) + NEAR_FAR_MIN
+    near, far = values[:cut], values[cut:]
+    mad = max(float(np.median(np.abs(near - np.median(near)))), float(np.median(np.abs(far - np.median(far)))),
+              0.125)
+    gap = far[0] - near[-1]
+    if gap < NEAR_FAR_GAP * np.median(near) or gap < NEAR_FAR_SEPARATION * mad:
+        return None
+    return near, far
