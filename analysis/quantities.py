@@ -60,13 +60,14 @@ def home_partition_rows(quantity: str, samples, method: str, probe: str) -> list
             derived_row(f"{quantity}_far_cycles", *median_ci(far), method + "; the far mode", probe, note)]
 
 
-def structure_row(quantity: str, best, ci: tuple, method: str, probe: str, note: str = "") -> dict:
+def structure_row(quantity: str, best, ci: tuple, method: str, probe: str, note: str = "", why: str = "") -> dict:
     """A discrete structure (a block size, a count) chosen among candidates by a bootstrap: its value where
-    the CI holds one candidate; where it spans two, no value, "undecided" with both in the note and the CI."""
+    the CI holds one candidate; where it spans two, no value, "undecided" with both in the note and the CI
+    (``why``: the reason, where it is not the bootstrap's)."""
     low, high = ci
     if low == high:
         return derived_row(quantity, best, low, high, method, probe, note)
     unit = QUANTITIES[quantity][0]
-    undecided = f"undecided: {low:g} {unit} or {high:g} {unit} fit about equally (the best, {best:g} {unit}, in " \
-                "fewer than 95% of resamples)"
+    why = why or f"the best, {best:g} {unit}, in fewer than 95% of resamples"
+    undecided = f"undecided: {low:g} {unit} or {high:g} {unit} fit about equally ({why})"
     return derived_row(quantity, float("nan"), low, high, method, probe, f"{undecided}; {note}" if note else undecided)

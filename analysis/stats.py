@@ -204,8 +204,9 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 
 #: placements homed alike differ by a few cycles.
 NEAR_FAR_GAP = 0.05
 #: ... and its gap must be this many times the clusters' own spread (their MAD, or 1/8 cycle where the clock
-#: reads them all alike), with at least this many placements on each side.
-NEAR_FAR_SEPARATION, NEAR_FAR_MIN = 8.0, 3
+#: reads them all alike: the slices of one partition lie at different distances, so a mode spans tens of
+#: cycles), with at least this many placements on each side.
+NEAR_FAR_SEPARATION, NEAR_FAR_MIN = 3.0, 3
 
 
 def near_far(values) -> tuple[np.ndarray, np.ndarray] | None:
