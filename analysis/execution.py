@@ -231,7 +231,7 @@ def atomics_rows(measurements: pd.DataFrame) -> list[dict]:
             rows += home_partition_rows(f"atomic.global.add_{dtype}_latency", lat,
                                         "one thread's chain of atom.global.add, each operand the previous return, "
                                         "at random lines of an L2-sized span, one per sample: clock64 cycles of a "
-                                        "chain twice as long less one as long, per atomic (median over the "
+                                        "chain twice as long less one as long, per atomic (mean over the "
                                         "addresses, bootstrap 95% CI)", ATOMICS_PROBE)
         elif len(lat):  # a run older than the placements: one address
             rows.append(derived_row(f"atomic.global.add_{dtype}_latency_cycles", *median_ci(lat["value"]),

@@ -44,20 +44,22 @@ def home_partition_rows(quantity: str, samples, method: str, probe: str) -> list
     """A one-thread latency measured at many addresses (one per sample, ``samples`` its rows with ``value``):
     ``<quantity>_near_cycles`` and ``<quantity>_far_cycles``, the medians of the placements homed in the SM's
     near L2 partition and across the chip, where the placements fall in two modes; else only the near row,
-    over every placement.  ``quantity`` is the id without its ``_cycles`` unit."""
-    from analysis.stats import median_ci, near_far
+    over every placement.  ``quantity`` is the id without its ``_cycles`` unit.  A mode's value is the mean of
+    its placements: the slices of one partition lie at a few distances from the SM, and a median would jump
+    between those levels as their shares among the addresses move."""
+    from analysis.stats import mean_ci, near_far
 
     values = np.asarray(samples["value"], dtype=float)
     split = near_far(values)
     if split is None:
-        return [derived_row(f"{quantity}_near_cycles", *median_ci(values), method, probe,
+        return [derived_row(f"{quantity}_near_cycles", *mean_ci(values), method, probe,
                             f"{values.size} addresses; one mode: every address homed alike (no far partition "
                             "seen)")]
     near, far = split
     note = (f"{values.size} addresses: {near.size} near ({near.min():.1f}..{near.max():.1f} cycles), {far.size} "
             f"far ({far.min():.1f}..{far.max():.1f})")
-    return [derived_row(f"{quantity}_near_cycles", *median_ci(near), method + "; the near mode", probe, note),
-            derived_row(f"{quantity}_far_cycles", *median_ci(far), method + "; the far mode", probe, note)]
+    return [derived_row(f"{quantity}_near_cycles", *mean_ci(near), method + "; the near mode", probe, note),
+            derived_row(f"{quantity}_far_cycles", *mean_ci(far), method + "; the far mode", probe, note)]
 
 
 def structure_row(quantity: str, best, ci: tuple, method: str, probe: str, note: str = "", why: str = "") -> dict:

@@ -125,6 +125,19 @@ def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int
     return float(np.median(values)), float(lo), float(hi)
 
 
+def mean_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean and its percentile-bootstrap confidence interval: for a mixture of a few levels (a placement's
+    latency), whose median jumps from level to level as their shares move, while the mean moves with them."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (np.nan, np.nan, np.nan)
+    means = values[np.random.default_rng(seed).integers(0, values.size, (resamples, values.size))].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(values.mean()), float(lo), float(hi)
+
+
 #: Draws per block of resamples in ``bootstrap_medians``: a block stays in cache.
 BLOCK_DRAWS = 1 << 20
 

@@ -81,7 +81,8 @@ def barrier_rows(measurements: pd.DataFrame) -> list[dict]:
         if kind in HOME_FENCES and len(select(measurements, BARRIERS_PROBE, "address_offset", kind=kind)):
             rows += home_partition_rows(quantity.removesuffix("_cycles"), frame,
                                         f"{what}, at random lines of an L2-sized span, one per sample: "
-                                        + DIFFERENCED.format("barrier"), BARRIERS_PROBE)
+                                        + DIFFERENCED.format("barrier").replace("(median,", "(mean over the "
+                                                                                 "addresses,"), BARRIERS_PROBE)
             continue
         n = frame["n"].min() if which == "min" else frame["n"].max() if which == "max" else which
         values = frame[frame["n"] == n]["value"]
