@@ -213,9 +213,9 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 
 
 
 #: A second cluster of placements must sit this far above the first, relative to the first's median: a home
-#: partition across the chip adds a crossing of the interconnect (tens to hundreds of cycles), while
-#: placements homed alike differ by a few cycles.
-NEAR_FAR_GAP = 0.05
+#: partition across the chip adds a crossing of the interconnect (over half the near latency again), while
+#: the slices of one partition lie a few tens of cycles apart (a tenth of it).
+NEAR_FAR_GAP = 0.15
 #: ... and its gap must be this many times the clusters' own spread (their MAD, or 1/8 cycle where the clock
 #: reads them all alike: the slices of one partition lie at different distances, so a mode spans tens of
 #: cycles), with at least this many placements on each side.
