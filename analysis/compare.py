@@ -379,6 +379,11 @@ def _key(ratio_names: dict) -> str:
             + "n/c: not comparable; [n]: a note below")
 
 
+#: Columns the stacked view keeps for one GPU's line (its value, CI, marks and ratio): the quantity column takes
+#: the rest, and a quantity longer than that goes on a line of its own.
+VALUE_COLUMNS = len("C 36.1 cycles (36.1..36.2) [10][4]  C/A=1.13")
+
+
 def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None, pairwise: bool = False,
                 left_out: str = "") -> str:
     """The comparison as plain text fitting ``width`` columns: grouped by level, a row per quantity when the
@@ -400,7 +405,7 @@ def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None
     widths = {c: max([len(heads[c]), *(len(v) for v in table[c])]) for c in columns}
     qwidth = max(len("quantity"), *(len(q) for q in table.index))
     wide = qwidth + sum(w + 2 for w in widths.values()) <= width
-    indent = min(qwidth + 2, width - 44) if width - 44 >= 12 else 2
+    indent = min(qwidth + 2, width - VALUE_COLUMNS) if width - VALUE_COLUMNS >= 12 else 2
     for lvl, group in table.groupby("level", sort=False):
         out += ["", f"== {lvl} =="]
         if wide:
