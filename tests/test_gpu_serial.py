@@ -39,8 +39,8 @@ class Groups:
 def test_every_gpu_test_is_in_one_xdist_group(tmp_path):
     (tmp_path / "test_gpu_tests.py").write_text(TESTS)
     groups = Groups()
-    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-n", "0", str(tmp_path)],
-                       plugins=[conftest, groups])
+    code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-n", "0",
+                        str(tmp_path)], plugins=[conftest, groups])
     assert code == 0
     gpu = {name: names for name, names in groups.seen.items() if "gpu" in name and "cpu" not in name}
     assert len(gpu) == 3 and len({frozenset(names) for names in gpu.values()}) == 1, gpu
