@@ -128,3 +128,43 @@ def pair_coverage(runs_by_board: dict[str, pd.DataFrame], model: str, leave_out:
                 half = (hi - lo) / 2 / abs(v) if np.isfinite(lo) and np.isfinite(hi) and v else np.nan
                 rows.append({"quantity": q, "a": a, "b": b, "inside": inside, "half_width": half})
     return pd.DataFrame(rows, columns=["quantity", "a", "b", "inside", "half_width"])
+
+
+#: What moves a quantity between runs, as measured (docs/measurements.md; the seeds of one board in
+#: reports/h200-placement, the boards in reports/h200-boards): id prefix -> cause.
+CAUSES = (
+    ("atomic.global.", "the address's home L2 partition (near and far are separate quantities) and, within a "
+                       "partition, which slice: sampled over random addresses"),
+    ("sync.fence_gpu", "the store's home L2 partition (near and far are separate quantities): sampled over "
+                       "random addresses"),
+    ("sync.fence_sys", "the store's home L2 partition: sampled over random addresses"),
+    ("tlb.l1.", "the pages the chain lands on: it moves between seeds on one board"),
+    ("l1.set_pattern", "the pages the chain lands on: it moves between seeds on one board"),
+    ("tlb.l2.", "the board: steady over seeds on one board, different between boards"),
+    ("l2.latency", "the board, or the SM the one-block chase runs on (not sampled): steady over seeds on one "
+                   "board, different between boards"),
+    ("sync.cluster_barrier", "the board (which SMs a cluster lands on): steady over seeds on one board"),
+    ("icache.", "the board: steady over seeds on one board"),
+    ("launch.", "the host: launches are paced by the CPU and driver"),
+    ("dram.read_bandwidth", "the board's HBM: what a fleet screen looks for"),
+    ("dram.write_bandwidth", "the board's HBM: what a fleet screen looks for"),
+    ("tc.", "the board's power limit and clocks under load"),
+)
+
+
+def cause(quantity: str) -> str:
+    return next((why for prefix, why in CAUSES if quantity.startswith(prefix)),
+                "not isolated: the boards differ by more than one run's CI")
+
+
+def beyond_ci(derived: pd.DataFrame) -> pd.DataFrame:
+    """The quantities whose repro interval is wider than their CI by more than half again (the board spread
+    dominates what one run pins down), widest relative to the CI first, each with its cause."""
+    d = derived.dropna(subset=["value", "repro_low", "repro_high"])
+    ci = (d["ci_high"] - d["ci_low"]).fillna(0.0)
+    repro_width = d["repro_high"] - d["repro_low"]
+    wide = d[repro_width > 1.5 * ci].assign(
+        ci_width=ci, repro_half=(repro_width / 2 / d["value"].abs()))
+    wide = wide.sort_values("repro_half", ascending=False)
+    return wide.assign(cause=[cause(q) for q in wide["quantity"]])[
+        ["quantity", "value", "unit", "ci_low", "ci_high", "repro_low", "repro_high", "cause"]]
