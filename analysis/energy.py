@@ -5,7 +5,8 @@ power readings over the same time (``trace_*`` samples, ``trace_t_s`` since the 
 rate of each stretch of launches (``sustained_throughput``, ``sustained_t_s`` its end).  Over the steady part
 (the stretches ending past STEADY_FROM of the run, as ``tc.<dtype>.sustained_flops`` takes it), energy per FLOP
 = mean power / FLOP rate, the rate the harmonic mean of the stretches' (equal FLOP each: total FLOP over total
-time).  The power is the whole board's: a run records no idle reading, so none is subtracted.  NVML refreshes
+time).  The power is the whole board's: a run records no idle reading, so none is subtracted.  A run of
+at least MIN_RUN_S is needed (a quick profile's shorter run gives no figure).  NVML refreshes
 its power reading more slowly than it is polled, so the readings come in runs of one value; the bootstrap
 resamples those runs (and the stretches), not single readings.
 """
@@ -29,17 +30,25 @@ def updates(power: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(power[1:] != power[:-1])]) if power.size else power.astype(int)
 
 
+#: A run shorter than this, or a window with fewer distinct NVML power values, gives no figure.
+MIN_RUN_S, MIN_UPDATES = 1.0, 5
+
+
 def energy_per_flop(ends, rates, t, power, steady_from: float = STEADY_FROM, resamples: int = 1000,
                     seed: int = 0) -> dict | None:
     """Joules per FLOP over the steady part of a back-to-back run: stretches of launches ending at ``ends`` (s
     since the first launch) at ``rates`` (FLOP/s); NVML ``power`` (W) read at ``t``.  The window runs from the
-    end of the last stretch before the steady part to the last stretch's end.  None without readings in it."""
+    end of the last stretch before the steady part to the last stretch's end, less the readings of the value
+    NVML held as the launches began (it predates them).  None for a run shorter than MIN_RUN_S or a window
+    with fewer than MIN_UPDATES distinct NVML values."""
     ends, rates = np.asarray(ends, dtype=float), np.asarray(rates, dtype=float)
     t, power = np.asarray(t, dtype=float), np.asarray(power, dtype=float)
+    order = np.argsort(t)
+    t, power = t[order], power[order]
     steady = ends >= steady_from * ends.max()
     start = ends[~steady].max() if (~steady).any() else 0.0
-    inside = (t > start) & (t <= ends.max())
-    if not inside.any() or not steady.any():
+    inside = (t > start) & (t <= ends.max()) & (updates(power) > 0)
+    if ends.max() < MIN_RUN_S or not steady.any() or len(np.unique(updates(power)[inside])) < MIN_UPDATES:
         return None
     p, r = power[inside], rates[steady]
     runs = updates(p)

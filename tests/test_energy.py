@@ -10,15 +10,15 @@ from analysis.energy import energy_per_flop, energy_rows, updates
 COMMITTED = Path(__file__).resolve().parents[1] / "reports" / "h200"
 
 
-def synthetic(power_w=690.0, rate=8e14, idle_w=120.0, seconds=1.5, poll=0.01, refresh=0.1, seed=0):
+def synthetic(power_w=690.0, rate=8e14, idle_w=120.0, seconds=1.5, poll=0.01, refresh=0.1, hold=0.1, seed=0):
     """A back-to-back run: stretches of 50 ms at ``rate`` (1% noise), and a power reading every ``poll`` s that
-    NVML refreshes every ``refresh`` s: the first refresh still shows ``idle_w`` (read before the launches),
+    NVML refreshes every ``refresh`` s: the value read before the launches, ``idle_w``, held for ``hold`` s,
     later ones ``power_w`` with 1% noise.  Energy per FLOP of the steady part: power_w / rate."""
     rng = np.random.default_rng(seed)
     ends = np.arange(0.05, seconds + 1e-9, 0.05)
     rates = rate * (1 + 0.01 * rng.standard_normal(ends.size))
     t = np.arange(poll / 2, seconds, poll)
-    refreshes = np.floor(t / refresh).astype(int)
+    refreshes = np.maximum(0, np.floor((t - hold) / refresh).astype(int) + 1)
     levels = power_w * (1 + 0.01 * rng.standard_normal(refreshes.max() + 1))
     levels[0] = idle_w
     return ends, rates, t, levels[refreshes]
@@ -47,21 +47,27 @@ def test_the_interval_covers_the_truth_about_as_often_as_it_says():
 
 
 def test_the_reading_held_from_before_the_launches_stays_out():
-    ends, rates, t, power = synthetic(idle_w=100.0, seconds=0.3)  # the ramp is a third of this short run
+    ends, rates, t, power = synthetic(idle_w=100.0, hold=0.7)  # held past the steady part's start
     fit = energy_per_flop(ends, rates, t, power)
     assert fit["j_per_flop"] == pytest.approx(690.0 / 8e14, rel=0.01)
-    # negative control: the same arithmetic over every reading takes the pre-launch value in and misses
-    everything = energy_per_flop(ends, rates, t, power, steady_from=0.0)
-    assert everything["j_per_flop"] < 0.95 * 690.0 / 8e14
+    # negative control: the window's readings with the held value in miss by far
+    window = (t > ends[ends < ends.max() / 3].max()) & (t <= ends.max())
+    assert power[window].mean() / np.mean(rates) < 0.9 * 690.0 / 8e14
+
+
+def test_a_run_too_short_or_too_few_nvml_values_gives_nothing():
+    assert energy_per_flop(*synthetic(seconds=0.3)) is None  # a quick profile's run
+    assert energy_per_flop(*synthetic(refresh=0.5)) is None  # two or three NVML values in the window
+    assert energy_per_flop(*synthetic()) is not None
 
 
 def test_the_harmonic_mean_rate_is_total_flop_over_total_time():
     ends = np.array([0.5, 1.0, 1.5, 2.0])
     rates = np.array([1e14, 1e14, 2e14, 4e14])  # equal FLOP per stretch: 1 / mean(1 / rate)
-    t, power = np.linspace(0.01, 2.0, 200), np.full(200, 500.0)
+    _, _, t, power = synthetic(seconds=2.0)
     fit = energy_per_flop(ends, rates, t, power, steady_from=0.0)
     assert fit["rate"] == pytest.approx(4 / (2 / 1e14 + 1 / 2e14 + 1 / 4e14))
-    assert fit["j_per_flop"] == pytest.approx(500.0 * np.mean(1 / rates))
+    assert fit["j_per_flop"] == pytest.approx(fit["power_w"] * np.mean(1 / rates))
 
 
 def test_no_readings_in_the_window_gives_nothing():
