@@ -5,32 +5,18 @@ quantities it is computed from, each as ``id = value unit [CI]``, and the arithm
 property in run.json's device block), ``default`` (a documented value no probe measures) or, as a comment
 line, ``not set`` (why not: the simulator's own default then applies).  Accel-Sim's definitions: latencies
 in core cycles; ``-gpgpu_l2_rop_latency`` = L2 hit - L1 hit; ``-dram_latency`` = DRAM - L2 hit; an opcode's
-initiation interval = 32 lanes / its lanes per clock per scheduler.  docs/accel-sim.md explains each option.
+initiation interval = 32 lanes / its lanes per clock per scheduler (analysis.accelsim_sm: the SM's options).
+docs/accel-sim.md explains each option.
 """
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import pandas as pd
 
 from analysis.accelsim_options import KNOWN
 
-#: The simulator's defaults for the opcode-list positions no probe measures (MAX of floats, DIV), from
-#: GPGPU-Sim's option registration of ``-ptx_opcode_latency_*`` / ``-ptx_opcode_initiation_*``.
-PTX_DEFAULTS = {"latency": {"int": (1, 1, 19, 25, 145, 32), "fp": (1, 1, 1, 1, 30), "dp": (8, 8, 8, 8, 335)},
-                "initiation": {"int": (1, 1, 4, 4, 32, 4), "fp": (1, 1, 1, 1, 5), "dp": (8, 8, 8, 8, 130)}}
-#: The instruction (exec.inst's op) measured for each position of the simulator's opcode lists:
-#: int <ADD,MAX,MUL,MAD,DIV,SHFL>, fp and dp <ADD,MAX,MUL,MAD,DIV>; None: not measured.
-PTX_OPS = {"int": ("iadd3", "imnmx", "imad", "imad", None, "shfl_idx"),
-           "fp": ("fadd", None, "fmul", "ffma", None), "dp": ("dadd", None, "dmul", "dfma", None)}
-#: trace.config's unit -> the instruction whose latency and initiation interval it takes.
-TRACE_OPS = {"int": "imad", "sp": "ffma", "dp": "dfma", "sfu": "mufu_ex2"}
-SFU_OP = "mufu_ex2"
-#: One mma.sync m16n8k16 (HMMA.16816): 2 x 16 x 8 x 16 FLOP.
-MMA_FLOP = 2 * 16 * 8 * 16
-LANES = 32
 #: The CUDA C++ Programming Guide's shared-memory carve-outs (KiB) per compute capability.
 CARVEOUTS_KIB = {"7.0": (0, 8, 16, 32, 64, 96), "7.5": (32, 64), "8.0": (0, 8, 16, 32, 64, 100, 132, 164),
                  "8.6": (0, 8, 16, 32, 64, 100), "8.7": (0, 8, 16, 32, 64, 100, 132, 164),
@@ -90,7 +76,7 @@ class Option:
         return f"{self.name} {self.value}  # {self.source}: {self.why}"
 
 
-class _Run:
+class Run:
     """A run's derived quantities (by id) and device properties, and how to cite them."""
 
     def __init__(self, meta: dict, derived: pd.DataFrame):
@@ -113,40 +99,40 @@ class _Run:
         return int(major), int(minor)
 
 
-def _whole(x: float) -> int:
+def whole(x: float) -> int:
     """The nearest whole number, at least 1 (half up: cycles are counted, not rounded to even)."""
-    return max(1, int(math.floor(x + 0.5)))
+    return max(1, math.floor(x + 0.5))
 
 
-def _missing(name: str, *quantities: str) -> Option:
+def missing(name: str, *quantities: str) -> Option:
     return Option(name, None, "not set", f"this run has no {', '.join(quantities)}")
 
 
-def _measured(run: _Run, name: str, quantities: tuple, value, how: str) -> Option:
+def measured(run: Run, name: str, quantities: tuple, value, how: str) -> Option:
     if not run.has(*quantities):
-        return _missing(name, *(q for q in quantities if not run.has(q)))
+        return missing(name, *(q for q in quantities if not run.has(q)))
     return Option(name, str(value(*(run.value(q) for q in quantities))), "measured",
                   "; ".join(run.cite(q) for q in quantities) + f"; {how}")
 
 
-def latency_options(run: _Run) -> list[Option]:
+def latency_options(run: Run) -> list[Option]:
     """The memory latencies in core cycles, as Accel-Sim defines them."""
     return [
-        _measured(run, "-gpgpu_l1_latency", ("l1.latency_cycles",), lambda l1: _whole(l1), "rounded"),
-        _measured(run, "-gpgpu_smem_latency", ("smem.latency_cycles",), lambda s: _whole(s), "rounded"),
-        _measured(run, "-gpgpu_l2_rop_latency", ("l2.latency_cycles", "l1.latency_cycles"),
-                  lambda l2, l1: _whole(l2 - l1), "L2 hit - L1 hit, rounded (the near partition's hit: "
+        measured(run, "-gpgpu_l1_latency", ("l1.latency_cycles",), lambda l1: whole(l1), "rounded"),
+        measured(run, "-gpgpu_smem_latency", ("smem.latency_cycles",), lambda s: whole(s), "rounded"),
+        measured(run, "-gpgpu_l2_rop_latency", ("l2.latency_cycles", "l1.latency_cycles"),
+                  lambda l2, l1: whole(l2 - l1), "L2 hit - L1 hit, rounded (the near partition's hit: "
                   "the simulator has one L2 latency" + (f"; far partition {run.cite('l2.far_latency_cycles')}"
                                                         if run.has("l2.far_latency_cycles") else "") + ")"),
-        _measured(run, "-dram_latency", ("dram.latency_cycles", "l2.latency_cycles"),
-                  lambda dram, l2: _whole(dram - l2), "DRAM - L2 hit, rounded (the cold-path chase past the L2, "
+        measured(run, "-dram_latency", ("dram.latency_cycles", "l2.latency_cycles"),
+                  lambda dram, l2: whole(dram - l2), "DRAM - L2 hit, rounded (the cold-path chase past the L2, "
                   "every access a miss)"),
-        _measured(run, "-gpgpu_kernel_launch_latency", ("launch.overhead_s", "clock.sm_hz"),
-                  lambda s, hz: _whole(s * hz), "back-to-back empty launches' interval x the SM clock, rounded"),
+        measured(run, "-gpgpu_kernel_launch_latency", ("launch.overhead_s", "clock.sm_hz"),
+                  lambda s, hz: whole(s * hz), "back-to-back empty launches' interval x the SM clock, rounded"),
     ]
 
 
-def _channels(run: _Run) -> tuple[int, int, str]:
+def _channels(run: Run) -> tuple[int, int, str]:
     """(channels, bytes per channel, why) from the driver's memory bus width."""
     bits = int(run.device["memory_bus_bits"])
     width = HBM_CHANNEL_BITS if bits >= HBM_BUS_BITS else GDDR_CHANNEL_BITS
@@ -154,7 +140,7 @@ def _channels(run: _Run) -> tuple[int, int, str]:
     return bits // width, width // 8, f"memory_bus_bits = {bits} / {width}-bit channels of {kind}"
 
 
-def memory_options(run: _Run) -> list[Option]:
+def memory_options(run: Run) -> list[Option]:
     """Memory channels, DRAM bus and clock domains, and the L2 as dl2."""
     d = run.device
     n_mem, bus_bytes, why = _channels(run)
@@ -166,10 +152,10 @@ def memory_options(run: _Run) -> list[Option]:
            Option("-gpgpu_n_mem_per_ctrlr", "1", "default", "one channel per controller, as the channels above"),
            Option("-gpgpu_n_sub_partition_per_mchannel", str(SUB_PARTITIONS), "default",
                   "two L2 slices per channel, as the simulator's configs from Volta on"),
-           Option("-gpgpu_dram_burst_length", str(_whole(sector / bus_bytes)), "default" if sector == SECTOR_BYTES
+           Option("-gpgpu_dram_burst_length", str(whole(sector / bus_bytes)), "default" if sector == SECTOR_BYTES
                   else "measured", f"one DRAM atom = one L2 sector / channel bytes: {sector_why}")]
     mem_hz = float(d["memory_clock_hz"])
-    out.append(_measured(run, "-dram_data_command_freq_ratio", ("dram.read_bandwidth_bytes_per_s",),
+    out.append(measured(run, "-dram_data_command_freq_ratio", ("dram.read_bandwidth_bytes_per_s",),
                          lambda bw: 2 ** max(0, round(math.log2(bw / (n_mem * bus_bytes * mem_hz)))),
                          f"transfers per memory clock: the read bandwidth over channels x bytes x memory_clock_hz "
                          f"= {mem_hz:.6g} (driver), to the nearest power of two"))
@@ -179,7 +165,7 @@ def memory_options(run: _Run) -> list[Option]:
                           f"core, interconnect and L2 at {run.cite('clock.sm_hz')} (the simulator's configs clock "
                           f"the interconnect and L2 with the core); DRAM at the driver's memory_clock_hz"))
     else:
-        out.append(_missing("-gpgpu_clock_domains", "clock.sm_hz"))
+        out.append(missing("-gpgpu_clock_domains", "clock.sm_hz"))
     if n_mem & (n_mem - 1):
         out.append(Option("-gpgpu_memory_partition_indexing", "0", "driver",
                           f"linear: {n_mem} channels is not a power of two, where the IPOLY hash does not apply"))
@@ -191,7 +177,7 @@ def memory_options(run: _Run) -> list[Option]:
     return out
 
 
-def _dl2(run: _Run, n_mem: int) -> Option:
+def _dl2(run: Run, n_mem: int) -> Option:
     """The L2 per slice: the driver's L2 over the slices, in power-of-two sets (the simulator's set index
     masks the address) of the measured associativity where it fits, else in as many ways as hold the L2."""
     name, slices = "-gpgpu_cache:dl2", n_mem * SUB_PARTITIONS
@@ -201,7 +187,7 @@ def _dl2(run: _Run, n_mem: int) -> Option:
     parts.append(run.cite("l2.line_bytes") if run.has("l2.line_bytes") else "line 128 B default (no l2.line_bytes)")
     ways = run.value("l2.ways") if run.has("l2.ways") else 16
     sets = 2 ** max(0, round(math.log2(total / (slices * line * ways))))
-    fitted = _whole(total / (slices * line * sets))
+    fitted = whole(total / (slices * line * sets))
     parts.append(f"sets {sets}: the power of two nearest the driver's L2 in "
                  + (run.cite("l2.ways") if run.has("l2.ways") else "16 ways (default: no l2.ways)")
                  + (f"; ways {fitted} so that the slices hold the L2" if fitted != ways else ""))
@@ -216,7 +202,7 @@ def _dl2(run: _Run, n_mem: int) -> Option:
     return Option(name, value, "measured", "; ".join(parts))
 
 
-def l1_options(run: _Run) -> list[Option]:
+def l1_options(run: Run) -> list[Option]:
     """The unified L1 / shared memory, and the L1 as dl1."""
     d = run.device
     smem_kib = int(d["smem_per_sm_bytes"]) // 1024
@@ -233,27 +219,27 @@ def l1_options(run: _Run) -> list[Option]:
         out.append(Option("-gpgpu_shmem_option", f"0,{smem_kib}", "driver",
                           "no carve-out table for this compute capability: none or the driver's whole "
                           "smem_per_sm_bytes"))
-    out.append(_measured(run, "-gpgpu_unified_l1d_size", ("l1.unified_bytes",), lambda b: int(b // 1024),
+    out.append(measured(run, "-gpgpu_unified_l1d_size", ("l1.unified_bytes",), lambda b: int(b // 1024),
                          "KiB; a lower bound by its method"))
-    out.append(_measured(run, "-gpgpu_adaptive_cache_config", ("l1.shared_trade_ratio",),
+    out.append(measured(run, "-gpgpu_adaptive_cache_config", ("l1.shared_trade_ratio",),
                          lambda r: int(r >= 0.5), "1: the L1 gives up about a byte per byte of shared memory "
                          "(one array); 0 if it gives up less than half"))
-    out.append(_measured(run, "-gpgpu_gmem_skip_L1D", ("l1.latency_cycles",), lambda _: 0,
+    out.append(measured(run, "-gpgpu_gmem_skip_L1D", ("l1.latency_cycles",), lambda _: 0,
                          "0: plain global loads hit in the L1 (the through-L1 chase has an L1 plateau)"))
     out.append(_dl1(run))
     return out
 
 
-def _dl1(run: _Run) -> Option:
+def _dl1(run: Run) -> Option:
     """The L1 at its largest (no shared memory): 4 sets, as the simulator's configs from Volta on lay dl1 out
     (it rescales the ways to the carve-out when the adaptive cache config is on), line and sector measured."""
     name = "-gpgpu_cache:dl1"
     needed = ("l1.capacity_bytes", "l1.line_bytes")
     if not run.has(*needed):
-        return _missing(name, *(q for q in needed if not run.has(q)))
+        return missing(name, *(q for q in needed if not run.has(q)))
     line = int(run.value("l1.line_bytes"))
     sets = 4
-    ways = _whole(run.value("l1.capacity_bytes") / (sets * line))
+    ways = whole(run.value("l1.capacity_bytes") / (sets * line))
     sectored = run.has("l1.sector_bytes") and run.value("l1.sector_bytes") < line
     keeps = not run.has("l1.keeps_stored_lines") or run.value("l1.keeps_stored_lines") >= 0.5
     parts = [run.cite("l1.capacity_bytes"), run.cite("l1.line_bytes"),
@@ -271,136 +257,11 @@ def _dl1(run: _Run) -> Option:
     return Option(name, value, "measured", "; ".join(parts))
 
 
-def core_options(run: _Run) -> list[Option]:
-    """The SMs, their schedulers and units, and the compute capability."""
-    d = run.device
-    major, minor = run.cc()
-    arch = str(10 * major + minor)
-    out = [Option("-gpgpu_compute_capability_major", str(major), "driver", "compute_capability"),
-           Option("-gpgpu_compute_capability_minor", str(minor), "driver", "compute_capability"),
-           Option("-gpgpu_ptx_force_max_capability", arch, "driver", "compute_capability as major x 10 + minor"),
-           Option("-gpgpu_occupancy_sm_number", arch, "driver", "compute_capability as major x 10 + minor"),
-           Option("-gpgpu_coalesce_arch", arch, "driver", "compute_capability as major x 10 + minor"),
-           Option("-gpgpu_n_clusters", str(d["sm_count"]), "driver", "sm_count"),
-           Option("-gpgpu_n_cores_per_cluster", "1", "default", "one SM per cluster: gpgpu_n_clusters counts SMs"),
-           Option("-gpgpu_shader_core_pipeline", f"{d['max_threads_per_sm']}:{d['warp_size']}", "driver",
-                  "max_threads_per_sm:warp_size"),
-           Option("-gpgpu_shader_cta", str(d["max_blocks_per_sm"]), "driver", "max_blocks_per_sm"),
-           Option("-gpgpu_shader_registers", str(d["regs_per_sm"]), "driver", "regs_per_sm"),
-           Option("-gpgpu_registers_per_block", str(d.get("regs_per_block", d["regs_per_sm"])), "driver",
-                  "regs_per_block")]
-    if not run.has("sm.schedulers"):
-        names = ("-gpgpu_num_sched_per_core", "-gpgpu_sub_core_model", "-gpgpu_num_sp_units", "-gpgpu_num_dp_units",
-                 "-gpgpu_num_int_units", "-gpgpu_num_sfu_units", "-gpgpu_num_tensor_core_units")
-        out += [_missing(name, "sm.schedulers") for name in names]
-    else:
-        sched = _whole(run.value("sm.schedulers"))
-        cite = run.cite("sm.schedulers")
-        out += [Option("-gpgpu_num_sched_per_core", str(sched), "measured", f"{cite}; rounded"),
-                Option("-gpgpu_sub_core_model", str(int(sched > 1)), "measured",
-                       f"{cite}: each scheduler owns its units (the sub-core model) where there is more than one")]
-        for unit in ("sp", "dp", "int", "sfu", "tensor_core"):
-            out.append(Option(f"-gpgpu_num_{unit}_units", str(sched), "measured",
-                              f"one unit per scheduler ({cite}); its width is the initiation interval's"))
-    out.append(_measured(run, "-gpgpu_max_insn_issue_per_warp", ("sm.issue_per_clk_per_scheduler",),
-                         lambda x: _whole(x), "warp instructions a scheduler issues per clock, rounded"))
-    if run.has("sm.issue_per_clk_per_scheduler") and _whole(run.value("sm.issue_per_clk_per_scheduler")) == 1:
-        out.append(Option("-gpgpu_dual_issue_diff_exec_units", None, "not set",
-                          "applies only to dual issue; one instruction per clock measured"))
-    else:
-        out.append(Option("-gpgpu_dual_issue_diff_exec_units", None, "not set", "not measured"))
-    tc = "tc.fp16.mma_sync_peak_flops"
-    out.append(_measured(run, "-gpgpu_tensor_core_avail", (tc,), lambda _: 1, "1: mma.sync ran"))
-    return out
-
-
-def _schedulers(run: _Run) -> float:
-    return float(_whole(run.value("sm.schedulers")))
-
-
-def _initiation(run: _Run, op: str) -> tuple[int, str]:
-    """32 lanes / (an instruction's lanes per clock per SM / schedulers), rounded; and its citation."""
-    q = f"inst.{op}.ops_per_clk_sm"
-    return (_whole(LANES / (run.value(q) / _schedulers(run))),
-            f"initiation 32 / ({run.cite(q)} / {int(_schedulers(run))} schedulers)")
-
-
-def _mma(run: _Run) -> tuple[int, int, str] | None:
-    """HMMA.16816 latency and initiation interval (FLOP per instruction / FLOP per clock per scheduler), the
-    rate at the clock its samples ran at (their note) or else clock.sm_hz; None without the quantities."""
-    rate, lat = "tc.fp16.mma_sync_peak_flops", "tc.fp16.mma_sync_latency_cycles"
-    if not run.has(rate, lat, "sm.schedulers"):
-        return None
-    at = re.search(r"at (\d+\.\d+) GHz", str(run.rows[rate].note))
-    if at:
-        hz, where = float(at.group(1)) * 1e9, f"at its samples' {at.group(1)} GHz (its note)"
-    elif run.has("clock.sm_hz"):
-        hz, where = run.value("clock.sm_hz"), run.cite("clock.sm_hz")
-    else:
-        return None
-    per_sched = run.value(rate) / run.device["sm_count"] / hz / _schedulers(run)
-    return (_whole(run.value(lat)), _whole(MMA_FLOP / per_sched),
-            f"{run.cite(lat)}; {run.cite(rate)} {where}: {MMA_FLOP} FLOP per mma.sync m16n8k16 / "
-            f"{per_sched:.4g} FLOP per clock per scheduler")
-
-
-def opcode_options(run: _Run) -> list[Option]:
-    """``-ptx_opcode_latency_*`` and ``-ptx_opcode_initiation_*`` from exec.inst's instruction table."""
-    out = []
-    for unit, ops in PTX_OPS.items():
-        for kind in ("latency", "initiation"):
-            name = f"-ptx_opcode_{kind}_{unit}"
-            values, why = [], []
-            for position, (op, default) in enumerate(zip(ops, PTX_DEFAULTS[kind][unit])):
-                need = f"inst.{op}.latency_cycles" if kind == "latency" else f"inst.{op}.ops_per_clk_sm"
-                if op is None or not run.has(need, "sm.schedulers"):
-                    values.append(default)
-                    why.append(f"[{position}] default {default} (not measured)")
-                elif kind == "latency":
-                    values.append(_whole(run.value(need)))
-                    why.append(f"[{position}] {run.cite(need)}")
-                else:
-                    value, cite = _initiation(run, op)
-                    values.append(value)
-                    why.append(f"[{position}] {cite}")
-            measured = any("default" not in w for w in why)
-            out.append(Option(name, ",".join(map(str, values)), "measured" if measured else "default",
-                              "; ".join(why)))
-    sfu_lat, sfu_rate = f"inst.{SFU_OP}.latency_cycles", f"inst.{SFU_OP}.ops_per_clk_sm"
-    out.append(_measured(run, "-ptx_opcode_latency_sfu", (sfu_lat,), lambda x: _whole(x), "rounded"))
-    if run.has(sfu_rate, "sm.schedulers"):
-        value, cite = _initiation(run, SFU_OP)
-        out.append(Option("-ptx_opcode_initiation_sfu", str(value), "measured", cite))
-    else:
-        out.append(_missing("-ptx_opcode_initiation_sfu", sfu_rate, "sm.schedulers"))
-    mma = _mma(run)
-    for name, i in (("-ptx_opcode_latency_tesnor", 0), ("-ptx_opcode_initiation_tensor", 1)):
-        out.append(Option(name, str(mma[i]), "measured", mma[2]) if mma else
-                   _missing(name, "tc.fp16.mma_sync_peak_flops", "tc.fp16.mma_sync_latency_cycles"))
-    return out
-
-
-def trace_options(run: _Run) -> list[Option]:
-    """trace.config: ``<latency>,<initiation interval>`` per unit, from the same instruction table."""
-    out = []
-    for unit, op in TRACE_OPS.items():
-        name, lat, rate = f"-trace_opcode_latency_initiation_{unit}", f"inst.{op}.latency_cycles", \
-            f"inst.{op}.ops_per_clk_sm"
-        if run.has(lat, rate, "sm.schedulers"):
-            value, cite = _initiation(run, op)
-            out.append(Option(name, f"{_whole(run.value(lat))},{value}", "measured",
-                              f"{op.upper()}: latency {run.cite(lat)}; {cite}"))
-        else:
-            out.append(_missing(name, lat, rate, "sm.schedulers"))
-    mma = _mma(run)
-    out.append(Option("-trace_opcode_latency_initiation_tensor", f"{mma[0]},{mma[1]}", "measured", mma[2]) if mma
-               else _missing("-trace_opcode_latency_initiation_tensor", "tc.fp16.mma_sync_peak_flops"))
-    return out
-
-
 def options(meta: dict, derived: pd.DataFrame) -> list[Option]:
     """Every option Accel-Sim's tuner sets, each set from the run or marked not set with the reason."""
-    run = _Run(meta, derived)
+    from analysis.accelsim_sm import core_options, opcode_options, trace_options
+
+    run = Run(meta, derived)
     made = (core_options(run) + l1_options(run) + latency_options(run) + memory_options(run) + opcode_options(run)
             + trace_options(run))
     made += [Option(name, None, "not set", why) for name, why in NOT_SET.items()]

@@ -82,12 +82,12 @@ def _note(fit: dict, trace: pd.DataFrame, steady: pd.DataFrame, device: dict) ->
     limit = device.get("power_limit_w")
     first = _trace(trace, "trace_power_w")[0]
     spacing = (fit["window_s"][1] - fit["window_s"][0]) / fit["updates"]
-    parts = [f"board power {fit['power_w']:.0f} W mean, {fit['power_max_w']:.0f} W max over "
-             f"{fit['window_s'][0]:.2f}..{fit['window_s'][1]:.2f} s of the run ({fit['readings']} readings, "
-             f"{fit['updates']} distinct NVML values, one per {spacing * 1e3:.0f} ms)",
+    parts = [(f"board power {fit['power_w']:.0f} W mean, {fit['power_max_w']:.0f} W max over "
+              f"{fit['window_s'][0]:.2f}..{fit['window_s'][1]:.2f} s of the run ({fit['readings']} readings, "
+              f"{fit['updates']} distinct NVML values, one per {spacing * 1e3:.0f} ms)"),
              f"FLOP rate {fit['rate']:.4g} FLOP/s (harmonic mean of {int(fit['steady'].sum())} stretches)",
-             f"in-kernel clock {steady['sm_clock_hz'].median() / 1e9:.3f} GHz, NVML SM clock "
-             f"{np.median(nvml_hz) / 1e9:.3f} GHz"]
+             (f"in-kernel clock {steady['sm_clock_hz'].median() / 1e9:.3f} GHz, NVML SM clock "
+              f"{np.median(nvml_hz) / 1e9:.3f} GHz")]
     if limit:
         parts.append(f"power limit {limit:.0f} W")
     parts.append(f"power cap bound the kernel: SW power cap or HW power brake set in {capped:.0%} of readings"
@@ -126,6 +126,6 @@ def energy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
 
 
 FAMILY = Family(order=75, rows=energy_rows, quantities={
-    f"energy.{name}.pj_per_flop": ("pJ/FLOP", f"board energy per dense {name} tensor-core FLOP (wgmma, launched "
-                                              "back to back; board power, idle not subtracted)")
+    f"energy.{name}.pj_per_flop": ("pJ/FLOP", (f"board energy per dense {name} tensor-core FLOP (wgmma, launched "
+                                               "back to back; board power, idle not subtracted)"))
     for name in TC_NAMES.values()})
