@@ -268,6 +268,15 @@ def cmd_doctor(args) -> int:
     return 1 if bad else 0
 
 
+def cmd_export(args) -> int:
+    """``export accel-sim``: the run's gpgpusim.config and trace.config for Accel-Sim."""
+    from analysis.accelsim import export
+
+    for path in export(args.run, args.out):
+        print(f"export: {path}")
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the fix, and exit code 2."""
 
@@ -355,6 +364,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gather", action="store_true",
                    help="measure nothing: gather the runs under OUT/runs (e.g. from a Slurm job array)")
     s.set_defaults(func=cmd_fleet)
+
+    s = sub.add_parser("export", help="a simulator configuration from a run's measurements: "
+                                      "`export accel-sim RUN_DIR` writes gpgpusim.config and trace.config")
+    s.add_argument("format", choices=["accel-sim"], help="the simulator (accel-sim)")
+    s.add_argument("run", metavar="RUN_DIR", help="a run directory (with derived.csv and run.json)")
+    s.add_argument("-o", "--out", default="gpuatlas-accel-sim",
+                   help="folder for the config files (default gpuatlas-accel-sim/)")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("doctor", help="can this machine run gpuatlas? each backend checked, with fixes")
     s.set_defaults(func=cmd_doctor)
