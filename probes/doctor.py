@@ -28,9 +28,10 @@ GPU_EXTRA = "pip install -e '.[gpu]'"
 
 #: CUDA 13 drivers (580 or newer) and CUDA 12 ones (525 to 575) each have their extra.
 EXTRAS = {13: "cuda13", 12: "cuda12"}
-#: The oldest CUDA 12 compilers that build every kernel (NVRTC 12.0 cannot: FP8 mma.sync, sparse wgmma and
-#: some Hopper PTX came later); the cuda12 extra's floor.
-CUDA12_FLOOR = (12, 4)
+#: The cuda12 extra's floor: CUDA 12 compilers that build every kernel (NVRTC 12.0 cannot: FP8 mma.sync, sparse
+#: wgmma and some Hopper PTX came later) and leave the process's text encoding alone (NVRTC 12.4 builds every
+#: kernel but leaves its thread in the C locale, after which Python reads the UTF-8 kernel files as ASCII).
+CUDA12_FLOOR = (12, 6)
 #: The CUDA 12 compilers whose PTX a driver must JIT (NVRTC; NVVM and ptxas; nvJitLink), capped at the driver.
 CUDA12_COMPILERS = ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvcc-cu12", "nvidia-nvjitlink-cu12")
 

@@ -106,9 +106,14 @@ def test_missing_cupy_and_numba_are_named_with_the_machines_extra(monkeypatch, c
     assert "not ready to run probes: CuPy, Numba CUDA" in out
 
 
+#: The oldest CUDA 12 compilers the cuda12 extra allows (its NVRTC's lower bound).
+FLOOR_MINOR = int(re.search(r">=12\.(\d+)", requirement("cuda12", "nvidia-cuda-nvrtc-cu12")).group(1))
+
+
 def cuda12_line(minor: int) -> str:
-    """The CUDA 12 install line, worked out here: the compilers no newer than the driver's own CUDA 12.minor."""
-    cap = f"<12.{minor + 1}"
+    """The CUDA 12 install line, worked out here: the compilers no newer than the driver's own CUDA 12.minor,
+    and no older than the extra's floor."""
+    cap = f"<12.{max(minor, FLOOR_MINOR) + 1}"
     return ("pip install -e '.[cuda12]' "
             f"'nvidia-cuda-nvrtc-cu12{cap}' 'nvidia-cuda-nvcc-cu12{cap}' 'nvidia-nvjitlink-cu12{cap}'")
 
@@ -122,12 +127,15 @@ def test_each_driver_gets_its_install_line(monkeypatch, capsys, machine, cuda, l
     check = doctor.check_cuda_packages()
     assert check.ok is True
     assert f"its install line: {line}" in doctor_output(monkeypatch, capsys, [check])[-2]
+    below_floor = cuda // 1000 == 12 and cuda % 1000 // 10 < FLOOR_MINOR
+    assert ("minor version compatibility" in check.detail) == below_floor
 
 
 def test_the_install_lines_name_real_extras_and_the_cuda12_floor_is_the_extras():
     """The extras doctor names exist; the gpu extra is the CUDA 13 one; the floor is what cuda12 pins."""
     assert set(doctor.EXTRAS.values()) <= set(EXTRAS) and EXTRAS["gpu"] == ["gpuatlas[cuda13]"]
     floor = "%d.%d" % doctor.CUDA12_FLOOR
+    assert doctor.CUDA12_FLOOR == (12, FLOOR_MINOR)
     for name in ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvcc-cu12"):
         assert f">={floor}," in requirement("cuda12", name), name
         assert requirement("test", name).startswith(f"{name}=={floor}."), "CI compiles with the floor"
