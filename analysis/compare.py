@@ -20,7 +20,7 @@ from analysis.quantities import QUANTITIES
 from analysis.references import is_reference, load_reference
 from analysis.results import RunDir
 
-COLUMNS = ("gpu", "quantity", "level", "value", "ci_low", "ci_high", "unit", "method", "kind", "source", "caveat")
+COLUMNS = ("id", "gpu", "quantity", "level", "value", "ci_low", "ci_high", "unit", "method", "kind", "source", "caveat")
 
 #: Level of a quantity id, from its prefix (the part before the first dot); the order is the report's.
 LEVELS = {
@@ -72,42 +72,79 @@ def load_derived(source: str | Path) -> tuple[str, pd.DataFrame]:
 
 
 def run_label(meta: dict, source, derived: pd.DataFrame) -> tuple[str, pd.DataFrame]:
-    """A run's label in a comparison and its derived rows with their ``source``."""
-    derived = derived.assign(source=f"measured by gpuatlas ({source})")
+    """A run's label in a comparison and its derived rows with their ``source`` and ``id`` (the run id)."""
+    derived = derived.assign(source=f"measured by gpuatlas ({source})", id=meta["run_id"])
     return f"{meta['gpu']} [{meta['run_id']}]", derived
+
+
+def _rows(source, loaded: dict | None) -> tuple[str, pd.DataFrame]:
+    """One source's label and its rows of the long form (levels and kinds not yet added)."""
+    label, derived = (loaded or {}).get(source) or load_derived(source)
+    published = "source" in derived and is_reference(source)
+    short = derived["id"].iat[0] if "id" in derived and len(derived) else str(source)
+    return label, pd.DataFrame({
+        "id": short, "gpu": label, "quantity": derived["quantity"], "value": derived["value"],
+        "ci_low": derived["ci_low"], "ci_high": derived["ci_high"], "unit": derived["unit"],
+        "method": derived["method"], "source": derived["source"],
+        "caveat": derived["note"] if published else None})
+
+
+def _long_form(long: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Rows with a value, their level and kind, sorted by level, quantity and the sources' order."""
+    long = long[long["value"].notna()]
+    long.insert(3, "level", long["quantity"].map(level))
+    long["kind"] = [kind(m, c) for m, c in zip(long["method"], long["caveat"])]
+    order = {label: i for i, label in enumerate(labels)}
+    long = long.assign(_q=long["quantity"].map(_sort_key), _g=long["gpu"].map(order))
+    return long.sort_values(["_q", "_g"]).drop(columns=["_q", "_g"])[list(COLUMNS)].reset_index(drop=True)
+
+
+def source_rows(source: str, loaded: dict | None = None) -> pd.DataFrame:
+    """The long form of one run or reference: its quantities with a value, columns ``COLUMNS`` (``loaded`` as
+    for ``comparison``)."""
+    label, rows = _rows(source, loaded)
+    return _long_form(rows, [label])
 
 
 def comparison(sources: list[str | Path], common: bool = False, loaded: dict | None = None) -> pd.DataFrame:
     """Long-form comparison: one row per (gpu, quantity), columns ``COLUMNS``, grouped by level.
 
-    ``gpu`` is the source's label (the GPU and its run id, or the reference); ``caveat`` is a reference
-    row's note (empty for runs).  ``common`` keeps only the quantities every source has.  ``loaded`` maps a
-    source to its ``(label, derived)`` where the caller has derived it already."""
+    ``id`` is the run id or ``ref:NAME``; ``gpu`` the source's label (the GPU and its run id, or the
+    reference); ``caveat`` is a reference row's note (empty for runs).  ``common`` keeps only the quantities
+    every source has (``common_only``).  ``loaded`` maps a source to its ``(label, derived)`` where the caller
+    has derived it already."""
     if len(sources) < 2:
         raise UsageError("compare needs two or more runs or ref:NAME (one was given); "
                          "for one run use `gpuatlas report`")
     frames, labels = [], {}
     for source in sources:
-        label, derived = (loaded or {}).get(source) or load_derived(source)
+        label, rows = _rows(source, loaded)
         if label in labels:
             raise UsageError(f"{source} is the same run as {labels[label]}: give each run once")
         labels[label] = source
-        published = "source" in derived and is_reference(source)
-        frames.append(pd.DataFrame({
-            "gpu": label, "quantity": derived["quantity"], "value": derived["value"],
-            "ci_low": derived["ci_low"], "ci_high": derived["ci_high"], "unit": derived["unit"],
-            "method": derived["method"], "source": derived["source"],
-            "caveat": derived["note"] if published else None}))
-    long = pd.concat(frames, ignore_index=True)
-    long = long[long["value"].notna()]
-    if common:
-        counts = long.groupby("quantity")["gpu"].nunique()
-        long = long[long["quantity"].isin(counts.index[counts == len(labels)])]
-    long.insert(2, "level", long["quantity"].map(level))
-    long["kind"] = [kind(m, c) for m, c in zip(long["method"], long["caveat"])]
-    order = {label: i for i, label in enumerate(labels)}
-    long = long.assign(_q=long["quantity"].map(_sort_key), _g=long["gpu"].map(order))
-    return long.sort_values(["_q", "_g"]).drop(columns=["_q", "_g"])[list(COLUMNS)].reset_index(drop=True)
+        frames.append(rows)
+    long = _long_form(pd.concat(frames, ignore_index=True), list(labels))
+    return common_only(long, len(labels)) if common else long
+
+
+def common_only(long: pd.DataFrame, sources: int | None = None) -> pd.DataFrame:
+    """The rows of the quantities every one of the ``sources`` compared GPUs has (default: those in ``long``)."""
+    counts = long.groupby("quantity")["gpu"].nunique()
+    every = counts.index[counts == (sources or long["gpu"].nunique())]
+    return long[long["quantity"].isin(every)].reset_index(drop=True)
+
+
+def left_out(long: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """A line counting the quantities of ``long`` that ``shown`` leaves out, with how many each GPU has."""
+    hidden = long[~long["quantity"].isin(set(shown["quantity"]))]
+    if hidden.empty:
+        return ""
+    names = letters(gpus(long))
+    per = hidden.groupby("gpu")["quantity"].nunique()
+    each = ", ".join(f"{names[g]} has {per[g]}" for g in gpus(long) if g in per.index)
+    count = hidden["quantity"].nunique()
+    return (f"{count} more {'quantity' if count == 1 else 'quantities'}, on some sides only ({each}): "
+            "--all shows them")
 
 
 def gpus(long: pd.DataFrame) -> list[str]:
@@ -177,15 +214,23 @@ def _sig(x: float, digits: int = 3) -> str:
     return f"{x:.{max(decimals, 0)}f}"
 
 
-def format_value(value: float, unit: str, low: float = math.nan, high: float = math.nan) -> str:
-    """``4.79 TB/s (4.75..4.81)``: the value with SI-prefixed unit and its CI in the same unit, if it has one."""
+def _number(x: float) -> str:
+    """An integer as one (32, 128), any other number to three significant digits (60.1, 4.79)."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else _sig(x)
+
+
+def format_value(value: float, unit: str, low: float | None = None, high: float | None = None) -> str:
+    """``4.79 TB/s (4.75..4.81)``: the value with SI-prefixed unit and, where a CI is asked for, the CI in the
+    same unit, or ``(n/a)`` where the figure has none (no bounds, or bounds equal to each other)."""
     if value is None or not math.isfinite(value):
         return "-"
     scale, label = _scale(value, unit)
-    text = _sig(value / scale) + (f" {label}" if label else "")
-    if low is not None and high is not None and math.isfinite(low) and math.isfinite(high):
-        text += f" ({_sig(low / scale)}..{_sig(high / scale)})"
-    return text
+    text = _number(value / scale) + (f" {label}" if label else "")
+    if low is None and high is None:
+        return text
+    if low is not None and high is not None and math.isfinite(low) and math.isfinite(high) and high > low:
+        return text + f" ({_number(low / scale)}..{_number(high / scale)})"
+    return text + " (n/a)"
 
 
 def format_ratio(ratio: float) -> str:
@@ -301,10 +346,50 @@ def _cell_tokens(cell: str) -> list[str]:
     return [part.strip() for part in re.findall(r"\([^)]*\)|(?:\[\d+\])+|[^(\[]+", cell) if part.strip()]
 
 
-def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None, pairwise: bool = False) -> str:
+def _stacked(quantity: str, row: pd.Series, labels: list[str], names: dict, ratio_names: dict, width: int,
+             indent: int) -> list[str]:
+    """One quantity, one GPU per line from column ``indent`` (the quantity beside the first where it fits,
+    else above), each GPU's ratios at the end of its line, aligned where they fit."""
+    cells = {label: [names[label], *_cell_tokens(row[label])] for label in labels if row[label]}
+    room = width - indent
+    span = max(len(" ".join(tokens)) for tokens in cells.values())
+    lines = []
+    for label, tokens in cells.items():
+        text = " ".join(tokens)
+        ratios_here = [f"{name}={row[pair]}" for pair, name in ratio_names.items()
+                       if pair[0] == label and row[pair] != "-"]
+        extra = "  ".join(ratios_here)
+        if not extra:
+            lines += _wrap_tokens(tokens, room, "    ")
+        elif span + 2 + len(extra) <= room:
+            lines.append(text.ljust(span) + "  " + extra)
+        else:
+            lines += _wrap_tokens(tokens + ratios_here, room, "    ")
+    pad = " " * indent
+    if len(quantity) + 2 <= indent:
+        return [quantity.ljust(indent) + lines[0], *(pad + line for line in lines[1:])]
+    return [quantity, *(pad + line for line in lines)]
+
+
+def _key(ratio_names: dict) -> str:
+    """The text view's key to its cells, printed under the legend."""
+    ratio = next(iter(ratio_names.values()), "")
+    num, _, den = ratio.partition("/")
+    return ("(lo..hi): 95% CI, (n/a): none; " + (f"{ratio}=r: {num}'s value over {den}'s; " if ratio else "")
+            + "n/c: not comparable; [n]: a note below")
+
+
+#: Columns the stacked view keeps for one GPU's line (its value, CI, marks and ratio): the quantity column takes
+#: the rest, and a quantity longer than that goes on a line of its own.
+VALUE_COLUMNS = len("C 36.1 cycles (36.1..36.2) [10][4]  C/A=1.13")
+
+
+def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None, pairwise: bool = False,
+                left_out: str = "") -> str:
     """The comparison as plain text fitting ``width`` columns: grouped by level, a row per quantity when the
-    columns fit, else each quantity stacked one GPU per line; footnotes numbered at the end.  No value,
-    CI bound or unit is ever cut."""
+    columns fit, else each quantity stacked one GPU per line with its ratios; footnotes numbered at the end.
+    ``left_out`` (a line saying what the view leaves out) follows the legend.  No value, CI bound or unit is
+    ever cut."""
     table, pairs, notes = annotated(long, baseline, pairwise)
     labels = gpus(long)
     names = letters(labels)
@@ -313,11 +398,14 @@ def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None
     for r in sources_of(long).itertuples(index=False):
         out += _wrap_tokens(f"{names[r.gpu]} = {r.gpu}: {r.origin}".split(" "), width, "    ")
     ratio_names = {p: f"{names[p[0]]}/{names[p[1]]}" for p in pairs}
+    for line in (_key(ratio_names), left_out):
+        out += _wrap_tokens(line.split(" "), width, "    ") if line else []
     columns = [*labels, *pairs]
     heads = {**names, **ratio_names}
     widths = {c: max([len(heads[c]), *(len(v) for v in table[c])]) for c in columns}
     qwidth = max(len("quantity"), *(len(q) for q in table.index))
     wide = qwidth + sum(w + 2 for w in widths.values()) <= width
+    indent = min(qwidth + 2, width - VALUE_COLUMNS) if width - VALUE_COLUMNS >= 12 else 2
     for lvl, group in table.groupby("level", sort=False):
         out += ["", f"== {lvl} =="]
         if wide:
@@ -326,13 +414,7 @@ def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None
                 out.append(quantity.ljust(qwidth) + "".join("  " + row[c].rjust(widths[c]) for c in columns))
             continue
         for quantity, row in group.iterrows():
-            out.append(quantity)
-            for label in labels:
-                if row[label]:
-                    out += _wrap_tokens([f"  {names[label]}", *_cell_tokens(row[label])], width, "      ")
-            cells = [f"{ratio_names[p]}={row[p]}" for p in pairs if row[p] != "-"]
-            if cells:
-                out += _wrap_tokens(["  ratios:", *cells], width, "      ")
+            out += _stacked(quantity, row, labels, names, ratio_names, width, indent)
     lines = notes.lines()
     if lines:
         out += ["", "notes:"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import repro
 from analysis.errors import UsageError
 from analysis.family import families as declared_families
 from analysis.results import DERIVED_COLUMNS, RunDir
@@ -54,7 +55,7 @@ def derive(meta: dict, measurements: pd.DataFrame, parallel: bool = False, famil
     ``families()`` gives their rows in FAMILIES order, made by workers already running (the report's)."""
     with split_by_probe(measurements):  # only read until the rows are made
         rows = _rows(meta, measurements, parallel, families)
-    return pd.DataFrame(rows, columns=list(DERIVED_COLUMNS))
+    return repro.attach(pd.DataFrame(rows, columns=list(DERIVED_COLUMNS)), meta["device"].get("name", ""))
 
 
 def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool, families=None) -> list[dict]:
@@ -97,4 +98,5 @@ def _check_export(run: RunDir) -> None:
         raise UsageError(f"{run.derived_path} has {int(incomplete.sum())} incomplete rows: {fix}")
 
 
-_REQUIRED = ("quantity", "value", "unit", "method", "probe")
+#: Fields every row has (a structure two models fit equally well has no value: "undecided" in its note).
+_REQUIRED = ("quantity", "unit", "method", "probe")

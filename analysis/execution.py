@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.family import Family
-from analysis.quantities import derived_row
+from analysis.quantities import derived_row, home_partition_rows
 from analysis.stats import median_ci, ratio_ci, select
 from analysis.units import plain_log_axis
 
@@ -173,11 +173,13 @@ def schedule_rows(measurements: pd.DataFrame, saturation: float = 0.97) -> list[
             f"the plateau, by ILP: {', '.join(knees)}")
     n = max(1, round(schedulers[0]))
     issue = median_ci(plateau / n)
-    return [derived_row("sm.schedulers", *schedulers,
-                        f"FFMA warp instructions per clock per SM at ILP {ilp}: plateau over one resident warp's "
-                        "rate (bootstrap 95% CI of the ratio of medians); the count holds if one warp with that "
-                        "ILP issues at its scheduler's full rate (else it counts warps of that rate the plateau "
-                        "holds)", SCHEDULE_PROBE, note),
+    ratio_method = (f"FFMA warp instructions per clock per SM at ILP {ilp}: plateau over one resident warp's "
+                    "rate (bootstrap 95% CI of the ratio of medians)")
+    return [derived_row("sm.schedulers", n, *(max(1, round(end)) for end in schedulers[1:]),
+                        ratio_method + ", the nearest count (sm.schedulers_ratio); the count holds if one warp with "
+                        "that ILP issues at its scheduler's full rate (else it counts warps of that rate the "
+                        "plateau holds)", SCHEDULE_PROBE, note),
+            derived_row("sm.schedulers_ratio", *schedulers, ratio_method, SCHEDULE_PROBE, note),
             derived_row("sm.issue_per_clk_per_scheduler", *issue,
                         f"plateau / {n} schedulers (sm.schedulers rounded), warp instructions per clock",
                         SCHEDULE_PROBE, f"knee at {knee} warps for ILP {ilp}")]
@@ -224,7 +226,14 @@ def atomics_rows(measurements: pd.DataFrame) -> list[dict]:
     rows = []
     for dtype in ("i32", "f32", "f64"):
         lat = select(measurements, ATOMICS_PROBE, "latency", dtype=dtype, mode="latency")
-        if len(lat):
+        placed = select(measurements, ATOMICS_PROBE, "address_offset", dtype=dtype, mode="latency")
+        if len(lat) and len(placed):  # one sample per random address
+            rows += home_partition_rows(f"atomic.global.add_{dtype}_latency", lat,
+                                        "one thread's chain of atom.global.add, each operand the previous return, "
+                                        "at random lines of an L2-sized span, one per sample: clock64 cycles of a "
+                                        "chain twice as long less one as long, per atomic (mean over the "
+                                        "addresses, bootstrap 95% CI)", ATOMICS_PROBE)
+        elif len(lat):  # a run older than the placements: one address
             rows.append(derived_row(f"atomic.global.add_{dtype}_latency_cycles", *median_ci(lat["value"]),
                                     "one thread's chain of atom.global.add, each operand the previous return, "
                                     "at one address: clock64 cycles of a chain twice as long less one as long, "
@@ -360,6 +369,8 @@ def divergence_figure(measurements: pd.DataFrame):
 
 
 _QUANTITIES: dict[str, tuple[str, str]] = {
+    "sm.schedulers_ratio": ("1", "FFMA issue's plateau over one warp's rate with enough ILP: the measured ratio "
+                                 "that sm.schedulers rounds to a count"),
     "sm.schedulers": ("1", "warp schedulers per SM: FFMA issue's plateau over one warp's rate, with enough ILP "
                            "that a warp issues whenever its scheduler can"),
     "sm.issue_per_clk_per_scheduler": ("1/cycle", "warp instructions each scheduler issues per clock (the plateau over "
@@ -375,6 +386,10 @@ for _type in ("i32", "f32", "f64"):
     _QUANTITIES[f"atomic.global.add_{_type}_latency_cycles"] = ("cycles", f"global atom.add.{_type} latency: one "
                                                                           "thread's chain, each add's operand the "
                                                                           "previous one's return, one address")
+    for _side, _where in (("near", "homed in the SM's near L2 partition"), ("far", "homed across the chip")):
+        _QUANTITIES[f"atomic.global.add_{_type}_latency_{_side}_cycles"] = (
+            "cycles", f"global atom.add.{_type} latency at addresses {_where}: one thread's chain, each add's "
+                      "operand the previous one's return")
     for _mode, _what in (("same", "every thread of a full grid on one address"),
                          ("warp", "one address per warp (32 threads adding to it)"),
                          ("distinct", "every thread on its own address")):

@@ -20,7 +20,7 @@ from analysis.family import Family
 from analysis.l2_sets import l2_set_rows
 from analysis.linesize import fit_line_by_capacity, fit_line_size
 from analysis.plateaus import fit_staircase, noise_step
-from analysis.quantities import derived_row
+from analysis.quantities import derived_row, structure_row
 from analysis.stats import median_ci, of_probe, select, usable
 from analysis.units import fmt_bytes
 
@@ -223,10 +223,10 @@ def _line_rows(fits: dict) -> list[dict]:
             continue
         fit = fits[flavour]
         note = f"{what}: hit {fit['hit']:.1f}, miss {fit['miss']:.1f} cycles, R2 {fit['r2']:.3f}"
-        rows.append(derived_row(quantity, fit["block_bytes"], *fit["ci"], method, "chase.line", note))
+        rows.append(structure_row(quantity, fit["block_bytes"], fit["ci"], method, "chase.line", note))
         if quantity == "l1.fill_bytes":
-            rows.append(derived_row(
-                "l1.sector_bytes", fit["block_bytes"], *fit["ci"],
+            rows.append(structure_row(
+                "l1.sector_bytes", fit["block_bytes"], fit["ci"],
                 "the L1 fill block of the address-order chase through L1 (hinge fit), which is the sector when "
                 "the L1 fills one sector per miss; a fill block smaller than l1.line_bytes shows that it does",
                 "chase.line", note))

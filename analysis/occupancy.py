@@ -12,13 +12,22 @@ import math
 from dataclasses import dataclass
 
 #: compute capability -> (registers allocated per warp in units of, shared memory allocated in units of
-#: (bytes), shared memory the system reserves per block (bytes)).  On all of them the register file is
-#: split among SM_PARTITIONS schedulers: a warp's registers come from one partition's quarter.
+#: (bytes), shared memory the system reserves per block (bytes)); the units as CUDA's cuda_occupancy.h gives
+#: them for each major version, the reserve as the driver reports it (reservedSharedMemPerBlock).  On all of
+#: them the register file is split among SM_PARTITIONS schedulers: a warp's registers come from one
+#: partition's quarter.
 ALLOCATION = {(7, 0): (256, 256, 0), (7, 5): (256, 256, 0), (8, 0): (256, 128, 1024), (8, 6): (256, 128, 1024),
-              (8, 9): (256, 128, 1024), (9, 0): (256, 128, 1024)}
+              (8, 9): (256, 128, 1024), (9, 0): (256, 128, 1024), (10, 0): (256, 128, 1024),
+              (10, 3): (256, 128, 1024), (12, 0): (256, 128, 1024), (12, 1): (256, 128, 1024)}
 
 
 SM_PARTITIONS = 4
+
+
+def allocation(device: dict) -> tuple[int, int, int]:
+    """The device's ALLOCATION row: its own compute capability's, else the nearest listed one below it."""
+    cc = tuple(int(x) for x in str(device["compute_capability"]).split("."))
+    return ALLOCATION[max((k for k in ALLOCATION if k <= cc), default=min(ALLOCATION))]
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,7 @@ class Occupancy:
 def occupancy(device: dict, registers_per_thread: int, threads_per_block: int,
               smem_per_block_bytes: int = 0) -> Occupancy:
     """Resident blocks per SM: the minimum over the register, shared-memory, thread and block budgets."""
-    cc = tuple(int(x) for x in str(device["compute_capability"]).split("."))
-    reg_unit, smem_unit, smem_reserved = ALLOCATION.get(cc, ALLOCATION[max(ALLOCATION)])
+    reg_unit, smem_unit, smem_reserved = allocation(device)
     warp = device.get("warp_size", 32)
     warps_per_block = math.ceil(threads_per_block / warp)
     max_warps = device["max_threads_per_sm"] // warp

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+import numpy as np
+
 
 class _Vocabulary(Mapping):
     """id -> (unit, meaning), read from every family's declaration when first used (a family module imports
@@ -36,3 +38,38 @@ def derived_row(quantity: str, value, low, high, method: str, probe: str, note: 
     """One derived.csv row; the unit comes from the vocabulary, so a quantity outside it is an error."""
     return {"quantity": quantity, "value": float(value), "unit": QUANTITIES[quantity][0], "ci_low": float(low),
             "ci_high": float(high), "method": method, "probe": probe, "note": note}
+
+
+def home_partition_rows(quantity: str, samples, method: str, probe: str) -> list[dict]:
+    """A one-thread latency measured at many addresses (one per sample, ``samples`` its rows with ``value``):
+    ``<quantity>_near_cycles`` and ``<quantity>_far_cycles``, the medians of the placements homed in the SM's
+    near L2 partition and across the chip, where the placements fall in two modes; else only the near row,
+    over every placement.  ``quantity`` is the id without its ``_cycles`` unit.  A mode's value is the mean of
+    its placements: the slices of one partition lie at a few distances from the SM, and a median would jump
+    between those levels as their shares among the addresses move."""
+    from analysis.stats import mean_ci, near_far
+
+    values = np.asarray(samples["value"], dtype=float)
+    split = near_far(values)
+    if split is None:
+        return [derived_row(f"{quantity}_near_cycles", *mean_ci(values), method, probe,
+                            f"{values.size} addresses; one mode: every address homed alike (no far partition "
+                            "seen)")]
+    near, far = split
+    note = (f"{values.size} addresses: {near.size} near ({near.min():.1f}..{near.max():.1f} cycles), {far.size} "
+            f"far ({far.min():.1f}..{far.max():.1f})")
+    return [derived_row(f"{quantity}_near_cycles", *mean_ci(near), method + "; the near mode", probe, note),
+            derived_row(f"{quantity}_far_cycles", *mean_ci(far), method + "; the far mode", probe, note)]
+
+
+def structure_row(quantity: str, best, ci: tuple, method: str, probe: str, note: str = "", why: str = "") -> dict:
+    """A discrete structure (a block size, a count) chosen among candidates by a bootstrap: its value where
+    the CI holds one candidate; where it spans two, no value, "undecided" with both in the note and the CI
+    (``why``: the reason, where it is not the bootstrap's)."""
+    low, high = ci
+    if low == high:
+        return derived_row(quantity, best, low, high, method, probe, note)
+    unit = QUANTITIES[quantity][0]
+    why = why or f"the best, {best:g} {unit}, in fewer than 95% of resamples"
+    undecided = f"undecided: {low:g} {unit} or {high:g} {unit} fit about equally ({why})"
+    return derived_row(quantity, float("nan"), low, high, method, probe, f"{undecided}; {note}" if note else undecided)

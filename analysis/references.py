@@ -15,11 +15,11 @@ import pandas as pd
 
 from analysis.errors import UsageError
 from analysis.quantities import QUANTITIES
-from analysis.results import DERIVED_COLUMNS
+from analysis.results import BASE_DERIVED_COLUMNS
 
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 PREFIX = "ref:"
-REFERENCE_COLUMNS = (*DERIVED_COLUMNS, "source")
+REFERENCE_COLUMNS = (*BASE_DERIVED_COLUMNS, "source")
 PROBE = "published"
 
 #: The GPU each reference describes, as it appears in a comparison's column label.

@@ -35,14 +35,18 @@ from analysis.errors import UsageError
 
 SCHEMA = "gpuatlas.run"
 #: 2: every measurements row carries NVML telemetry (TELEMETRY_COLUMNS); schema-1 runs load with them empty.
-SCHEMA_VERSION = 2
+#: 3: derived.csv carries ``repro_low``/``repro_high`` (REPRO_COLUMNS); older runs load with them empty.
+SCHEMA_VERSION = 3
 #: Quantity ids a schema renamed, by the version that renamed them: a run older than that version has its
 #: derived.csv rows read under the new ids.  Schema 2: the two address-order fill blocks of chase.line, which
 #: schema 1 called a line and a sector, got the names of what they measure; the TLB levels' ids took the
-#: dotted form of the other levels.
+#: dotted form of the other levels.  Schema 3: the measured ratio of FFMA issue rates, which schema 2 called
+#: the scheduler count, got its own name.
 RENAMED_QUANTITIES = {2: {"l1.line_bytes": "l1.fill_bytes", "mem.sector_bytes": "l2.dram_fetch_bytes",
                           "tlb.level1_reach_bytes": "tlb.l1.reach_bytes", "tlb.level1_miss_cycles": "tlb.l1.miss_cycles",
-                          "tlb.level2_reach_bytes": "tlb.l2.reach_bytes", "tlb.level2_miss_cycles": "tlb.l2.miss_cycles"}}
+                          "tlb.level2_reach_bytes": "tlb.l2.reach_bytes", "tlb.level2_miss_cycles": "tlb.l2.miss_cycles"},
+                      # schema 3: sm.schedulers is the count; the ratio it was rounded from has its own id
+                      3: {"sm.schedulers": "sm.schedulers_ratio"}}
 
 #: The NVML readings over a sample's window: mean and max board power (W), median NVML SM clock (Hz), the OR
 #: of the clock-event reason masks, max GPU temperature (C), and ``telemetry``: "power_capped" (SW power cap
@@ -60,7 +64,12 @@ TELEMETRY_EMPTY = {"power_w": float("nan"), "power_max_w": float("nan"), "nvml_s
 CORE_COLUMNS = ("run_id", "gpu", "probe", "config", "metric", "value", "unit", "repeat", "sm_clock_hz", "timer",
                 "flag")
 MEASUREMENT_COLUMNS = CORE_COLUMNS + TELEMETRY_COLUMNS
-DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note")
+#: The columns of every schema's derived.csv (and of the references' tables).
+BASE_DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note")
+#: The interval another board of the same GPU model is expected to read (95%): the run's CI widened by the
+#: board-to-board spread of the model's panel (``analysis.repro``).  Empty where neither is known.
+REPRO_COLUMNS = ("repro_low", "repro_high")
+DERIVED_COLUMNS = (*BASE_DERIVED_COLUMNS[:5], *REPRO_COLUMNS, *BASE_DERIVED_COLUMNS[5:])
 
 #: Flags a sample can carry; fits use only unflagged samples.
 FLAGS = ("", "throttled", "invalid", "warmup")
@@ -246,12 +255,17 @@ class RunDir:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise UsageError(f"{self.derived_path} is not a derived-quantities CSV "
                              f"({exc.__class__.__name__})") from None
-        missing = set(DERIVED_COLUMNS) - set(frame.columns)
+        missing = set(BASE_DERIVED_COLUMNS) - set(frame.columns)
         if missing:
             raise UsageError(f"{self.derived_path} lacks columns {sorted(missing)}: not a gpuatlas "
                              "derived.csv")
+        for column in REPRO_COLUMNS:  # a run older than schema 3
+            if column not in frame:
+                frame[column] = float("nan")
+        frame = frame[list(DERIVED_COLUMNS)]
+        numbers = ["value", "ci_low", "ci_high", *REPRO_COLUMNS]
         try:
-            frame[["value", "ci_low", "ci_high"]] = frame[["value", "ci_low", "ci_high"]].apply(pd.to_numeric)
+            frame[numbers] = frame[numbers].apply(pd.to_numeric)
         except (ValueError, TypeError):
             raise UsageError(f"{self.derived_path} has values that are not numbers: it is damaged; rebuild it "
                              f"with `gpuatlas run --resume {self.path}`") from None

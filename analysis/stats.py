@@ -125,6 +125,19 @@ def median_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int
     return float(np.median(values)), float(lo), float(hi)
 
 
+def mean_ci(values, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean and its percentile-bootstrap confidence interval: for a mixture of a few levels (a placement's
+    latency), whose median jumps from level to level as their shares move, while the mean moves with them."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return (np.nan, np.nan, np.nan)
+    means = values[np.random.default_rng(seed).integers(0, values.size, (resamples, values.size))].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(values.mean()), float(lo), float(hi)
+
+
 #: Draws per block of resamples in ``bootstrap_medians``: a block stays in cache.
 BLOCK_DRAWS = 1 << 20
 
@@ -197,3 +210,30 @@ def ratio_ci(numerator, denominator, confidence: float = 0.95, resamples: int = 
     tail = (1 - confidence) / 2 * 100
     lo, hi = np.percentile(ratios, [tail, 100 - tail])
     return float(np.median(num) / np.median(den)), float(lo), float(hi)
+
+
+#: A second cluster of placements must sit this far above the first, relative to the first's median: a home
+#: partition across the chip adds a crossing of the interconnect (over half the near latency again), while
+#: the slices of one partition lie a few tens of cycles apart (a tenth of it).
+NEAR_FAR_GAP = 0.15
+#: ... and its gap must be this many times the clusters' own spread (their MAD, or 1/8 cycle where the clock
+#: reads them all alike: the slices of one partition lie at different distances, so a mode spans tens of
+#: cycles), with at least this many placements on each side.
+NEAR_FAR_SEPARATION, NEAR_FAR_MIN = 3.0, 3
+
+
+def near_far(values) -> tuple[np.ndarray, np.ndarray] | None:
+    """(near, far) placements of a latency measured at many addresses, split at the largest gap between
+    sorted values where that gap is a second mode (see NEAR_FAR_*), else None (one cluster)."""
+    values = np.sort(np.asarray(values, dtype=float)[np.isfinite(values)])
+    if values.size < 2 * NEAR_FAR_MIN:
+        return None
+    gaps = np.diff(values)[NEAR_FAR_MIN - 1:values.size - NEAR_FAR_MIN]
+    cut = int(np.argmax(gaps)) + NEAR_FAR_MIN
+    near, far = values[:cut], values[cut:]
+    mad = max(float(np.median(np.abs(near - np.median(near)))), float(np.median(np.abs(far - np.median(far)))),
+              0.125)
+    gap = far[0] - near[-1]
+    if gap < NEAR_FAR_GAP * np.median(near) or gap < NEAR_FAR_SEPARATION * mad:
+        return None
+    return near, far

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.family import Family
-from analysis.quantities import derived_row
+from analysis.quantities import derived_row, home_partition_rows
 from analysis.stats import median_ci, select
 
 SMEM_ATOMICS_PROBE, BARRIERS_PROBE = "exec.smem_atomics", "exec.barriers"
@@ -68,11 +68,21 @@ def barrier_curve(measurements: pd.DataFrame, kind: str) -> pd.Series:
     return frame.groupby("n")["value"].median() if len(frame) else pd.Series(dtype=float)
 
 
+#: Fences that wait for their store's home L2 partition: measured at many addresses, split near and far.
+HOME_FENCES = ("fence_gpu", "fence_sys")
+
+
 def barrier_rows(measurements: pd.DataFrame) -> list[dict]:
     rows = []
     for quantity, kind, which, what in BARRIER_ROWS:
         frame = select(measurements, BARRIERS_PROBE, "latency", kind=kind)
         if frame.empty:
+            continue
+        if kind in HOME_FENCES and len(select(measurements, BARRIERS_PROBE, "address_offset", kind=kind)):
+            rows += home_partition_rows(quantity.removesuffix("_cycles"), frame,
+                                        f"{what}, at random lines of an L2-sized span, one per sample: "
+                                        + DIFFERENCED.format("barrier").replace("(median,", "(mean over the "
+                                                                                 "addresses,"), BARRIERS_PROBE)
             continue
         n = frame["n"].min() if which == "min" else frame["n"].max() if which == "max" else which
         values = frame[frame["n"] == n]["value"]
@@ -113,6 +123,11 @@ _QUANTITIES.update({
     "sync.fence_cta_cycles": ("cycles", "one volatile global store + __threadfence_block (MEMBAR.SC.CTA)"),
     "sync.fence_gpu_cycles": ("cycles", "one volatile global store + __threadfence (MEMBAR.SC.GPU)"),
     "sync.fence_sys_cycles": ("cycles", "one volatile global store + __threadfence_system (MEMBAR.SC.SYS)"),
+    **{f"sync.fence_{f}_{side}_cycles": ("cycles", f"one volatile global store + {call} ({sass}) to an address "
+                                                   f"{where}")
+       for f, call, sass in (("gpu", "__threadfence", "MEMBAR.SC.GPU"), ("sys", "__threadfence_system",
+                                                                         "MEMBAR.SC.SYS"))
+       for side, where in (("near", "homed in the SM's near L2 partition"), ("far", "homed across the chip"))},
     "sync.grid_sync_cycles_one_block_per_sm": ("cycles", "one grid-wide barrier of a cooperative launch, one block "
                                                          "per SM"),
     "sync.grid_sync_cycles_full": ("cycles", "one grid-wide barrier of a cooperative launch, as many blocks per SM "

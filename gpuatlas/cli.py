@@ -11,25 +11,36 @@ import sys
 from pathlib import Path
 
 from analysis.errors import UsageError
+from gpuatlas import COMMITTED_RUN
+from gpuatlas.checks import (checked_run_request, checked_sources, figure_suffixes, gpu_list, positive_seconds,
+                             writable_file, writable_folder)
 
-REPO = Path(__file__).resolve().parents[1]
 #: The committed H200 run: the default for ``gpuatlas report`` and the reference device for ``list``.
-DEFAULT_RUN = REPO / "reports" / "h200"
+DEFAULT_RUN = COMMITTED_RUN
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
 
 def _console():
+    """Rich output that wraps at a terminal's width, and not at all into a file or a pipe."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    console = Console(highlight=False)
+    console.soft_wrap = not console.is_terminal
+    return console
+
+
+def _reference_device() -> dict | None:
+    """The committed run's device, which ``list`` sizes sweeps for (None where the run is not installed)."""
+    from analysis.results import RunDir
+
+    return RunDir(DEFAULT_RUN).read_meta()["device"] if (DEFAULT_RUN / "run.json").is_file() else None
 
 
 def cmd_list(args) -> int:
-    from analysis.results import RunDir
     from probes.registry import PROFILES, select
 
     console = _console()
-    device = RunDir(DEFAULT_RUN).read_meta()["device"] if (DEFAULT_RUN / "run.json").exists() else None
+    device = _reference_device()
     if device:
         console.print(f"config counts as sized for the committed {device['name']}; a run sizes sweeps from its GPU\n")
     for p in select(args.probe):
@@ -43,28 +54,18 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    overrides = checked_run_request(args, _reference_device())  # before anything is asked of a GPU
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from analysis.stats import SPREAD_WARNING, unstable_configs
     from probes import runner
     from probes.harness import Budget
-    from probes.registry import parse_override, select
     from probes.workers import start_lanes
 
     console = _console()
-    overrides = {}
-    if args.axis:
-        if args.resume:
-            raise UsageError("--axis cannot change a run being resumed: it keeps the sweep it started with")
-        probes = select(args.probe)
-        overrides = dict(parse_override(text, probes) for text in args.axis)
-    if args.resume and args.probe:
-        raise UsageError("--probe cannot change a run being resumed: it measures the probes it started with")
     if args.gpus:
         from gpuatlas.node import parse_gpus, run_node, visible_devices
 
-        if args.resume:
-            raise UsageError("--gpus starts a new node run: resume each board's run with --resume RUN_DIR")
         return run_node(args, parse_gpus(args.gpus, visible_devices()), Path(args.out), say=console.print)[1]
     progress = Progress(TextColumn("{task.description:<22}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=True)
@@ -147,8 +148,14 @@ def cmd_report(args) -> int:
     from analysis.results import RunDir
     from analysis.stats import one_chunk
 
+    out_root = writable_folder(args.out, "--out")
+    if not args.runs and not (DEFAULT_RUN / "run.json").is_file():
+        raise UsageError(f"no run given, and the committed run is not at {DEFAULT_RUN} (it ships with the "
+                         "source tree, not an installed wheel): give a run directory")
     sources = args.runs or [str(DEFAULT_RUN)]
     boards = [s for s in sources if (Path(s) / "node.json").is_file() or (Path(s) / "fleet.json").is_file()]
+    for folder in boards:
+        writable_folder(out_root / Path(folder).name, "--out")
     if boards:  # a node or fleet folder: its page, from its summary files
         from analysis.boards import render_boards
 
@@ -163,7 +170,10 @@ def cmd_report(args) -> int:
                          "runs on the comparison page; `gpuatlas compare` sets references side by side)")
     measured = [source for source in sources if not is_reference(source)]
     runs = [RunDir(Path(source)) for source in measured]
-    meta = runs[0].read_meta()
+    metas = checked_sources(sources)  # every source, and every folder to write, before any work
+    for folder in [*(meta["run_id"] for meta in metas), *(["comparison"] if len(sources) > 1 else [])]:
+        writable_folder(out_root / folder, "--out")
+    meta = metas[0]
     gc.disable()  # what the imports make lives as long as the process: nothing for the collector to find
     try:
         with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
@@ -182,7 +192,6 @@ def cmd_report(args) -> int:
             _progress(f"derived {len(derived)} quantities of {source}")
             derived_runs[source] = run_label(meta, source, derived)
         table = comparison(sources, loaded=derived_runs) if len(sources) > 1 else None
-        out_root = Path(args.out)
         console = _console()
         by_gpu: dict[str, dict] = {}
         for meta, measurements, derived, figures in loaded:
@@ -201,16 +210,25 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import shutil
 
-    from analysis.compare import comparison, csv_table, plot, render_text, resolve_baseline
+    from analysis.compare import (common_only, comparison, csv_table, left_out, plot, render_text,
+                                  resolve_baseline)
 
-    long = comparison(args.runs, common=args.common)
-    baseline = resolve_baseline(long, args.baseline)
     if args.plot:
-        plot(long, Path(args.plot), baseline)
+        writable_file(args.plot, "--plot", figure_suffixes())
+    checked_sources(args.runs)
+    long = comparison(args.runs)
+    shown = long if args.all else common_only(long)
+    if shown.empty:
+        raise UsageError(f"no quantity is on every side of this comparison: --all shows the "
+                         f"{long['quantity'].nunique()} quantities some of them have")
+    baseline = resolve_baseline(shown, args.baseline)
+    if args.plot:
+        plot(shown, Path(args.plot), baseline)
     if args.csv:
-        sys.stdout.write(csv_table(long, baseline).to_csv(index=False))
+        sys.stdout.write(csv_table(shown, baseline).to_csv(index=False))
     else:
-        sys.stdout.write(render_text(long, shutil.get_terminal_size().columns, baseline, args.pairwise))
+        sys.stdout.write(render_text(shown, shutil.get_terminal_size().columns, baseline, args.pairwise,
+                                     left_out(long, shown)))
     if args.plot:
         print(f"figure: {args.plot}", file=sys.stderr)
     return 0
@@ -219,7 +237,7 @@ def cmd_compare(args) -> int:
 def cmd_fleet(args) -> int:
     from gpuatlas.fleet import gather, run_fleet, spool_default
 
-    fleet = Path(args.out)
+    fleet = writable_folder(args.out, "--out")
     if args.gather:
         gather(fleet, say=_console().print)
         return 0
@@ -248,6 +266,15 @@ def cmd_doctor(args) -> int:
     console.print(Text("everything gpuatlas needs works here" if not bad else
                        f"not ready to run probes: {', '.join(bad)} (see each fix above)"), soft_wrap=True)
     return 1 if bad else 0
+
+
+def cmd_export(args) -> int:
+    """``export accel-sim``: the run's gpgpusim.config and trace.config for Accel-Sim."""
+    from analysis.accelsim import export
+
+    for path in export(args.run, args.out):
+        print(f"export: {path}")
+    return 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -292,16 +319,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results", help="folder that receives the run directory (default results/)")
     s.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: only missing configs are measured")
     s.add_argument("--seed", type=int, default=0, help="seed of the chase permutations and sweep jitter")
-    s.add_argument("--probe-timeout", type=float, default=900.0, metavar="S",
+    s.add_argument("--probe-timeout", type=positive_seconds, default=900.0, metavar="S",
                    help="seconds a probe may run before it is killed and recorded as hung (default 900)")
-    s.add_argument("--gpus", metavar="all|0,1,...",
+    s.add_argument("--gpus", type=gpu_list, metavar="all|0,1,...",
                    help="measure these GPUs at once, one worker each (its own run directory), then the links "
                         "between them and a node summary")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("report", help="render HTML + Markdown reports (default: the committed H200 run); "
                                       "with several runs or ref:NAME also a comparison page with run-to-run spread")
-    s.add_argument("runs", nargs="*", metavar="RUN_DIR|ref:NAME")
+    s.add_argument("runs", nargs="*", metavar="RUN_DIR|ref:NAME",
+                   help="run directories made by `gpuatlas run` (default: the committed H200 run), node or fleet "
+                        "folders, and ref:NAME references to set beside the runs on the comparison page")
     s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
     s.set_defaults(func=cmd_report)
 
@@ -314,7 +343,11 @@ def parser() -> argparse.ArgumentParser:
                    help="ratios against this run or reference (a run id, ref:NAME or part of a label; default: "
                         "the first)")
     s.add_argument("--pairwise", action="store_true", help="ratios of every pair, not only against the baseline")
-    s.add_argument("--common", action="store_true", help="only the quantities every compared GPU has")
+    view = s.add_mutually_exclusive_group()
+    view.add_argument("--all", action="store_true",
+                      help="every quantity, also those only some of the GPUs have (by default only the quantities "
+                           "every one has, with a line counting the rest)")
+    view.add_argument("--common", action="store_true", help="the default view (kept for older scripts)")
     s.add_argument("--csv", action="store_true",
                    help="print the long form (one row per GPU and quantity) as CSV instead of a table")
     s.add_argument("--plot", metavar="PATH", help="also save a figure of the ratios to the baseline (.png, .svg, "
@@ -331,6 +364,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--gather", action="store_true",
                    help="measure nothing: gather the runs under OUT/runs (e.g. from a Slurm job array)")
     s.set_defaults(func=cmd_fleet)
+
+    s = sub.add_parser("export", help="a simulator configuration from a run's measurements: "
+                                      "`export accel-sim RUN_DIR` writes gpgpusim.config and trace.config")
+    s.add_argument("format", choices=["accel-sim"], help="the simulator (accel-sim)")
+    s.add_argument("run", metavar="RUN_DIR", help="a run directory (with derived.csv and run.json)")
+    s.add_argument("-o", "--out", default="gpuatlas-accel-sim",
+                   help="folder for the config files (default gpuatlas-accel-sim/)")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("doctor", help="can this machine run gpuatlas? each backend checked, with fixes")
     s.set_defaults(func=cmd_doctor)

@@ -6,7 +6,8 @@ as long less one as long, for each ``kind``:
 * ``named_partial`` -- bar.sync 1, n x 32: the first n warps of a largest block take part (partial count);
 * ``named_ids`` -- a largest block's warps split over n barrier ids at once (bar.sync id, blockDim / n);
 * ``fence_none`` / ``fence_cta`` / ``fence_gpu`` / ``fence_sys`` -- one thread: a volatile global store, then
-  nothing, __threadfence_block, __threadfence or __threadfence_system;
+  nothing, __threadfence_block, __threadfence or __threadfence_system; one sample per random line the store
+  goes to (a fence waits for the store's home L2 partition, near the SM or across the chip);
 * ``grid`` -- a grid barrier of a cooperative launch (n blocks per SM, every SM), thread 0 of each block
   meeting the others at a global counter (the algorithm of cooperative groups' grid sync);
 * ``mbarrier`` (sm_90) -- one block of n warps arriving on one shared-memory mbarrier and waiting for its phase;
@@ -25,6 +26,7 @@ import numpy as np
 from probes.cuda import blocks_per_sm
 from probes.harness import Sample, repeat_until_stable
 from probes.hopper import ClusterRefused, cluster_launch, refused_samples
+from probes.kit import PLACEMENTS, random_lines
 from probes.registry import probe
 
 RUN_ORDER = 180
@@ -37,6 +39,8 @@ BARRIER_TRIPS, GRID_TRIPS = 16, 8
 GRID_THREADS, CLUSTER_THREADS = 128, 128
 NAMED_IDS = (1, 2, 4, 8, 16)  # a block has 16 named barriers
 FENCES = ("none", "cta", "gpu", "sys")
+#: The fences' placements' salt (beside the run's seed and the fence).
+FENCE_SALT = 0xFE4
 CLUSTER_SIZES = (2, 4, 8, 16)
 SM90 = (9, 0)
 KINDS = ("named_partial", "named_ids", *(f"fence_{f}" for f in FENCES), "grid", "mbarrier", "cluster",
@@ -200,4 +204,13 @@ def exec_barriers(ctx, kind: str, n: int) -> list[Sample]:
         return [Sample("latency", per_barrier, "cycles", repeat, hz, "clock64",
                        "invalid" if per_barrier < 1 else ctx.throttle_flag(hz))]
 
-    return repeat_until_stable(sample, "latency", ctx.budget)
+    if not kind.startswith("fence_"):
+        return repeat_until_stable(sample, "latency", ctx.budget)
+    # a fence waits for its store's home L2 partition: one sample per random line the store goes to
+    offsets = random_lines(ctx, PLACEMENTS, FENCE_SALT, FENCES.index(kind.removeprefix("fence_")))
+    span = cupy.zeros(int(offsets.max()) // 4 + 1, dtype=cupy.uint32)
+    samples = []
+    for placement, offset in enumerate(offsets):
+        scratch = span[int(offset) // 4:][:1]  # the word launch() and counted() read from now on
+        samples += [*sample(placement), Sample("address_offset", float(offset), "B", placement, None, "config")]
+    return samples

@@ -20,12 +20,23 @@ def require_gpu():
                          "`pip install -e '.[gpu]'` (then `gpuatlas doctor`)") from None
     try:
         count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError without a driver
+    except Exception as exc:  # CUDARuntimeError without a driver, or with one older than the runtime
+        if not _driver_version(cupy):
+            raise UsageError("no NVIDIA driver on this machine, so no probe can run: run on a machine with an "
+                             "NVIDIA GPU and its driver (`gpuatlas doctor` checks one)") from None
         raise UsageError(f"no CUDA GPU is reachable ({_first_line(exc)}): run `gpuatlas doctor` on a "
                          "machine with an NVIDIA GPU and driver") from None
     if count == 0:
         raise UsageError("no CUDA GPU is reachable (0 devices): run `gpuatlas doctor` for details")
     return cupy
+
+
+def _driver_version(cupy) -> int:
+    """The CUDA version the installed driver supports (e.g. 13000), 0 where no driver is installed."""
+    try:
+        return int(cupy.cuda.runtime.driverGetVersion())
+    except Exception:
+        return 0
 
 
 def _first_line(exc: BaseException) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from probes.cuda import blocks_per_sm
 from probes.harness import EventTimer, Sample, calibrate, repeat_until_stable
-from probes.kit import kernel_clock_hz
+from probes.kit import PLACEMENTS, kernel_clock_hz, random_lines
 from probes.registry import probe
 
 RUN_ORDER = 160
@@ -96,6 +96,8 @@ ATOMIC_MODES = ("latency", "same", "warp", "distinct")
 ATOM_UNROLL, ATOM_TRIPS = 32, 4
 #: mode -> the red kernel's addressing: one address for the grid, one per warp, one per thread.
 RED_MODE = {"same": 0, "warp": 1, "distinct": 2}
+#: The latency chains' placements' salt (beside the run's seed and the dtype).
+ATOMIC_SALT = 0xA70
 
 
 def atomic_chain(dtype: str, steps: int) -> tuple:
@@ -172,14 +174,17 @@ def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
 
 
 def _atomic_latency(ctx, dtype: str, kind) -> list[Sample]:
+    """One thread's dependent atom.add chain at PLACEMENTS random lines, one sample each: the address's home
+    L2 partition (near the SM or across the chip) sets the latency, so a sample records where it stood."""
     import cupy
 
     func = _kernel(f"atom_lat_{dtype}")
-    memory = cupy.zeros(1, dtype=kind)
+    offsets = random_lines(ctx, PLACEMENTS, ATOMIC_SALT, list(ATOMIC_TYPES).index(dtype))
+    span = cupy.zeros(int(offsets.max()) // np.dtype(kind).itemsize + 1, dtype=kind)
     out = cupy.zeros(1, dtype=kind)
     cycles = cupy.zeros(1, dtype=cupy.int64)
 
-    def chain(trips: int) -> float:
+    def chain(memory, trips: int) -> float:
         memory.fill(0)
         func((1,), (1,), (memory, kind(1), np.int32(trips), out, cycles))
         want = atomic_chain(dtype, trips * ATOM_UNROLL)
@@ -188,14 +193,16 @@ def _atomic_latency(ctx, dtype: str, kind) -> list[Sample]:
             raise RuntimeError(f"atom_lat_{dtype}: returned and stored {got}, the recurrence gives {want}")
         return float(cycles.get()[0])
 
-    def sample(repeat: int) -> list[Sample]:
-        short, long = chain(ATOM_TRIPS), chain(2 * ATOM_TRIPS)
+    samples = []
+    for placement, offset in enumerate(offsets):
+        memory = span[int(offset) // np.dtype(kind).itemsize:][:1]
+        short, long = chain(memory, ATOM_TRIPS), chain(memory, 2 * ATOM_TRIPS)
         per_atom = (long - short) / (ATOM_TRIPS * ATOM_UNROLL)
         hz = ctx.sm_clock()
-        return [Sample("latency", per_atom, "cycles", repeat, hz, "clock64",
-                       "invalid" if per_atom < 1 else ctx.throttle_flag(hz))]
-
-    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))
+        flag = "invalid" if per_atom < 1 else ctx.throttle_flag(hz)
+        samples += [Sample("latency", per_atom, "cycles", placement, hz, "clock64", flag),
+                    Sample("address_offset", float(offset), "B", placement, hz, "config")]
+    return samples
 
 
 # -- exec.sync ----------------------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ LEVELS = ("l2", "dram")
 COPY_PATHS = ("tma", "cp_async", "ldg")
 STREAM_THREADS, STAGES = 256, 4
 CHUNK_BYTES = tuple(STREAM_THREADS * 16 * v for v in (1, 2, 4, 8))  # hopper.cu's stream_<path>_v{1,2,4,8}
+#: Room a stream kernel needs beside its dynamic stages: its static mbarriers (8 B per stage), rounded up.
+STREAM_STATIC_SMEM = 1024
 DPX_CONFIGS = ({"op": "viaddmax", "impl": "dpx"}, {"op": "viaddmax", "impl": "emu"},
                {"op": "vimax3", "impl": "dpx"})
 DPX_CHAINS, DPX_THREADS, DPX_UNROLL = 8, 256, 4
@@ -50,6 +52,13 @@ def known_words(start: int, count: int) -> np.ndarray:
     """hopper.cu's known_word(i) for i in [start, start + count), as uint32."""
     i = np.arange(start, start + count, dtype=np.uint64)
     return ((i * GOLDEN + OFFSET) & MASK32).astype(np.uint32)
+
+
+def stream_chunks(device: dict, chunk_sizes) -> list[int]:
+    """The chunk sizes whose STAGES stages, with the kernel's static shared memory, fit in the shared memory
+    one block may opt in to on this device."""
+    optin = device.get("smem_per_block_optin_bytes") or device["smem_per_block_bytes"]
+    return [c for c in chunk_sizes if c * STAGES + STREAM_STATIC_SMEM <= optin]
 
 
 def known_sum(start_word: int, count: int) -> int:

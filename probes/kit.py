@@ -240,3 +240,16 @@ def kernel_clock_hz(clocks: np.ndarray) -> float:
     if not len(pairs):
         raise RuntimeError("no block recorded a nonzero %globaltimer interval: the launch was too short")
     return float(np.median(pairs[:, 0] / pairs[:, 1] * 1e9))
+
+
+#: Addresses a one-thread latency chain is timed at, one per sample.  Which L2 partition homes an address
+#: (the SM's near one, or one across the chip) sets the latency of an atomic or of a fence waiting for a
+#: store, so one address measures one placement, not the GPU.
+PLACEMENTS = 48
+
+
+def random_lines(ctx, count: int, *salt: int) -> np.ndarray:
+    """``count`` distinct random 128-byte line offsets (bytes) inside a span of the L2's size: addresses
+    spread over the L2's partitions and slices, drawn from the run's seed."""
+    lines = max(count, int(ctx.device["l2_bytes"]) // 128)
+    return ctx.rng(*salt).choice(lines, size=count, replace=False).astype(np.int64) * 128

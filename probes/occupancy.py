@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from analysis.occupancy import ALLOCATION, occupancy
+from analysis.occupancy import allocation, occupancy
 from probes.harness import calibrate
 from probes.kit import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, Filled, Sink,
                         bandwidth_bound, bandwidth_samples, sum32)
@@ -40,11 +40,17 @@ LEVELS = ("dram", "l2")
 FULL_WARPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # about two per doubling
 QUICK_WARPS = (1, 4, 16, 64)
 QUICK_ILPS = (1, 4)
-#: Registers per thread of each stream kernel as ptxas builds it for sm_90 (tests/test_occupancy_probe.py
-#: compiles occupancy.cu and checks them): the sweep leaves out residencies a kernel's registers cannot hold.
-#: On the GPU the probe uses the loaded kernel's own count, and refuses a config it cannot hold.
-REGISTERS_SM90 = {(4, 1): 18, (4, 2): 18, (4, 4): 19, (4, 8): 22,
-                  (16, 1): 18, (16, 2): 22, (16, 4): 29, (16, 8): 45}
+#: Registers per thread of each stream kernel, (load bytes, ILP) -> count, as ptxas builds it for each target
+#: (tests/test_occupancy_probe.py and tests/test_new_gpu.py compile occupancy.cu and check them): the sweep
+#: leaves out residencies a kernel's registers cannot hold.  On the GPU the probe uses the loaded kernel's own
+#: count, and refuses a config it cannot hold.
+REGISTERS = {
+    (8, 0): {(4, 1): 18, (4, 2): 18, (4, 4): 18, (4, 8): 20, (16, 1): 18, (16, 2): 20, (16, 4): 28, (16, 8): 44},
+    (8, 9): {(4, 1): 18, (4, 2): 17, (4, 4): 17, (4, 8): 20, (16, 1): 17, (16, 2): 20, (16, 4): 28, (16, 8): 44},
+    (9, 0): {(4, 1): 18, (4, 2): 18, (4, 4): 19, (4, 8): 22, (16, 1): 18, (16, 2): 22, (16, 4): 29, (16, 8): 45},
+    (10, 0): {(4, 1): 18, (4, 2): 18, (4, 4): 18, (4, 8): 18, (16, 1): 18, (16, 2): 21, (16, 4): 28, (16, 8): 44},
+    (12, 0): {(4, 1): 18, (4, 2): 18, (4, 4): 18, (4, 8): 18, (16, 1): 18, (16, 2): 22, (16, 4): 30, (16, 8): 40},
+}
 #: A launch lasts about LAUNCH_S; a sample at least SAMPLE_S (short: the sweep has hundreds of configs).
 LAUNCH_S, SAMPLE_S = 1e-3, 1e-3
 
@@ -67,6 +73,13 @@ class Residency:
     dynamic_smem_bytes: int  # the spoiler: no more than blocks_per_sm blocks fit in an SM's shared memory
 
 
+def kernel_registers(device: dict, load_bytes: int, ilp: int) -> int:
+    """Registers per thread of a stream kernel built for this device: its compute capability's row of
+    REGISTERS, else the nearest listed one below it (the build a newer minor version most resembles)."""
+    cc = tuple(int(x) for x in str(device["compute_capability"]).split("."))
+    return REGISTERS[max((k for k in REGISTERS if k <= cc), default=min(REGISTERS))][(load_bytes, ilp)]
+
+
 def max_warps_per_sm(device: dict) -> int:
     return device["max_threads_per_sm"] // device.get("warp_size", LANES)
 
@@ -75,11 +88,10 @@ def spoiler_bytes(device: dict, blocks_per_sm: int, static_smem_bytes: int = 0) 
     """Dynamic shared memory per block such that exactly ``blocks_per_sm`` blocks fit in an SM: each
     block's allocation (rounded up to the allocation unit, plus the per-block reserve) is the largest that
     still lets that many fit, and so more than 1/(blocks + 1) of the SM."""
-    cc = tuple(int(x) for x in str(device["compute_capability"]).split("."))
-    unit, reserved = ALLOCATION.get(cc, ALLOCATION[max(ALLOCATION)])[1:]
-    allocation = device["smem_per_sm_bytes"] // blocks_per_sm // unit * unit
+    unit, reserved = allocation(device)[1:]
+    share = device["smem_per_sm_bytes"] // blocks_per_sm // unit * unit
     optin = device.get("smem_per_block_optin_bytes", device["smem_per_sm_bytes"])
-    return max(0, min(allocation - reserved - static_smem_bytes, optin - static_smem_bytes))
+    return max(0, min(share - reserved - static_smem_bytes, optin - static_smem_bytes))
 
 
 def plan_residency(device: dict, resident_warps_per_sm: int, registers_per_thread: int,
@@ -120,7 +132,7 @@ def sweep(warps, ilps, device: dict) -> list[dict]:
     registers allow, are left out."""
     return [{"resident_warps_per_sm": w, "ilp": i, "load_bytes": b, "level": level}
             for level in LEVELS for b in LOAD_BYTES for i in ilps for w in warps
-            if w <= max_warps_per_sm(device) and feasible(device, w, REGISTERS_SM90[(b, i)])]
+            if w <= max_warps_per_sm(device) and feasible(device, w, kernel_registers(device, b, i))]
 
 
 # -- footprint and checksum accounting (pure) ---------------------------------------------------------------

@@ -20,7 +20,7 @@ from probes.cuda import blocks_per_sm
 from probes.harness import Sample, calibrate, repeat_until_stable
 from probes.hopper import (CHUNK_BYTES, COPY_PATHS, COPY_SIZES, HOPPER, LAUNCH_S, LEVELS,
                            MAX_DYNAMIC_SHARED_SIZE_BYTES, SAMPLE_S, STAGES, STREAM_THREADS, checked_bandwidth,
-                           hopper_kernel, known_sum, latency_slots, set_attribute, stream_checksum,
+                           hopper_kernel, known_sum, latency_slots, set_attribute, stream_checksum, stream_chunks,
                            stream_footprint)
 from probes.kit import GOLDEN, Golden, HBM_FOOTPRINT_L2, MASK32, Sink, bandwidth_bound, clock_samples, steps_for
 from probes.registry import probe
@@ -172,13 +172,16 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
 
 
 @probe("hopper.copy_bandwidth",
-       sweeps={"quick": lambda d: {"path": list(COPY_PATHS), "chunk_bytes": [16384], "level": list(LEVELS)},
-               "full": lambda d: {"path": list(COPY_PATHS), "chunk_bytes": [CHUNK_BYTES[0], *CHUNK_BYTES[2:]],
+       sweeps={"quick": lambda d: {"path": list(COPY_PATHS), "chunk_bytes": stream_chunks(d, [16384]),
+                                   "level": list(LEVELS)},
+               "full": lambda d: {"path": list(COPY_PATHS),
+                                  "chunk_bytes": stream_chunks(d, [CHUNK_BYTES[0], *CHUNK_BYTES[2:]]),
                                   "level": list(LEVELS)}},
        axes={"path": "tma (cp.async.bulk per chunk, mbarrier per stage), cp_async (Ampere: 16 B per thread, "
                      "commit/wait_group), ldg (plain 16-byte ld.global into registers, stored to shared)",
              "chunk_bytes": "bytes per chunk (per stage): quick 16 KiB; full 4, 16 and 32 KiB (8 KiB kernels exist "
-                            "for -a); tma and cp_async keep 4 in flight",
+                            "for -a); tma and cp_async keep 4 in flight; sizes whose 4 stages exceed a block's "
+                            "opt-in shared memory are left out",
              "level": f"l2 (footprint a quarter of the L2, re-read) or dram ({HBM_FOOTPRINT_L2}x the L2)"},
        quantities=("tma.bandwidth_bytes_per_s", "cp_async.bandwidth_bytes_per_s", "ldg_smem.bandwidth_bytes_per_s",
                    "tma.l2_bandwidth_bytes_per_s", "cp_async.l2_bandwidth_bytes_per_s",

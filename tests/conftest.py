@@ -71,14 +71,31 @@ def _group(item) -> str | None:
     return None
 
 
+def _group_names(item) -> set[str]:
+    """The xdist groups an item is marked with, named as pytest-xdist names them (it joins several into one)."""
+    return {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+
+
+def _serialize_gpu_tests(items) -> None:
+    """Tests that time the GPU must never share it: every ``gpu``-marked test gets the same xdist groups (at
+    least "gpu"), so ``--dist loadgroup`` sends them all to one worker, which runs them one at a time, whatever
+    ``-n`` is."""
+    gpu = [item for item in items if "gpu" in item.keywords]
+    names = {"gpu"}.union(*(_group_names(item) for item in gpu))
+    for item in gpu:
+        for name in sorted(names - _group_names(item)):
+            item.add_marker(pytest.mark.xdist_group(name))
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     gpu = _gpu_available()
     for item in items:
         if "gpu" in item.keywords and not gpu:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        if not any(item.iter_markers("xdist_group")) and _group(item):
+        if "gpu" not in item.keywords and not any(item.iter_markers("xdist_group")) and _group(item):
             item.add_marker(pytest.mark.xdist_group(_group(item)))
+    _serialize_gpu_tests(items)  # one group for every GPU test, whose worker makes their module fixtures once
     items.sort(key=lambda item: item.path.name not in SLOW_FIRST)  # stable: otherwise in collection order
 
 

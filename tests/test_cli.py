@@ -55,7 +55,7 @@ def test_run_without_a_gpu_says_so(tmp_path, capsys):
     if _gpu_available():
         pytest.skip("this machine has a GPU")
     err = one_line_error(capsys, ["run", "--out", str(tmp_path / "r")])
-    assert "no CUDA GPU is reachable" in err and "gpuatlas doctor" in err
+    assert ("no NVIDIA driver" in err or "no CUDA GPU is reachable" in err) and "gpuatlas doctor" in err
     assert not (tmp_path / "r").exists()
 
 
@@ -83,7 +83,7 @@ def test_damaged_runs_are_refused_and_left_as_they_are(run_copy, tmp_path, capsy
 def test_resume_of_something_that_is_not_a_run(tmp_path, capsys):
     pytest.importorskip("cupy")
     err = one_line_error(capsys, ["run", "--resume", str(tmp_path)])
-    assert "no run.json" in err or "no CUDA GPU" in err
+    assert "no run.json" in err  # checked before a GPU is asked for
 
 
 def test_report_defaults_to_the_committed_h200_run(committed_report):
@@ -117,3 +117,50 @@ def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tm
     assert f"Run-to-run spread: {fakes.DEVICE['name']} (2 runs)" in page and "0.00%" in page
     assert "ref:h100-sxm, published" in page
     assert "Notes: caveats, sources" in page and "] caveat: [R]" in page and "n/c[" in page
+
+
+def test_compare_of_the_readme_fits_a_reader_at_80_columns(monkeypatch, capsys):
+    """`COLUMNS=80 gpuatlas compare reports/h200 ref:h100-sxm ref:a100-sxm4-80gb`: the quantities all three
+    have, at most 200 lines of at most 80 columns, every value, CI and mark whole; `--all` adds the rest."""
+    import analysis.compare
+    from analysis.compare import _cell_tokens, common_only, comparison, format_value
+
+    derived_for, derived = analysis.compare.derived_for, {}
+
+    def derived_once(run):  # the run is derived once for the three calls below
+        if run.path not in derived:
+            derived[run.path] = derived_for(run)
+        return derived[run.path]
+
+    monkeypatch.setattr(analysis.compare, "derived_for", derived_once)
+    monkeypatch.setenv("COLUMNS", "80")
+    argv = ["compare", str(COMMITTED_RUN), "ref:h100-sxm", "ref:a100-sxm4-80gb"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) <= 200 and max(map(len, lines)) <= 80, (len(lines), max(map(len, lines)))
+    every = comparison(argv[1:])
+    common = common_only(every)
+    assert 0 < common["quantity"].nunique() < every["quantity"].nunique()
+    for row in common.itertuples():
+        for token in _cell_tokens(format_value(row.value, row.unit, row.ci_low, row.ci_high)):
+            assert any(token in line for line in lines), (row.quantity, token)
+    one_sided = every["quantity"].nunique() - common["quantity"].nunique()
+    assert any(line.startswith(f"{one_sided} more quantities, on some sides only") for line in lines)
+    assert not any(line.startswith("l1.ways") for line in lines)  # the committed run's alone: not shown
+    assert main(argv + ["--all"]) == 0
+    everything = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("l1.ways") for line in everything) and len(everything) > len(lines)
+
+
+def test_output_into_a_file_is_not_wrapped(tmp_path):
+    """Rich wraps at a terminal's width only: `gpuatlas list > file` keeps each sentence on its line."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    with open(tmp_path / "list.txt", "w") as out:
+        subprocess.run([sys.executable, "-m", "gpuatlas", "list", "-p", "chase.access"], stdout=out, check=True,
+                       cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "COLUMNS": "80"})
+    lines = (tmp_path / "list.txt").read_text().splitlines()
+    assert max(map(len, lines)) > 80, "the probe's summary is one line, however long"

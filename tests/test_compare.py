@@ -7,8 +7,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis.compare import (comparison, csv_table, display, format_value, kind, level, ratios, render_text,
-                              resolve_baseline)
+from analysis.compare import (common_only, comparison, csv_table, display, format_value, kind, left_out, level,
+                              ratios, render_text, resolve_baseline)
 from analysis.errors import UsageError
 from gpuatlas.cli import main
 
@@ -42,8 +42,9 @@ def synthetic():
 
 
 def test_long_form_has_the_promised_columns_grouped_by_level(synthetic):
-    assert list(synthetic.columns) == ["gpu", "quantity", "level", "value", "ci_low", "ci_high", "unit", "method",
-                                       "kind", "source", "caveat"]
+    assert list(synthetic.columns) == ["id", "gpu", "quantity", "level", "value", "ci_low", "ci_high", "unit",
+                                       "method", "kind", "source", "caveat"]
+    assert list(dict.fromkeys(synthetic["id"])) == ["run-a", "ref:b", "ref:c"]  # the short id of each source
     assert len(synthetic) == 9
     assert list(dict.fromkeys(synthetic["level"])) == ["L2", "HBM", "compute", "newlevel"]
     row = synthetic[(synthetic.gpu == "GPU A [run-a]") & (synthetic.quantity == "fp32.peak_flops")].iloc[0]
@@ -104,7 +105,10 @@ def test_common_keeps_what_every_gpu_has(synthetic):
 
 def test_values_have_si_units_and_their_ci():
     assert format_value(4.7869e12, "B/s") == "4.79 TB/s"
-    assert format_value(60 * 2**20, "B") == "60.0 MiB"
+    assert format_value(60 * 2**20, "B") == "60 MiB" and format_value(60.5 * 2**20, "B") == "60.5 MiB"
+    assert format_value(32.0, "1", 32.0, 32.0) == "32 (n/a)"  # an integer as one; a zero-width CI is none
+    assert format_value(222.0, "cycles", math.nan, math.nan) == "222 cycles (n/a)"
+    assert format_value(4.0, "1", 3.0, 4.0) == "4 (3..4)"
     assert format_value(989.4e12, "FLOP/s") == "989 TFLOP/s"
     assert format_value(4.78e-6, "s", 4.72e-6, 4.89e-6) == "4.78 µs (4.72..4.89)"
     assert format_value(280.6, "cycles") == "281 cycles"
@@ -232,14 +236,15 @@ def test_the_readme_excerpt_is_what_the_command_prints():
     from conftest import REPO
 
     readme = (REPO / "README.md").read_text()
-    (excerpt,) = re.findall(r"`gpuatlas compare ref:a100-sxm4-80gb ref:h100-sxm --common`.*?```text\n(.*?)```",
+    (excerpt,) = re.findall(r"`gpuatlas compare ref:a100-sxm4-80gb ref:h100-sxm` in an 80-column.*?```text\n(.*?)```",
                             readme, re.S)
 
     def norm(line):  # footnote numbers follow the reference files, which other rows may renumber
         return " ".join(re.sub(r"\[\d+\]", "[n]", line).split())
 
-    printed = {norm(line) for line in render_text(comparison(["ref:a100-sxm4-80gb", "ref:h100-sxm"], common=True),
-                                                  100).splitlines()}
+    every = comparison(["ref:a100-sxm4-80gb", "ref:h100-sxm"])
+    common = common_only(every)
+    printed = {norm(line) for line in render_text(common, 80, left_out=left_out(every, common)).splitlines()}
     shown = [line for line in excerpt.splitlines() if line.strip() and line != "..."]
     assert len(shown) > 5
     missing = [line for line in shown if norm(line) not in printed]

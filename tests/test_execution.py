@@ -538,6 +538,10 @@ class _MillisecondTimer:
 SM_COUNT, CLOCK_GHZ = 4, 2.0
 
 
+#: An atomic's latency at an address homed near its SM, and across the chip (a crossing of the interconnect).
+NEAR_ATOMIC, FAR_ATOMIC = 280.0, 470.0
+
+
 def _emulated(monkeypatch, kernels: dict):
     """Context on an emulated device: ``kernels`` maps names to Python functions of (grid, block, args)."""
     import sys
@@ -553,7 +557,7 @@ def _emulated(monkeypatch, kernels: dict):
         monkeypatch.setattr(module, "calibrate", lambda run, unit, target, max_count: (3, target))
         monkeypatch.setattr(module, "EventTimer", _MillisecondTimer)
     device = {"sm_count": SM_COUNT, "max_threads_per_sm": 2048, "max_threads_per_block": 1024,
-              "sm_clock_max_hz": CLOCK_GHZ * 1e9}
+              "sm_clock_max_hz": CLOCK_GHZ * 1e9, "l2_bytes": 1 << 20}
     ctx = Context(device=device, budget=Budget(min_repeats=3, max_repeats=3))
     monkeypatch.setattr(Context, "sm_clock", lambda self: CLOCK_GHZ * 1e9)
     return ctx
@@ -632,10 +636,14 @@ def test_exec_mma_atomics_sync_host_flow_on_an_emulated_device(monkeypatch):
         out[:] = trips * exec_chains.MMA_UNROLL * 16
         cycles[0] = 50 + 33 * trips * exec_chains.MMA_UNROLL
 
-    def atom(grid, block, args):
+    homes = []
+
+    def atom(grid, block, args):  # an address's home partition, near or far, from a hash of its line
         p, v, trips, out, cycles = args
         out[0], p[0] = exec_chains.atomic_chain("i32", int(trips) * exec_chains.ATOM_UNROLL)
-        cycles[0] = 600 * trips * exec_chains.ATOM_UNROLL
+        far = bin(p.ctypes.data // 128).count("1") % 2
+        homes.append(far)
+        cycles[0] = (NEAR_ATOMIC, FAR_ATOMIC)[far] * trips * exec_chains.ATOM_UNROLL
 
     adds = []
 
@@ -652,7 +660,12 @@ def test_exec_mma_atomics_sync_host_flow_on_an_emulated_device(monkeypatch):
 
     ctx = _emulated(monkeypatch, {"mma_lat_bf16": mma, "atom_lat_i32": atom, "red_i32": red, "sync_lat": sync})
     assert exec_chains.exec_mma_latency(ctx, "bf16")[0].value == pytest.approx(33.0)
-    assert exec_chains.exec_atomics(ctx, "i32", "latency")[0].value == pytest.approx(600.0)
+    placed = exec_chains.exec_atomics(ctx, "i32", "latency")
+    latency = [x.value for x in placed if x.metric == "latency"]
+    offsets = [x.value for x in placed if x.metric == "address_offset"]
+    assert len(latency) == len(set(offsets)) == exec_chains.PLACEMENTS  # one distinct address per sample
+    assert 0 < sum(homes) < len(homes)  # both homes among them
+    assert sorted(set(latency)) == pytest.approx([NEAR_ATOMIC, FAR_ATOMIC])
     for mode in ("same", "warp", "distinct"):
         samples = exec_chains.exec_atomics(ctx, "i32", mode)
         assert samples[0].metric == "ops_per_s" and samples[0].value == pytest.approx(SM_COUNT * 2 * 256 * 3 / 1e-3)

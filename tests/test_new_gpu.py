@@ -1,13 +1,15 @@
 """A new GPU just works, proven on CPU: every kernel file compiles for sm_80, sm_89, sm_90a, sm_100 and sm_120
 (or is known not to, for the reason that instruction is missing there), and every probe sizes its sweep from
-the recorded properties of an A100 40 GB, an L4, an H100 PCIe and a B200 (tests/fixtures/devices.json),
-within each device's memory and shared memory, with the Hopper-only probes skipped and their reasons
-stated where the device lacks what they need."""
+the recorded properties of an A100 40 GB, an L4, an H100 PCIe, a B200 and an RTX 5090
+(tests/fixtures/devices.json), within each device's memory and shared memory, with the Hopper-only probes
+skipped and their reasons stated where the device lacks what they need; the H200's sweeps are exactly those
+its committed runs recorded."""
 import json
 from pathlib import Path
 
 import pytest
 
+from analysis.occupancy import ALLOCATION
 from probes import chase, dram, hopper, kit, occupancy, tma
 from probes.bandwidth import full_occupancy_warps, stride_layout
 from probes.cuda import compile_cubin, sass
@@ -33,8 +35,9 @@ ABSENT = {
 HOPPER_ONLY = {"hopper.dsmem_latency", "hopper.dsmem_bandwidth", "hopper.tma_latency", "hopper.tma_tensor",
                "hopper.copy_bandwidth", "hopper.dpx", "compute.wgmma", "exec.wgmma_latency",
                "compute.tensor_units"}
-SKIPPED = {"a100-40gb": HOPPER_ONLY, "l4": HOPPER_ONLY, "h100-pcie": set(),
-           "b200": {"compute.wgmma", "exec.wgmma_latency", "compute.tensor_units"}}
+WGMMA_ONLY = {"compute.wgmma", "exec.wgmma_latency", "compute.tensor_units"}
+SKIPPED = {"a100-40gb": HOPPER_ONLY, "l4": HOPPER_ONLY, "h100-pcie": set(), "b200": WGMMA_ONLY,
+           "rtx-5090": WGMMA_ONLY}
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -112,7 +115,7 @@ def test_every_sweep_fits_the_device(name, profile, probes):
                                        full_occupancy_warps(device))
                 assert layout["span_bytes"] <= buffer_cap, what
             if pid == "occupancy.throughput":
-                regs = occupancy.REGISTERS_SM90[(c["load_bytes"], c["ilp"])]
+                regs = occupancy.kernel_registers(device, c["load_bytes"], c["ilp"])
                 plan = occupancy.plan_residency(device, c["resident_warps_per_sm"], regs)
                 assert plan.dynamic_smem_bytes <= optin, what
                 tiles = occupancy.footprint_tiles(device, c["level"], c["load_bytes"], c["ilp"])
@@ -127,10 +130,67 @@ def test_every_sweep_fits_the_device(name, profile, probes):
             if pid == "hopper.copy_bandwidth":
                 chunks = hopper.stream_footprint(device, c["chunk_bytes"], c["level"])
                 assert chunks * c["chunk_bytes"] <= buffer_cap, what
-                assert c["chunk_bytes"] * hopper.STAGES <= optin, what
+                assert c["chunk_bytes"] * hopper.STAGES + hopper.STREAM_STATIC_SMEM <= optin, what
             if pid == "hopper.dsmem_bandwidth":
                 assert hopper.DSMEM_BUFFER_BYTES <= optin, what
     assert dram.dram_vectors(device, kit.HBM_FOOTPRINT_L2, 256, 8) * 16 <= buffer_cap
+
+
+def test_copy_bandwidth_keeps_the_chunks_whose_stages_fit_the_opt_in_limit(probes):
+    """A 99 KiB opt-in (cc 8.9, 12.0) cannot hold four 32 KiB stages; 227 KiB (cc 9.0, 10.0) holds them all."""
+    chunks = {name: {c["chunk_bytes"] for c in probes["hopper.copy_bandwidth"].configs(DEVICES[name], "full")}
+              for name in ("rtx-5090", "b200")}
+    assert max(chunks["rtx-5090"]) * hopper.STAGES <= DEVICES["rtx-5090"]["smem_per_block_optin_bytes"]
+    assert chunks["b200"] - chunks["rtx-5090"] == {max(hopper.CHUNK_BYTES)}
+
+
+def test_the_h200s_sweeps_are_the_configs_its_committed_runs_recorded(probes):
+    """Sizing from the device's limits leaves every H200 config as it was measured: both committed profiles."""
+    import pandas as pd
+
+    from analysis.results import config_key
+
+    for run in (ROOT / "reports/h200", *sorted((ROOT / "reports/h200-quick").glob("2*"))):
+        meta = json.loads((run / "run.json").read_text())
+        recorded = pd.read_parquet(run / "measurements.parquet", columns=["probe", "config"]).groupby("probe")["config"]
+        for pid, configs in recorded.agg(set).items():
+            assert {config_key(c) for c in probes[pid].configs(meta["device"], meta["profile"])} == configs, pid
+
+
+@pytest.mark.parametrize("cc", sorted(occupancy.REGISTERS))
+def test_the_stream_kernels_registers_are_what_ptxas_builds_for_each_target(cc):
+    from probes.cuda import resource_usage
+
+    usage = resource_usage(compile_cubin("occupancy.cu", f"sm_{cc[0]}{cc[1]}")[1])
+    assert {k: usage[occupancy.kernel_name(*k)]["registers"] for k in occupancy.REGISTERS[cc]} == \
+        occupancy.REGISTERS[cc]
+
+
+def occupancy_header_units(function: str) -> dict[int, int]:
+    """major version -> value of one of cuda_occupancy.h's per-major switch functions (the installed CUDA
+    runtime wheel's copy of NVIDIA's occupancy calculator)."""
+    import re
+
+    import nvidia
+
+    headers = [h for d in nvidia.__path__ for h in Path(d).glob("*/include/cuda_occupancy.h")]
+    if not headers:
+        pytest.skip("cuda_occupancy.h is not installed (the nvidia-cuda-runtime wheel)")
+    body = headers[0].read_text().split(f"cudaOcc{function}(")[1].split("\n}\n")[0]
+    units = {}
+    for cases, value in re.findall(r"((?:case \d+:\s*)+)value = (\d+);", body):
+        units.update({int(c): int(value) for c in re.findall(r"case (\d+):", cases)})
+    return units
+
+
+def test_the_allocation_table_is_cuda_occupancy_calculators():
+    registers, smem = occupancy_header_units("RegAllocationGranularity"), occupancy_header_units(
+        "SMemAllocationGranularity")
+    assert {cc[0] for cc in ALLOCATION} >= {8, 9, 10, 12}
+    for cc, (reg_unit, smem_unit, _) in ALLOCATION.items():
+        assert (reg_unit, smem_unit) == (registers[cc[0]], smem[cc[0]]), cc
+    for name, device in DEVICES.items():  # every fixture has its own row, no fallback
+        assert _cc(device) in ALLOCATION, name
 
 
 def test_the_fit_check_catches_a_sweep_beyond_the_device(probes):

@@ -39,7 +39,7 @@ def cubin():
 @pytest.mark.parametrize("load_bytes, ilp", KERNELS)
 def test_kernel_registers_match_the_sweeps_table_without_local_memory(cubin, load_bytes, ilp):
     usage = resource_usage(cubin[1])[occ.kernel_name(load_bytes, ilp)]
-    assert usage["registers"] == occ.REGISTERS_SM90[(load_bytes, ilp)]
+    assert usage["registers"] == occ.REGISTERS[(9, 0)][(load_bytes, ilp)]
     assert usage.get("stack_bytes", 0) == usage.get("spill_stores", 0) == usage.get("spill_loads", 0) == 0
     # every variant but eight 16-byte loads (32 destination registers alone) can fill an SM: 64 warps
     assert (usage["registers"] <= 32) == ((load_bytes, ilp) != (16, 8))
@@ -100,7 +100,8 @@ def test_sweeps_follow_the_device(device):
     assert all(c in full for c in quick) and len(quick) < len(full) / 4
     assert max(c["resident_warps_per_sm"] for c in full) == max_warps
     for c in full:
-        assert occ.feasible(device, c["resident_warps_per_sm"], occ.REGISTERS_SM90[(c["load_bytes"], c["ilp"])])
+        registers = occ.kernel_registers(device, c["load_bytes"], c["ilp"])
+        assert occ.feasible(device, c["resident_warps_per_sm"], registers)
     top = {(c["load_bytes"], c["ilp"]): c["resident_warps_per_sm"] for c in sorted(
         full, key=lambda c: c["resident_warps_per_sm"])}
     assert top[(16, 4)] == max_warps and top[(16, 8)] < max_warps

@@ -15,7 +15,7 @@ from test_execution import _DeviceArray, _FakeCupy, check_chain, instructions, t
 #: Opcodes (with their modifiers) as timed_loop matches them.
 BAR, STG = r"BAR\.SYNC(\.DEFER_BLOCKING)?", r"STG\.E\.STRONG\.SYS"
 H100 = {"sm_count": 132, "max_threads_per_block": 1024, "max_threads_per_sm": 2048, "max_blocks_per_sm": 32,
-        "compute_capability": "9.0"}
+        "compute_capability": "9.0", "l2_bytes": 50 << 20}
 A100 = {**H100, "sm_count": 108, "compute_capability": "8.0"}
 
 
@@ -275,7 +275,10 @@ def test_barriers_host_flow_on_an_emulated_device(monkeypatch):
                                              "named_partial_check": _barrier_kernel(99, 4 * 32),
                                              "fence_gpu": _barrier_kernel(300, 1)})
     assert {s.value for s in barriers.exec_barriers(ctx, "named_partial", 4)} == {25.0}
-    assert {s.value for s in barriers.exec_barriers(ctx, "fence_gpu", 1)} == {300.0}
+    fenced = barriers.exec_barriers(ctx, "fence_gpu", 1)
+    assert {s.value for s in fenced if s.metric == "latency"} == {300.0}
+    offsets = [s.value for s in fenced if s.metric == "address_offset"]
+    assert len(set(offsets)) == barriers.PLACEMENTS  # each sample's store at its own line
     with pytest.raises(ValueError, match="bad barrier config"):
         barriers.exec_barriers(ctx, "named_partial", 3)
     ctx = _emulated(monkeypatch, barriers, {"named_partial": _barrier_kernel(25, 4 * 32),
