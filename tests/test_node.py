@@ -16,18 +16,17 @@ from probes import runner
 
 
 def _derived_run(folder, uuid, values: dict, name, ci=0.0, repro=None, gpu=None):
-    """A finished run's run.json and derived.csv: ``values`` with a CI of +-``ci`` (relative) and, if given, a
-    repro interval of +-``repro`` (relative)."""
+    """A finished run's run.json and derived.csv: ``values`` with a CI of +-``ci`` (relative) and a repro
+    interval of +-``repro`` (relative; empty if None, as a run without one)."""
     device = dict(DEVICE, uuid=uuid, **({"name": gpu} if gpu else {}))
     run, meta = runner.new_run(folder, device, {}, [], "full", {}, 0, ["x"])
     meta["run_id"] = name
     run.write_meta(meta)
-    rows = pd.DataFrame([{"quantity": q, "value": v, "unit": "B/s", "ci_low": v * (1 - ci), "ci_high": v * (1 + ci),
-                          "method": "m", "probe": "p", "note": ""} for q, v in values.items()])
-    run.write_derived(rows)
-    if repro is not None:  # the columns a newer derived.csv carries
-        rows.assign(repro_low=rows["value"] * (1 - repro), repro_high=rows["value"] * (1 + repro)).to_csv(
-            run.derived_path, index=False)
+    nan = float("nan")
+    run.write_derived(pd.DataFrame([{"quantity": q, "value": v, "unit": "B/s", "ci_low": v * (1 - ci),
+                                     "ci_high": v * (1 + ci), "repro_low": nan if repro is None else v * (1 - repro),
+                                     "repro_high": nan if repro is None else v * (1 + repro), "method": "m",
+                                     "probe": "p", "note": ""} for q, v in values.items()]))
     return run.path
 
 

@@ -5,12 +5,13 @@ finds (not a timed test: run it by hand, on a quiet machine, and commit its outp
 
 Each synthetic board is the committed quick run (``reports/h200-quick``) under its own UUID and run id.  Its
 derived.csv values (with their CIs) are scaled by 1 + σ_q ε, ε standard normal and σ_q the quantity's
-board-to-board spread: 1.4826 MAD / |median| over the boards of a panel, one value per board (the median of its
-runs).  The panel is ``reports/h200-boards`` when it holds at least three boards; else the H200 boards kept in
-git history (``reports/h200-dev`` at PANEL_COMMIT) and the committed runs, each quantity over the runs whose
-probe version is the quick run's (so the spread is the boards', not the code's).  A quantity with fewer than
-three boards in the panel, or a zero MAD, is not spread.  One board in SLOW_EVERY has its HBM read bandwidth
-at (1 - SLOW) of the quick run's, another its tensor-core peak rate: a board that far below the model's centre.
+board-to-board spread over a panel: the sample standard deviation over |median| of its boards' values (one per
+board, the median of its runs), as analysis.repro defines it.  The panel (``--spread``) is ``reports/h200-boards``
+by default when it holds at least three boards; ``history`` takes the H200 boards kept in git history
+(``reports/h200-dev`` at PANEL_COMMIT) and the committed runs, each quantity over the runs whose probe version
+is the quick run's (so the spread is the boards', not the code's).  A quantity with fewer than three boards in
+the panel is not spread.  One board in SLOW_EVERY has its HBM read bandwidth at (1 - SLOW) of the quick run's,
+another its tensor-core peak rate: a board that far below the model's centre.
 The measurements are the quick run's file as it is (the screen reads derived.csv, and the gather's cost does
 not depend on the values).
 
@@ -42,7 +43,7 @@ SOURCE = REPO / "reports" / "h200-quick"
 PANEL = REPO / "reports" / "h200-boards"
 #: The commit whose reports/h200-dev holds full and quick runs on H200 boards other than the committed one.
 PANEL_COMMIT, PANEL_FOLDER = "73ac797", "reports/h200-dev"
-#: One board in SLOW_EVERY is slow in each injected quantity, by the fraction SLOW.
+#: One board in SLOW_EVERY is slow in each injected quantity, by the fraction SLOW (default of --slow).
 SLOW_EVERY, SLOW = 100, 0.05
 SLOW_QUANTITIES = {"hbm": "dram.read_bandwidth_bytes_per_s", "tensor": "tc.bf16.peak_flops"}
 
@@ -80,9 +81,12 @@ def _committed_runs(folders) -> list[tuple[dict, pd.DataFrame]]:
     return runs
 
 
-def board_spread(source: dict) -> tuple[pd.Series, str]:
-    """quantity -> relative board-to-board σ (1.4826 MAD / |median| over the panel's boards), and the panel."""
-    if PANEL.is_dir() and len({m["device"].get("uuid") for m, _ in _committed_runs([PANEL])}) >= 3:
+def board_spread(source: dict, which: str) -> tuple[pd.Series, str]:
+    """quantity -> relative board-to-board σ over a panel's boards (one value per board, the median of its
+    runs; the sample standard deviation over |median|, as analysis.repro defines a panel's spread; three
+    boards at least), and which panel: ``panel`` (reports/h200-boards) or ``history`` (the boards in git
+    history at the quick run's probe versions)."""
+    if which == "panel":
         runs, where = _committed_runs([PANEL]), str(PANEL.relative_to(REPO))
         same_version = None
     else:
@@ -98,14 +102,12 @@ def board_spread(source: dict) -> tuple[pd.Series, str]:
         rows.append(derived[["quantity", "value"]].assign(board=meta["device"].get("uuid")))
     values = pd.concat(rows).groupby(["quantity", "board"])["value"].median().reset_index()
     g = values.groupby("quantity")["value"]
-    median = g.median()
-    mad = values.assign(d=(values["value"] - values["quantity"].map(median)).abs()).groupby("quantity")["d"].median()
-    sigma = (1.4826 * mad / median.abs()).where(g.size() >= 3).replace([np.inf, -np.inf], np.nan).fillna(0.0)
-    boards = values["board"].nunique()
-    return sigma.rename("sigma"), f"{where} ({boards} boards)"
+    sigma = (g.std(ddof=1) / g.median().abs()).where(g.size() >= 3).replace([np.inf, -np.inf], np.nan).fillna(0.0)
+    return sigma.rename("sigma"), f"{where} ({values['board'].nunique()} boards)"
 
 
-def build_fleet(work: Path, n: int, sigma: pd.Series, seed: int = 0, start: int = 0) -> dict[str, list[str]]:
+def build_fleet(work: Path, n: int, sigma: pd.Series, seed: int = 0, start: int = 0,
+                slow: float = SLOW) -> dict[str, list[str]]:
     """Runs ``start .. start + n - 1`` of the synthetic fleet under ``work/runs``; returns the injected boards'
     labels per injected quantity.  Board i is the same board whatever ``n`` (its draws are seeded by i)."""
     src = source_run()
@@ -121,7 +123,7 @@ def build_fleet(work: Path, n: int, sigma: pd.Series, seed: int = 0, start: int 
         slot = i % SLOW_EVERY
         for k, quantity in enumerate(SLOW_QUANTITIES.values()):
             if slot == (k + 1) * SLOW_EVERY // (len(SLOW_QUANTITIES) + 1):
-                scale = np.where(derived["quantity"] == quantity, 1 - SLOW, scale)
+                scale = np.where(derived["quantity"] == quantity, 1 - slow, scale)
                 injected[quantity].append(label)
         out = work / "runs" / run_id
         out.mkdir(parents=True, exist_ok=True)
@@ -225,6 +227,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="write bench.json and bench.md here")
     ap.add_argument("--markdown", type=Path, help="only print the table of this bench.json")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--slow", type=float, default=SLOW, help="how far below the model the slow boards are")
+    ap.add_argument("--spread", choices=("panel", "history"), help="whose board-to-board spread (default: the "
+                    "panel reports/h200-boards when it has three boards, else history)")
+    ap.add_argument("--screen-only", action="store_true", help="build and screen (fleet.csv) only: no gather")
     args = ap.parse_args(argv)
     if args.markdown:
         print(markdown(json.loads(args.markdown.read_text())), end="")
@@ -233,13 +239,28 @@ def main(argv=None) -> int:
         ap.error(f"--boards must be at least {SLOW_EVERY}, and --work a new or empty folder")
     load = os.getloadavg()
     source = source_run().read_meta()
-    sigma, panel = board_spread(source)
+    which = args.spread or ("panel" if PANEL.is_dir() and len({m["device"].get("uuid") for m, _ in
+                                                                _committed_runs([PANEL])}) >= 3 else "history")
+    sigma, panel = board_spread(source, which)
     t0 = time.perf_counter()
-    injected = build_fleet(args.work, args.boards, sigma, args.seed)
+    injected = build_fleet(args.work, args.boards, sigma, args.seed, slow=args.slow)
     built = time.perf_counter() - t0
+    head = {"boards": args.boards, "seed": args.seed, "source_run": source["run_id"], "spread_from": panel,
+            "spread_of_injected": {q: round(float(sigma.get(q, 0.0)), 5) for q in SLOW_QUANTITIES.values()},
+            "slow": args.slow, "slow_every": SLOW_EVERY}
+    if args.screen_only:
+        from analysis.boards import run_dirs, write_summary
+
+        write_summary(args.work, run_dirs(args.work / "runs"), "fleet")
+        result = {**head, "screen": score(args.work, injected)}
+        print(json.dumps(result, indent=2))
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"screen-{which}-slow{args.slow:g}.json").write_text(json.dumps(result, indent=2) + "\n")
+        return 0
     first = timed(GATHER, str(args.work))
     again = timed(GATHER, str(args.work))
-    for quantity, boards in build_fleet(args.work, 1, sigma, args.seed, start=args.boards).items():
+    for quantity, boards in build_fleet(args.work, 1, sigma, args.seed, start=args.boards, slow=args.slow).items():
         injected[quantity] += boards
     one_new = timed(GATHER, str(args.work))
     render = timed(RENDER, str(args.work))
@@ -250,12 +271,9 @@ def main(argv=None) -> int:
     except ImportError:
         pass
     result = {
-        "boards": args.boards + 1, "seed": args.seed, "cpus": os.cpu_count(),
+        **head, "boards": args.boards + 1, "cpus": os.cpu_count(),
         "load_average_before": [round(v, 2) for v in load],
-        "load_average_after": [round(v, 2) for v in os.getloadavg()],
-        "source_run": source["run_id"], "spread_from": panel,
-        "spread_of_injected": {q: round(float(sigma.get(q, 0.0)), 5) for q in SLOW_QUANTITIES.values()},
-        "slow": SLOW, "slow_every": SLOW_EVERY, "build_s": round(built, 1),
+        "load_average_after": [round(v, 2) for v in os.getloadavg()], "build_s": round(built, 1),
         "first_gather": {"wall_s": round(first["wall_s"], 1), "cpu_s": round(first["cpu_s"], 1),
                          "peak_gb": round(first["peak_gb"], 3), "partitions_written": int(first["stdout"])},
         "regather_nothing_new": {"wall_s": round(again["wall_s"], 1), "cpu_s": round(again["cpu_s"], 1),
