@@ -40,7 +40,7 @@ import pyarrow.csv as pacsv
 from scipy import stats
 
 from analysis.errors import UsageError
-from analysis.results import SCHEMA_VERSION, RunDir, atomic_write_bytes, atomic_write_text
+from analysis.results import RENAMED_QUANTITIES, RunDir, atomic_write_bytes, atomic_write_text
 from analysis.units import fmt_value
 
 #: Expected false alarms of a whole summary (every board and quantity of a model) when every board is healthy.
@@ -77,7 +77,8 @@ def board_label(meta: dict) -> str:
 
 
 def load_boards(paths: list[Path]) -> tuple[list[dict], pd.DataFrame]:
-    """(metas, long frame of LONG_COLUMNS) of the runs with a derived.csv; intervals a run lacks are NaN."""
+    """(metas, long frame of LONG_COLUMNS) of the runs with a derived.csv; intervals a run lacks are NaN, and
+    a quantity a later schema renamed is read under its new id (as RunDir.read_derived reads it)."""
     metas, tables = [], []
     for path in paths:
         run = RunDir(Path(path))
@@ -85,7 +86,7 @@ def load_boards(paths: list[Path]) -> tuple[list[dict], pd.DataFrame]:
         if not run.derived_path.is_file():
             continue
         metas.append(meta)
-        tables.append(_derived_table(run, meta))
+        tables.append(_derived_table(run))
     if not tables:
         return metas, pd.DataFrame(columns=list(LONG_COLUMNS))
     long = pa.concat_tables(tables).to_pandas()
@@ -94,23 +95,27 @@ def load_boards(paths: list[Path]) -> tuple[list[dict], pd.DataFrame]:
                            ("uuid", [m["device"].get("uuid") or m["run_id"] for m in metas]),
                            ("gpu", [m["gpu"] for m in metas])):
         long[column] = np.repeat(np.array(values, dtype=object), sizes)
+    schema = np.repeat([m["schema_version"] for m in metas], sizes)
+    for version in sorted(RENAMED_QUANTITIES):
+        older = schema < version
+        if older.any():
+            long.loc[older, "quantity"] = long.loc[older, "quantity"].replace(RENAMED_QUANTITIES[version])
     return metas, long.loc[:, list(LONG_COLUMNS)]
 
 
-def _derived_table(run: RunDir, meta: dict) -> pa.Table:
+def _derived_table(run: RunDir) -> pa.Table:
     """A run's derived.csv as quantity, value, unit and the interval bounds (NaN where it has none), read by
-    pyarrow (a thousand runs in a second); a run of an older schema, or a file pyarrow cannot read, goes
-    through the run's own reader (its renames, its error messages)."""
+    pyarrow (a thousand runs in a second); a file pyarrow cannot read goes to the run's own reader, whose
+    message says what is wrong."""
     types = {"quantity": pa.string(), "unit": pa.string(), "value": pa.float64(),
              **{c: pa.float64() for c in INTERVALS}}
-    if meta.get("schema_version") == SCHEMA_VERSION:
-        try:
-            table = pacsv.read_csv(run.derived_path, convert_options=pacsv.ConvertOptions(
-                column_types=types, include_columns=list(types), include_missing_columns=True))
-            if table.num_rows and table["quantity"].null_count == 0:
-                return table
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            pass
+    try:
+        table = pacsv.read_csv(run.derived_path, convert_options=pacsv.ConvertOptions(
+            column_types=types, include_columns=list(types), include_missing_columns=True))
+        if table["quantity"].null_count == 0:
+            return table
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
     frame = run.read_derived().reindex(columns=list(types))
     frame[["value", *INTERVALS]] = frame[["value", *INTERVALS]].apply(pd.to_numeric, errors="coerce")
     return pa.Table.from_pandas(frame, schema=pa.schema(list(types.items())), preserve_index=False)

@@ -86,6 +86,20 @@ def test_a_board_is_one_value_and_models_are_screened_apart(tmp_path):
     assert not compared[compared["gpu"] == "Other GPU"]["outlier"].any()
 
 
+def test_an_older_runs_quantities_are_read_under_their_new_ids(tmp_path):
+    """The screen reads derived.csv with pyarrow: a run of an older schema has its renamed quantities under
+    their new ids, as the run's own reader gives them."""
+    from analysis.results import RENAMED_QUANTITIES, RunDir
+
+    version = max(RENAMED_QUANTITIES)
+    old_id, new_id = next(iter(RENAMED_QUANTITIES[version].items()))
+    path = _derived_run(tmp_path, "GPU-old", {old_id: 4.0, "x": 1.0}, "old")
+    meta = json.loads((path / "run.json").read_text())
+    (path / "run.json").write_text(json.dumps(dict(meta, schema_version=version - 1)))
+    _, long = load_boards([path])
+    assert sorted(long["quantity"]) == sorted(RunDir(path).read_derived()["quantity"]) == sorted([new_id, "x"])
+
+
 def test_gpus_are_parsed_against_the_visible_devices():
     assert node.parse_gpus("all", ["4", "5"]) == ["4", "5"]
     assert node.parse_gpus("1", ["4", "5"]) == ["5"], "an index into CUDA_VISIBLE_DEVICES, not a raw ordinal"
