@@ -184,8 +184,10 @@ def score(fleet: Path, injected: dict[str, list[str]]) -> dict:
             "false_alarms": sorted(f"{b} {q}" for b, q in found - truth)[:20],
             "injected_min_abs_z": round(float(inj["z"].abs().min()), 2),
             "healthy_max_abs_z_finite": round(float(healthy["z"].abs().replace(np.inf, np.nan).max()), 2),
-            "healthy_max_abs_z_in_injected_quantities": round(float(
-                healthy[healthy["quantity"].isin(injected)]["z"].abs().max()), 2),
+            "healthy_max_abs_z_per_injected_quantity": {
+                q: round(float(healthy[healthy["quantity"] == q]["z"].abs().max()), 2) for q in injected},
+            "injected_abs_z": {q: round(float(inj[inj["quantity"] == q]["z"].abs().min()), 2) for q in injected},
+            "threshold": round(float(table["threshold"].min()), 2),
             "board_quantities": len(table), "quantities": int(table["quantity"].nunique())}
 
 
@@ -214,9 +216,12 @@ def markdown(r: dict) -> str:
                                f"{sc['recall_boards']}"),
             ("screen, board-quantities", f"{sc['board_quantities']} screened; precision {sc['precision_pairs']}, "
                                          f"recall {sc['recall_pairs']}"),
-            ("margins (robust z)", f"injected boards' smallest |z| {sc['injected_min_abs_z']}; healthy boards' "
-                                   f"largest {sc['healthy_max_abs_z_finite']} (in the injected quantities "
-                                   f"{sc['healthy_max_abs_z_in_injected_quantities']})")]
+            ("margins (robust z, absolute)", f"the injected boards' smallest {sc['injected_min_abs_z']}; the healthy "
+                                             f"boards' largest {sc['healthy_max_abs_z_finite']} (in "
+                                             + ", ".join(f"{q} {z}" for q, z in
+                                                         sc["healthy_max_abs_z_per_injected_quantity"].items())
+                                             + ")"),
+            ("threshold", f"{sc['threshold']} (analysis/boards.py)")]
     return "| | tools/fleet_bench.py |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows) + "\n"
 
 
