@@ -18,14 +18,15 @@ quantities.  Over n boards the MAD is itself uncertain (its efficiency at the no
 is taken as Student's t with 0.37 n degrees of freedom (a Monte Carlo of normal boards puts its tail a little
 inside that t's).  For 1,000 boards and 300 quantities the threshold is about 5.6: a 5% slow board is found in a
 quantity whose boards spread by σ below 0.9%.  For a node of eight boards it is about 85: a handful of boards
-cannot tell a few percent from their own spread; the repro interval of a measured panel can, and a board alone
-off a value all the others share is found at any size.  ``tools/fleet_bench.py`` checks a 1,000-board fleet.
+cannot tell a few percent from their own spread.  ``tools/fleet_bench.py`` checks a 1,000-board fleet.
 
-Where more than half the boards agree exactly (counts, structural quantities) the MAD is zero.  Then σ for a
-board is 1.2533 times the mean absolute deviation of the *other* boards from the median (Iglewicz and
-Hoaglin's stand-in for a zero MAD, with the board left out): a board alone off a value every other board
-shares is an outlier (its z is infinite), while k of n boards sharing one other value have z = (n - 1) /
-(1.2533 (k - 1)), below the threshold once a few percent of the boards share it.
+σ is never taken below 1.2533 times the mean absolute deviation from the median (the normal σ that estimates;
+Iglewicz and Hoaglin's stand-in where the MAD is zero).  Where more than half the boards agree exactly (counts,
+structural quantities, values a probe quantizes) the MAD is zero, and where a minority of boards sits in a
+second mode the MAD sees only the majority: the mean deviation then keeps those boards from being flagged.  It
+also bounds a single board's |z| by n / 1.2533, so a summary of n boards can flag a board only where that
+exceeds the threshold: from about 11 boards for one quantity and 19 for 300.  A node of eight boards gives no
+verdict; its page shows each quantity's boards.
 """
 from __future__ import annotations
 
@@ -143,12 +144,11 @@ def screen(long: pd.DataFrame) -> pd.DataFrame:
     out["median"] = g["value"].transform("median")
     dev = out["value"] - out["median"]
     out["_abs"] = dev.abs()
-    mad = out.groupby(["gpu", "quantity"], sort=False)["_abs"].transform("median")
-    others = (out.groupby(["gpu", "quantity"], sort=False)["_abs"].transform("sum") - out["_abs"]) / (out["boards"] - 1)
-    sigma = np.where(mad > 0, SIGMA_PER_MAD * mad, SIGMA_PER_MEAN_AD * others)
-    out["sigma"] = np.where(mad > 0, sigma, np.nan)  # the model's σ; a zero MAD has one per board, not shown
+    g = out.groupby(["gpu", "quantity"], sort=False)["_abs"]
+    sigma = np.maximum(SIGMA_PER_MAD * g.transform("median"), SIGMA_PER_MEAN_AD * g.transform("mean"))
+    out["sigma"] = sigma
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["z"] = np.where(dev == 0, 0.0, dev / sigma)
+        out["z"] = np.where(dev == 0, 0.0, dev / sigma)  # a nonzero dev has a nonzero mean deviation
         out["deviation"] = dev / out["median"].abs()
     outside_ci = ~((out["ci_low"] <= out["median"]) & (out["median"] <= out["ci_high"]))
     with np.errstate(divide="ignore", invalid="ignore"):

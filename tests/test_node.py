@@ -10,7 +10,7 @@ import pytest
 
 from analysis.boards import load_boards, screen, z_threshold
 from analysis.errors import UsageError
-from fakes import DEVICE, SLOW_UUID, fleet_probes, simulated_probes
+from fakes import DEVICE, SLOW_FACTOR, SLOW_UUID, fleet_probes, simulated_probes
 from gpuatlas import node
 from probes import runner
 
@@ -42,45 +42,48 @@ def _flagged(compared):
 
 def test_a_board_far_out_of_its_models_spread_is_an_outlier(tmp_path):
     """Healthy boards drawn normal around 100 with σ = 1 (seeded); one board 10 σ low is found, one 3 σ low
-    is not (the threshold for 42 boards lies between), and the robust z is (value - median) / (1.4826 MAD)."""
-    healthy = list(100 + np.random.default_rng(7).standard_normal(40))
-    compared = _screen(tmp_path, healthy + [90.0, 97.0])
+    is not (the threshold for 42 boards lies between), and the robust z is (value - median) over the larger
+    of 1.4826 MAD and 1.2533 times the mean absolute deviation."""
+    values = np.array(list(100 + np.random.default_rng(7).standard_normal(40)) + [90.0, 97.0])
+    compared = _screen(tmp_path, values)
     assert _flagged(compared) == ["r040"]
-    median = np.median(healthy + [90.0, 97.0])
-    mad = np.median(np.abs(np.array(healthy + [90.0, 97.0]) - median))
-    assert compared.loc[compared["run_id"] == "r040", "z"].iat[0] == pytest.approx((90 - median) / (1.4826 * mad))
-    assert 100 - 97 < z_threshold(42, 1) * 1.4826 * mad < 100 - 90, "one board inside the threshold, one beyond"
+    median = np.median(values)
+    sigma = max(1.4826 * np.median(np.abs(values - median)), 1.2533 * np.mean(np.abs(values - median)))
+    assert compared.loc[compared["run_id"] == "r040", "z"].iat[0] == pytest.approx((90 - median) / sigma)
+    assert 100 - 97 < z_threshold(42, 1) * sigma < 100 - 90, "one board inside the threshold, one beyond"
 
 
 def test_the_quantitys_intervals_hold_a_verdict_back(tmp_path):
     """A board whose CI reaches the model's median, or which lies inside the median's repro interval, is not an
-    outlier however many MADs away; old runs without a repro interval are screened without it."""
-    values = [100.0, 100.1, 99.9, 100.05, 99.95, 95.0]
-    assert _flagged(_screen(tmp_path / "tight", values, ci=0.001)) == ["r005"]
+    outlier however many σ away; runs without a repro interval are screened without it."""
+    values = list(100 + 0.05 * np.random.default_rng(3).standard_normal(30)) + [95.0]
+    assert _flagged(_screen(tmp_path / "tight", values, ci=0.001)) == ["r030"]
     assert _flagged(_screen(tmp_path / "wide-ci", values, ci=0.06)) == [], "its CI holds the median"
     assert _flagged(_screen(tmp_path / "repro", values, ci=0.001, repro=0.06)) == [], "inside the repro interval"
-    assert _flagged(_screen(tmp_path / "narrow", values, ci=0.001, repro=0.02)) == ["r005"], "beyond it"
+    assert _flagged(_screen(tmp_path / "narrow", values, ci=0.001, repro=0.02)) == ["r030"], "beyond it"
 
 
 def test_a_zero_mad_flags_a_lone_board_not_a_shared_value(tmp_path):
-    """Structural values: one board of eleven off the value the others share is an outlier; three of ten
-    sharing another value are not; all alike, none; fewer than three boards, no verdict."""
-    assert _flagged(_screen(tmp_path / "lone", [128.0] * 10 + [64.0])) == ["r010"]
+    """Structural values: one board of 22 off the value the others share is an outlier; three of ten sharing
+    another value are not; all alike, none.  Few boards give no verdict: a lone board's |z| is at most
+    n / 1.2533, under the threshold of three boards (and two are not screened at all)."""
+    assert _flagged(_screen(tmp_path / "lone", [128.0] * 21 + [64.0])) == ["r021"]
     assert _flagged(_screen(tmp_path / "shared", [128.0] * 7 + [64.0] * 3)) == []
     assert _flagged(_screen(tmp_path / "alike", [128.0] * 5)) == []
+    assert _flagged(_screen(tmp_path / "three", [100.0, 100.0, 50.0])) == []
+    assert 3 / 1.2533 < z_threshold(3, 1)
     assert _flagged(_screen(tmp_path / "two", [100.0, 50.0])) == [], "two boards: no verdict"
-    assert _flagged(_screen(tmp_path / "three", [100.0, 100.0, 50.0])) == ["r002"], "control: three boards"
 
 
 def test_a_board_is_one_value_and_models_are_screened_apart(tmp_path):
     """A board measured three times counts once (the median of its runs); another model's boards do not
     move this model's median."""
     paths = [_derived_run(tmp_path / "a", "GPU-a", {"x": v}, f"a{i}") for i, v in enumerate((80.0, 81.0, 200.0))]
-    paths += [_derived_run(tmp_path / f"b{i}", f"GPU-b{i}", {"x": 100.0 + i / 10}, f"b{i}") for i in range(4)]
+    paths += [_derived_run(tmp_path / f"b{i}", f"GPU-b{i:02d}", {"x": 100.0 + i / 100}, f"b{i:02d}") for i in range(24)]
     paths += [_derived_run(tmp_path / f"c{i}", f"GPU-c{i}", {"x": 50.0 + i}, f"c{i}", gpu="Other GPU") for i in range(3)]
     compared = screen(load_boards(paths)[1])
     mine = compared[compared["gpu"] == DEVICE["name"]]
-    assert len(mine) == 5 and (mine["boards"] == 5).all()
+    assert len(mine) == 25 and (mine["boards"] == 25).all()
     assert mine.loc[mine["uuid"] == "GPU-a", ["value", "runs"]].values.tolist() == [[81.0, 3]]
     assert list(compared.loc[compared["outlier"], "uuid"]) == ["GPU-a"]
     assert not compared[compared["gpu"] == "Other GPU"]["outlier"].any()
@@ -141,7 +144,7 @@ def simulated_worker(tmp_path):
     return start, seen
 
 
-def test_a_node_run_measures_each_gpu_then_the_links_and_finds_the_slow_board(tmp_path, monkeypatch):
+def test_a_node_run_measures_each_gpu_then_the_links_and_records_the_slow_board(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUATLAS_TEST_FLEET_DIR", str(tmp_path))
     start, seen = simulated_worker(tmp_path)
     args = _args(probe=["clock.sm", "bw.dram", "link"])
@@ -151,12 +154,11 @@ def test_a_node_run_measures_each_gpu_then_the_links_and_finds_the_slow_board(tm
     assert all("link.memcpy" not in a for a, _ in seen[:3]) and "link.memcpy" in seen[3][0]
     summary = json.loads((folder / "node.json").read_text())
     assert len(summary["boards"]) == 3 and summary["links_run"]
-    assert ("sim-1", "dram.read_bandwidth_bytes_per_s") in {(o["board"], o["quantity"]) for o in summary["outliers"]}
     table = pd.read_csv(folder / "node.csv")
-    flagged = table[table["outlier"]]
-    assert set(flagged["uuid"]) == {SLOW_UUID}
-    assert "dram.read_bandwidth_bytes_per_s" in set(flagged["quantity"])
-    assert not table[table["quantity"] == "clock.sm_hz"]["outlier"].any(), "the clock is the same on every board"
+    hbm = table[(table["quantity"] == "dram.read_bandwidth_bytes_per_s") & (table["uuid"] == SLOW_UUID)]
+    assert hbm["deviation"].iat[0] == pytest.approx(SLOW_FACTOR - 1), "the slow board's deviation, beside the others'"
+    assert (table[table["quantity"] == "clock.sm_hz"]["deviation"] == 0).all(), "the clock is the same on every board"
+    assert summary["outliers"] == [] and not table["outlier"].any(), "three boards give no verdict"
     page = (folder / "report" / "index.md").read_text()
     assert "Outliers" in page and "P2P matrix: kernel reads through a peer pointer" in page
 
