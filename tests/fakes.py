@@ -511,9 +511,26 @@ def _exec_mma_latency(ctx, dtype):
 ATOMIC_LATENCY, ATOMIC_UNITS = 600.0, 64
 
 
+#: What an address homed across the chip adds to a one-thread atomic's or fence's wait: the far partition's
+#: L2 hit over the near one's.
+CROSSING = FAR_L2 - LEVELS["l2"]
+
+
+def placed(ctx, near: float, salt: int) -> list[Sample]:
+    """One sample per random line (as the probe draws them): ``near`` where the line is homed near, plus
+    CROSSING where it is homed far (the simulated L2's partition hash)."""
+    from probes.kit import PLACEMENTS, random_lines
+
+    offsets = random_lines(ctx, PLACEMENTS, salt)
+    cycles = np.where(far_homed(offsets), near + CROSSING, near)
+    return [s for r, (o, c) in enumerate(zip(offsets, cycles))
+            for s in (Sample("latency", float(c), "cycles", r, CLOCK_HZ, "clock64"),
+                      Sample("address_offset", float(o), "B", r, None, "config"))]
+
+
 def _exec_atomics(ctx, dtype, mode):
     if mode == "latency":
-        return [Sample("latency", ATOMIC_LATENCY, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+        return placed(ctx, ATOMIC_LATENCY, 1)
     per_clk = {"same": 1.0, "warp": float(ATOMIC_UNITS), "distinct": float(ATOMIC_UNITS)}[mode]
     return [s for r in range(5) for s in (Sample("ops_per_s", per_clk * CLOCK_HZ, "1/s", r, CLOCK_HZ, "cuda_event"),
                                            Sample("ops_per_clk", per_clk, "1/cycle", r, CLOCK_HZ, "cuda_event"))]
@@ -576,6 +593,8 @@ def barrier_cycles(kind, n, device=DEVICE):
 
 
 def _exec_barriers(ctx, kind, n):
+    if kind in ("fence_gpu", "fence_sys"):  # the wait for the store's home partition
+        return placed(ctx, barrier_cycles(kind, int(n), ctx.device), 2)
     return [Sample("latency", barrier_cycles(kind, int(n), ctx.device), "cycles", r, CLOCK_HZ, "clock64")
             for r in range(5)]
 
