@@ -1,9 +1,9 @@
-"""A new GPU just works, proven on CPU: every kernel file compiles for sm_80, sm_89, sm_90a, sm_100 and sm_120
-(or is known not to, for the reason that instruction is missing there), and every probe sizes its sweep from
-the recorded properties of an A100 40 GB, an L4, an H100 PCIe, a B200 and an RTX 5090
-(tests/fixtures/devices.json), within each device's memory and shared memory, with the Hopper-only probes
-skipped and their reasons stated where the device lacks what they need; the H200's sweeps are exactly those
-its committed runs recorded."""
+"""A new GPU just works, proven on CPU: every kernel file compiles for sm_80, sm_89, sm_90, sm_100 and sm_120,
+and the architecture-specific ones for sm_90a (or is known not to, for the reason that instruction is missing
+there), and every probe sizes its sweep from the recorded properties of an A100 40 GB, an L4, an H100 PCIe, a
+B200 and an RTX 5090 (tests/fixtures/devices.json), within each device's memory and shared memory, with the
+Hopper-only probes skipped and their reasons stated where the device lacks what they need; the H200's sweeps
+are exactly those its committed runs recorded."""
 import json
 from pathlib import Path
 
@@ -20,8 +20,12 @@ from tests_support import cubin_kernels
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text()).items()
            if not k.startswith("_")}
-ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100", "sm_120")
+ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100", "sm_120")
 KERNEL_FILES = sorted(p.name for p in (ROOT / "probes").glob("*.cu"))
+#: The files a run builds for the architecture-specific sm_90a as well: the kernels of probes with a max_cc.
+SPECIFIC_FILES = sorted({f for p in all_probes().values() if p.max_cc is not None for f in p.kernels
+                         if f.endswith(".cu")})
+TARGETS = [(f, a) for f in KERNEL_FILES for a in ARCHS] + [(f, "sm_90a") for f in SPECIFIC_FILES]
 #: (file, target) -> why it cannot build there: the instructions it is made of do not exist on that target.
 ABSENT = {
     **{("hopper.cu", a): "thread-block clusters, cp.async.bulk (TMA) and DPX start at sm_90"
@@ -29,7 +33,7 @@ ABSENT = {
     **{("barriers_sm90.cu", a): "mbarrier.try_wait and thread-block-cluster barriers start at sm_90"
        for a in ("sm_80", "sm_89")},
     **{(f, a): "wgmma.mma_async exists on sm_90a only (an architecture-specific target)"
-       for f in ("wgmma.cu", "wgmma_latency.cu", "tensor_units.cu") for a in ("sm_80", "sm_89", "sm_100", "sm_120")},
+       for f in ("wgmma.cu", "wgmma_latency.cu", "tensor_units.cu") for a in ARCHS},
 }
 #: Probes each device must skip for its compute capability (their reasons name the capability they need).
 HOPPER_ONLY = {"hopper.dsmem_latency", "hopper.dsmem_bandwidth", "hopper.tma_latency", "hopper.tma_tensor",
@@ -40,8 +44,7 @@ SKIPPED = {"a100-40gb": HOPPER_ONLY, "l4": HOPPER_ONLY, "h100-pcie": set(), "b20
            "rtx-5090": WGMMA_ONLY}
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("filename", KERNEL_FILES)
+@pytest.mark.parametrize("filename, arch", TARGETS)
 def test_every_kernel_file_compiles_for_every_target(filename, arch):
     if (filename, arch) in ABSENT:
         with pytest.raises(RuntimeError, match="NVRTC failed"):  # negative control: the reason still holds
