@@ -9,8 +9,9 @@ DEVICE = {"sm_count": 132, "max_threads_per_sm": 2048, "regs_per_sm": 65536, "sm
           "total_memory_bytes": 141 << 30, "memory_clock_hz": 3.2e9, "memory_bus_bits": 6144}
 
 
-def derived(**values):
-    return pd.DataFrame([{"quantity": q, "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
+def derived(ci=0.01, **values):
+    """A derived table of ``values``, each with a CI of +-``ci`` of it."""
+    return pd.DataFrame([{"quantity": q, "value": v, "ci_low": v * (1 - ci), "ci_high": v * (1 + ci)}
                          for q, v in values.items()], columns=["quantity", "value", "ci_low", "ci_high"])
 
 
@@ -21,7 +22,7 @@ def verdicts(table):
 def test_every_claim_gets_a_verdict_and_unmeasured_ones_say_what_would_measure_them():
     table = judge(derived(), DEVICE)
     assert len(table) == len(CLAIMS)
-    assert set(table["verdict"]) <= {"holds", "deviates", "cannot be tested", "not measured"}
+    assert set(table["verdict"]) <= {"holds", "deviates", "undecided", "cannot be tested", "not measured"}
     for _, row in table[table["verdict"] == "not measured"].iterrows():
         assert row["reason"].startswith(("not measured in this run: needs ", "not in this run: ")), row["reason"]
 
@@ -96,7 +97,10 @@ def names_read(claim) -> tuple[set, set]:
         else:
             assert missing is not None or measured is not None, claim.text
         if callable(claim.mechanism):
-            claim.mechanism(Recorder((2.0, 1.0, 3.0)), device)
+            try:
+                claim.mechanism(Recorder((2.0, 1.0, 3.0), {missing}), device)
+            except KeyError:  # a mechanism says less without a name it reads: fine when it is taken away
+                assert missing is not None, claim.text
         tried += [name for name in (d.asked | device.asked) - quantities - properties if name != missing]
         quantities |= d.asked
         properties |= device.asked
@@ -185,7 +189,7 @@ def test_500_plus_is_quoted_and_judged_as_at_least_about_500():
     assert far.loc["7.3.hbm_latency_500plus", "verdict"] == "holds"
     assert far.loc["7.3.hbm_latency", "verdict"] == "deviates"  # the table's plain "~500" is another claim
     assert "~500+ cycles" in far.loc["7.3.hbm_latency_500plus", "quote"]
-    assert "400 up" in far.loc["7.3.hbm_latency_500plus", "tolerance"]
+    assert "from 400 cycles up" in far.loc["7.3.hbm_latency_500plus", "tolerance"]
     short = by_id(judge(derived(**{"dram.latency_cycles": 350.0}), DEVICE))
     assert short.loc["7.3.hbm_latency_500plus", "verdict"] == "deviates"
 
@@ -308,8 +312,8 @@ def test_the_490_launch_claim_prefers_the_timed_chain_and_shows_the_graph():
 
 
 def test_the_wave_claim_holds_at_one_program_per_sm_and_deviates_at_two():
-    one = by_id(judge(derived(**{"waves.programs_per_wave": 132.0}), DEVICE)).loc["7.8.wave_size"]
-    two = by_id(judge(derived(**{"waves.programs_per_wave": 264.0}), DEVICE)).loc["7.8.wave_size"]
+    one = by_id(judge(derived(ci=0, **{"waves.programs_per_wave": 132.0}), DEVICE)).loc["7.8.wave_size"]
+    two = by_id(judge(derived(ci=0, **{"waves.programs_per_wave": 264.0}), DEVICE)).loc["7.8.wave_size"]
     assert one["verdict"] == "holds" and two["verdict"] == "deviates" and two["figure"] == "wave-quantization.svg"
 
 
