@@ -202,12 +202,29 @@ def _ratio_row(rows: list[dict]) -> list[dict]:
                         "ends of both CIs", WGMMA_PROBE)]
 
 
+def _tensor_peak_rows(rows: list[dict]) -> list[dict]:
+    """``tc.<dtype>.peak_flops`` is the best tensor path that ran: wgmma's where the GPU has it (Hopper), else
+    mma.sync's (every tensor-core GPU), so the roofline and the lecture's claims have a tensor peak on any of
+    them; the method says which path it is."""
+    have = {r["quantity"] for r in rows}
+    out = []
+    for name in TC_NAMES.values():
+        mma = next((r for r in rows if r["quantity"] == f"tc.{name}.mma_sync_peak_flops"), None)
+        if mma is None or f"tc.{name}.peak_flops" in have:
+            continue
+        out.append(derived_row(f"tc.{name}.peak_flops", mma["value"], mma["ci_low"], mma["ci_high"],
+                               f"the best tensor path that ran: mma.sync (no wgmma on this GPU); {mma['method']}",
+                               MMA_PROBE, mma["note"]))
+    return out
+
+
 def compute_rows(measurements: pd.DataFrame) -> list[dict]:
     """Derived rows of every ``compute.*`` probe present in ``measurements``."""
     if "probe" not in measurements or not measurements["probe"].astype(str).str.startswith("compute.").any():
         return []
     rows = _vector_rows(measurements) + _latency_rows(measurements) + _mma_rows(measurements)
     rows += _wgmma_rows(measurements)
+    rows += _tensor_peak_rows(rows)
     return rows + _ratio_row(rows)
 
 
@@ -216,14 +233,14 @@ FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m), quantities={
     "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
     "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),
     "fp32.latency_cycles": ("cycles", "dependent FP32 FMA latency"),
-    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma): the burst rate, a short launch from "
-                                     "a rested GPU"),
-    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma): the burst rate, a short launch from "
-                                     "a rested GPU"),
-    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma): the burst rate, a short launch from "
-                                     "a rested GPU"),
-    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma): the burst rate, a short launch "
-                                    "from a rested GPU"),
+    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak, the best tensor path that ran: wgmma's "
+                                     "burst rate (a short launch from a rested GPU), else mma.sync's"),
+    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak, the best tensor path that ran: wgmma's "
+                                     "burst rate (a short launch from a rested GPU), else mma.sync's"),
+    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak, the best tensor path that ran: wgmma's "
+                                     "burst rate (a short launch from a rested GPU), else mma.sync's"),
+    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak, the best tensor path that ran: wgmma's "
+                                    "burst rate (a short launch from a rested GPU), else mma.sync's"),
     "tc.bf16.sustained_flops": ("FLOP/s", "dense BF16 wgmma rate held over a second of back-to-back launches "
                                           "(the clock the power limit allows)"),
     "tc.fp16.sustained_flops": ("FLOP/s", "dense FP16 wgmma rate held over a second of back-to-back launches "
@@ -243,5 +260,6 @@ FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m), quantities={
     "tc.fp16.flop_per_clk_sm": ("FLOP/cycle", "dense FP16 wgmma FLOP per clock per SM"),
     "tc.tf32.flop_per_clk_sm": ("FLOP/cycle", "dense TF32 wgmma FLOP per clock per SM"),
     "tc.fp8.flop_per_clk_sm": ("FLOP/cycle", "dense FP8 E4M3 wgmma FLOP per clock per SM"),
-    "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (wgmma) over the FP32 FMA peak"),
+    "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (the best tensor path that ran) over the FP32 FMA "
+                               "peak"),
 })

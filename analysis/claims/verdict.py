@@ -141,7 +141,7 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
                 f"; the lecture's arithmetic gives {_fmt(measured[0], claim)}")
             rows.append({**row, "measured": "-" if measured is None else _fmt(measured[0], claim),
                          "ratio": "-", "verdict": "cannot be tested",
-                         "reason": f"cannot be tested here: {claim.untestable}{arithmetic}"})
+                         "reason": in_words(f"cannot be tested here: {claim.untestable}{arithmetic}", device)})
             continue
         if measured is None:
             missing = [n for n in _inputs(claim) if n not in d and device.get(n) is None]
