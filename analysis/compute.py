@@ -202,10 +202,22 @@ def _ratio_row(rows: list[dict]) -> list[dict]:
                         "ends of both CIs", WGMMA_PROBE)]
 
 
+#: The compute capability whose GPUs have wgmma (sm_90a only: Blackwell and later have other instructions).
+WGMMA_CC = (9, 0)
+
+
+def has_wgmma(measurements: pd.DataFrame, device: dict | None) -> bool:
+    """Whether this GPU has wgmma: by its compute capability, or without a device, by its run having wgmma
+    samples."""
+    if device and device.get("compute_capability"):
+        return tuple(int(x) for x in str(device["compute_capability"]).split(".")) == WGMMA_CC
+    return bool((measurements["probe"] == WGMMA_PROBE).any())
+
+
 def _tensor_peak_rows(rows: list[dict]) -> list[dict]:
-    """``tc.<dtype>.peak_flops`` is the best tensor path that ran: wgmma's where the GPU has it (Hopper), else
-    mma.sync's (every tensor-core GPU), so the roofline and the lecture's claims have a tensor peak on any of
-    them; the method says which path it is."""
+    """``tc.<dtype>.peak_flops`` on a GPU without wgmma: the best tensor path that ran there, mma.sync's, so the
+    roofline and the lecture's claims have a tensor peak on every tensor-core GPU; the method says so.  (Where
+    the GPU has wgmma, that peak is wgmma's, or none if wgmma did not run.)"""
     have = {r["quantity"] for r in rows}
     out = []
     for name in TC_NAMES.values():
@@ -218,17 +230,18 @@ def _tensor_peak_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def compute_rows(measurements: pd.DataFrame) -> list[dict]:
-    """Derived rows of every ``compute.*`` probe present in ``measurements``."""
+def compute_rows(measurements: pd.DataFrame, device: dict | None = None) -> list[dict]:
+    """Derived rows of every ``compute.*`` probe present in ``measurements`` (of ``device``, if given)."""
     if "probe" not in measurements or not measurements["probe"].astype(str).str.startswith("compute.").any():
         return []
     rows = _vector_rows(measurements) + _latency_rows(measurements) + _mma_rows(measurements)
     rows += _wgmma_rows(measurements)
-    rows += _tensor_peak_rows(rows)
+    if not has_wgmma(measurements, device):
+        rows += _tensor_peak_rows(rows)
     return rows + _ratio_row(rows)
 
 
-FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m), quantities={
+FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m, device), quantities={
     "fp32.peak_flops": ("FLOP/s", "FP32 FMA peak"),
     "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
     "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),

@@ -27,6 +27,8 @@ def intervals(derived: pd.DataFrame) -> tuple[dict, dict]:
     repro = all(c in derived for c in REPRO)
     for row in derived.itertuples(index=False):
         value = float(row.value)
+        if not math.isfinite(value):  # no figure: the claims it feeds are not measured
+            continue
         ends = [(float(getattr(row, a)), float(getattr(row, b)), kind)
                 for a, b, kind in ((*REPRO, "repro"), ("ci_low", "ci_high", "CI"))
                 if (kind == "CI" or repro) and all(math.isfinite(float(getattr(row, c))) for c in (a, b))]
