@@ -21,44 +21,11 @@ Modules: ``model`` (the claim, the precision table, the measures), ``numbers`` (
 """
 from analysis.claims.lecture_a import SECTIONS_1_TO_5
 from analysis.claims.lecture_b import SECTIONS_6_TO_13
-from analysis.claims.model import (
-           PRECISION,
-           Claim,
-           band,
-           first_of,
-           product,
-           quantity,
-           ratio,
-           tolerance,
-)
+from analysis.claims.model import PRECISION, Claim, band, first_of, product, quantity, ratio, tolerance
 from analysis.claims.numbers import NUMBERS
-from analysis.claims.verdict import (
-           VERDICTS,
-           _inputs,
-           decide,
-           intervals,
-           judge,
-           summary,
-           tolerance_text,
-)
+from analysis.claims.verdict import VERDICTS, _inputs, decide, intervals, judge, summary, tolerance_text
 
 CLAIMS = NUMBERS + SECTIONS_1_TO_5 + SECTIONS_6_TO_13
 
-__all__ = [
-           "CLAIMS",
-           "PRECISION",
-           "VERDICTS",
-           "Claim",
-           "_inputs",
-           "band",
-           "decide",
-           "first_of",
-           "intervals",
-           "judge",
-           "product",
-           "quantity",
-           "ratio",
-           "summary",
-           "tolerance",
-           "tolerance_text",
-]
+__all__ = ["CLAIMS", "PRECISION", "VERDICTS", "Claim", "_inputs", "band", "decide", "first_of", "intervals", "judge",
+           "product", "quantity", "ratio", "summary", "tolerance", "tolerance_text"]

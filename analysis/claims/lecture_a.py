@@ -2,20 +2,8 @@
 from __future__ import annotations
 
 from analysis.claims import mechanisms as why
-from analysis.claims.model import (
-                                   BW,
-                                   CLOCK,
-                                   KB_UNITS,
-                                   PEAK,
-                                   Claim,
-                                   calc,
-                                   device_property,
-                                   first_of,
-                                   lecture_bytes,
-                                   none,
-                                   quantity,
-                                   ratio_of,
-)
+from analysis.claims.model import (BW, CLOCK, KB_UNITS, PEAK, Claim, calc, device_property, first_of,
+                                   lecture_bytes, none, quantity, ratio_of)
 
 SECTIONS_1_TO_5 = (
     # §7.1-7.2

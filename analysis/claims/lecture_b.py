@@ -3,18 +3,8 @@ references' generations."""
 from __future__ import annotations
 
 from analysis.claims import mechanisms as why
-from analysis.claims.model import (
-    BW,
-    N4096,
-    PEAK,
-    Claim,
-    calc,
-    first_of,
-    from_reference,
-    none,
-    quantity,
-    ratio_of,
-)
+from analysis.claims.model import (BW, N4096, PEAK, Claim, calc, first_of, from_reference, none, quantity,
+                                   ratio_of)
 from analysis.units import fmt_value
 
 
@@ -133,15 +123,17 @@ SECTIONS_6_TO_13 = (
           "recomputed: 1 FLOP/B x measured HBM read", id="7.7.elementwise_ceiling", kind="recomputed",
           quote=("1 × 3,350 GB/s = 3.35 TFLOP/s",), precision="plain", figure="roofline"),
     Claim("§7.7", "elementwise ops: 0.19% of FLOPs, ~15x the weight bytes", 0.0019, "1", none, "-",
-          id="7.7.operator_mix", precision="~", quote=("0.19% of the FLOPs but ~15× the bytes",
-                                        "0.19% of a transformer's FLOPs but ~15× the bytes"),
+          id="7.7.operator_mix", precision="~",
+          quote=("0.19% of the FLOPs but ~15× the bytes", "0.19% of a transformer's FLOPs but ~15× the bytes"),
           untestable=_WORKLOAD),
     Claim("§7.7", "an n x n matmul's intensity is n/3 at bf16", 1 / 3, "1", none, "-",
-          id="7.7.matmul_intensity", precision="exact", quote=("2n³ FLOPs on 3n²·b bytes",), untestable=_NAIVE_UNTESTABLE),
+          id="7.7.matmul_intensity", precision="exact", quote=("2n³ FLOPs on 3n²·b bytes",),
+          untestable=_NAIVE_UNTESTABLE),
     # §7.8
     Claim("Numbers worth memorizing; §7.8", "naive matmul: 0.5 FLOP/byte", 0.5, "1", none, "-",
-          id="7.8.naive_intensity", precision="exact", quote=("0.5 FLOP/byte → 0.17% of peak", "2MNK ÷ 4MNK",
-                                           "(2·1·1/(2·2) = 0.5)", "2·M·N·K elements = 4·M·N·K bytes"),
+          id="7.8.naive_intensity", precision="exact",
+          quote=("0.5 FLOP/byte → 0.17% of peak", "2MNK ÷ 4MNK", "(2·1·1/(2·2) = 0.5)",
+                 "2·M·N·K elements = 4·M·N·K bytes"),
           untestable=_NAIVE_UNTESTABLE + "; no naive-matmul probe in this run"),
     Claim("Numbers worth memorizing; §7.8", "naive matmul at 0.17% of peak", 0.0017, "1",
           calc(lambda v: 0.5 * v[BW] / v[PEAK], BW, PEAK),
@@ -323,7 +315,7 @@ SECTIONS_6_TO_13 = (
           "the paper's inputs", id="7.12.tpu_ridge", kind="recomputed", precision="~",
           quote=("92e12 ÷ 34e9 ≈ ~2,700", "92 ÷ 0.034 → ~2,700", "only 34 GB/s of DDR3"), untestable=_TPU),
     Claim("§7.8", "batch-1 decode at 1 FLOP/byte, a 4K prefill at ≈4,100", 4100, "1", none, "-",
-          id="7.8.workload_intensity", precision="≈", quote=("batch-1 decode sits at exactly 1 FLOP/byte, a 4K prefill at "
-                                              "≈4,100",), untestable=_WORKLOAD),
+          id="7.8.workload_intensity", precision="≈",
+          quote=("batch-1 decode sits at exactly 1 FLOP/byte, a 4K prefill at ≈4,100",), untestable=_WORKLOAD),
 )
 
