@@ -164,6 +164,32 @@ def resolve_baseline(long: pd.DataFrame, name: str | None) -> str:
     return hits[0]
 
 
+#: A quantity whose references publish another method than gpuatlas's under its name -> (the run's quantity
+#: measured by the references' method, how the two methods differ).
+MATCHING = {"smem.latency_cycles": (
+    "smem.index_latency_cycles",
+    "published shared-memory chases compute each index from the last load (j = chain[j]); gpuatlas's "
+    "smem.latency_cycles loads each address straight from the last load (pure LDS, no index arithmetic), its "
+    "smem.index_latency_cycles (chase.smem_index) chases as the published ones do")}
+
+
+def _like_for_like(by: pd.DataFrame, quantity: str, num: str, den: str) -> tuple[float, float, str, bool]:
+    """(numerator, denominator, why, comparable) of a run against a reference where the reference's method
+    is not the run's under that name (MATCHING): the run's matching quantity in its place, or no ratio."""
+    n, d = by.loc[(num, quantity)], by.loc[(den, quantity)]
+    published = (_published(n["caveat"]), _published(d["caveat"]))
+    if quantity not in MATCHING or published.count(True) != 1:
+        return n["value"], d["value"], "", True
+    match, differ = MATCHING[quantity]
+    run = num if not published[0] else den
+    if (run, match) not in by.index:
+        return n["value"], d["value"], f"not comparable: {differ}; this run did not measure {match}", False
+    value = by.loc[(run, match), "value"]
+    why = (f"like for like: the ratio takes {run}'s {match} "
+           f"({format_value(value, by.loc[(run, match), 'unit'])}) for its {quantity}, because {differ}")
+    return ((value, d["value"]) if run == num else (n["value"], value)) + (why, True)
+
+
 def ratios(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = False) -> pd.DataFrame:
     """Ratios ``numerator / denominator`` per quantity: each GPU over the baseline (default the first), or with
     ``pairwise`` every later GPU over every earlier one.  Columns: quantity, level, numerator, denominator,
@@ -182,9 +208,11 @@ def ratios(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = Fal
                 continue
             n, d = by.loc[(num, quantity)], by.loc[(den, quantity)]
             same = n["kind"] == d["kind"]
+            top, bottom, why, like = _like_for_like(by, quantity, num, den)
+            same = same and like
             rows.append({"quantity": quantity, "level": level(quantity), "numerator": num, "denominator": den,
-                         "ratio": n["value"] / d["value"] if same else math.nan, "comparable": same,
-                         "why": "" if same else f"not comparable: {n['kind']} against {d['kind']}"})
+                         "ratio": top / bottom if same else math.nan, "comparable": same,
+                         "why": why if why or same else f"not comparable: {n['kind']} against {d['kind']}"})
     return pd.DataFrame(rows, columns=["quantity", "level", "numerator", "denominator", "ratio", "comparable", "why"])
 
 
@@ -237,6 +265,13 @@ def format_ratio(ratio: float) -> str:
     return _sig(ratio) if math.isfinite(ratio) else "-"
 
 
+#: The provenance markers of the references' caveats (tools/reference_build.py), and what each says.
+MARKERS = {"[R]": "(in a caveat): the figure was read directly in the cited primary file or page",
+           "[R2]": "(in a caveat): read in a secondary compilation that cites the primary table, the primary "
+                   "itself not opened",
+           "[I]": "(in a caveat): inferred or computed from read values, with the arithmetic given"}
+
+
 class Footnotes:
     """Numbered notes, each text once: caveats, sources and the reasons a ratio is not given."""
 
@@ -248,7 +283,10 @@ class Footnotes:
         return "".join(f"[{n}]" for n in numbers)
 
     def lines(self) -> list[str]:
-        return [f"[{n}] {text}" for text, n in self.texts.items()]
+        """The notes, then what each provenance marker they print means."""
+        lines = [f"[{n}] {text}" for text, n in self.texts.items()]
+        shown = [m for m in MARKERS if any(m in text for text in self.texts)]
+        return lines + ([f"{m} {MARKERS[m]}" for m in shown] if shown else [])
 
 
 def _published(caveat) -> bool:
@@ -281,8 +319,8 @@ def annotated(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = 
     for num, den in pairs:
         table[(num, den)] = "-"
     for r in pairs_frame.itertuples(index=False):
-        table.at[r.quantity, (r.numerator, r.denominator)] = (format_ratio(r.ratio) if r.comparable
-                                                              else "n/c" + notes.mark(r.why))
+        table.at[r.quantity, (r.numerator, r.denominator)] = ((format_ratio(r.ratio) if r.comparable else "n/c")
+                                                              + notes.mark(r.why))
     return table, pairs, notes
 
 

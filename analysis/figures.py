@@ -472,10 +472,11 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
 def compute_peaks(derived: pd.DataFrame, ax=None):
     """Measured peaks as a dot plot on a linear axis with 95% CIs: vector units (INT32 in integer ops), mma.sync,
     wgmma, and cuBLAS / Triton matmuls where measured."""
-    from analysis.compute import PEAK_BARS
+    from analysis.compute import PEAK_BARS, WGMMA_PROBE
 
     values = derived.set_index("quantity")
-    bars = [(label, values.loc[q]) for label, q in PEAK_BARS.items() if q in values.index]
+    bars = [(label, values.loc[q]) for label, q in PEAK_BARS.items() if q in values.index
+            and not (label.startswith("wgmma") and values.loc[q, "probe"] != WGMMA_PROBE)]  # mma.sync's stand-in
     ax = ax or plt.figure(figsize=(8, 0.3 * max(len(bars), 4) + 1.2)).gca()
     families = {"FP": "vector", "INT": "vector", "mma.sync": "mma.sync", "wgmma": "wgmma", "cuBLAS": "library",
                 "Triton": "library"}

@@ -575,8 +575,8 @@ def _sections(meta, measurements, derived, figures: FigureJob):
 
 
 def claim_sections(derived: pd.DataFrame, device: dict) -> list:
-    """The lecture's claims: how many hold, deviate or cannot be tested per section, then one table per section
-    (in the lecture's order), each deviation naming the figure that shows it."""
+    """The lecture's claims: how many hold, deviate, are undecided or cannot be tested per section, then one table
+    per section (in the lecture's order), each deviation naming the figure that shows it."""
     table = claims.judge(derived, device)
     sections = [("The lecture's claims, judged", claims.summary(table))]
     for name, part in table.groupby("section", sort=False):
