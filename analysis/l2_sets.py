@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.quantities import derived_row, structure_row
+from analysis.quantities import derived_row
 from analysis.stats import of_probe, usable
 from analysis.units import fmt_bytes
 
@@ -200,7 +200,6 @@ def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:
     method = ("hashed index: associativity and sets fitted to the hit fraction of chains at random places under a "
               "balls-into-bins LRU model, h(N) = P(Poisson(N / S) <= W - 1), one SM; the CI spans the W within "
               f"{WAYS_SSE_RATIO:g}x the best misfit")
-    return [structure_row("l2.ways", ways, (min(near), max(near)), method, PROBE, note,
-                          why=f"the W within {WAYS_SSE_RATIO:g}x the best misfit" if len(near) > 1 else ""),
+    return [derived_row("l2.ways", ways, min(near), max(near), method, PROBE, note),
             derived_row("l2.sets", sets, min(sets_range), max(sets_range), method, PROBE,
                         f"C / (W x {line:.0f} B); " + note)]
