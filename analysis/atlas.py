@@ -34,9 +34,8 @@ class Box(NamedTuple):
 
 SM = Box("SM", (1, 50, 98, 42), (), "#EAF0F8")
 BOXES = (
-    Box("warp schedulers", (3, 73, 30, 13), (("schedulers", "sm.schedulers"),
-                                             ("issue per scheduler", "sm.issue_per_clk_per_scheduler")), "#FFFFFF"),
-    Box("register file", (3, 53, 30, 15), (("registers", "driver:regs_per_sm"),), "#FFFFFF"),
+    Box("warp schedulers", (3, 73, 30, 13), (("schedulers", "sm.schedulers"), ("issue", "sm.issue_per_clk_per_scheduler")), "#FFFFFF"),
+    Box("register file", (3, 53, 30, 15), (("registers (driver)", "driver:regs_per_sm"),), "#FFFFFF"),
     Box("unified L1 / shared array", (35, 52, 62, 35),
         (("size", "l1.unified_bytes"), ("L1 at the largest shared carve-out", "l1.capacity_bytes_at_carveout")),
         "#F6F6F6"),
@@ -46,20 +45,20 @@ BOXES = (
     Box("L1", (67, 54, 29, 20), (("capacity", "l1.capacity_bytes"), ("latency", "l1.latency_cycles"),
                                  ("bandwidth per SM", "l1.bandwidth_bytes_per_clk_sm"),
                                  ("line", "l1.line_bytes")), "#FFFFFF"),
-    Box("L2", (1, 22, 66, 25), (("capacity, every SM reading", "l2.capacity_bytes"),
+    Box("L2", (1, 22, 60, 25), (("capacity, every SM reading", "l2.capacity_bytes"),
                                 ("bandwidth, every SM", "l2.bandwidth_bytes_per_s")), "#FBEFE3"),
-    Box("near partition", (3, 24, 31, 13), (("capacity", "l2.partition_bytes"), ("latency", "l2.latency_cycles")),
+    Box("near partition", (3, 24, 28, 13), (("capacity", "l2.partition_bytes"), ("latency", "l2.latency_cycles")),
         "#FFFFFF"),
-    Box("far partition", (35, 24, 30, 13), (("one SM's reach", "l2.far_reach_bytes"),
+    Box("far partition", (32, 24, 27, 13), (("one SM's reach", "l2.far_reach_bytes"),
                                             ("latency", "l2.far_latency_cycles")), "#FFFFFF"),
-    Box("TLBs", (69, 22, 30, 25), (("first level's reach", "tlb.l1.reach_bytes"),
+    Box("TLBs", (63, 22, 36, 25), (("first level's reach", "tlb.l1.reach_bytes"),
                                    ("its miss adds", "tlb.l1.miss_cycles"),
                                    ("second level's reach", "tlb.l2.reach_bytes"),
                                    ("its miss adds", "tlb.l2.miss_cycles")), "#EEF6EC"),
-    Box("HBM", (1, 1, 66, 18), (("capacity (driver)", "driver:total_memory_bytes"),
+    Box("HBM", (1, 1, 60, 18), (("capacity (driver)", "driver:total_memory_bytes"),
                                 ("latency", "dram.latency_cycles"),
                                 ("read bandwidth", "dram.read_bandwidth_bytes_per_s")), "#F3ECF6"),
-    Box("links to peer GPUs", (69, 1, 30, 18), (("NVLink links", "nvlink.links"),
+    Box("links to peer GPUs", (63, 1, 36, 18), (("NVLink links", "nvlink.links"),
                                                 ("peer read latency", "p2p.latency"),
                                                 ("peer copy bandwidth", "p2p.memcpy_bandwidth_bytes_per_s")),
         "#F6F3E6"),
@@ -90,11 +89,14 @@ def line_text(label: str, source: str, derived: pd.DataFrame, device: dict) -> t
 
 
 def atlas(meta: dict, derived: pd.DataFrame, ax=None):
-    """The atlas diagram of the run (``meta`` its run.json, ``derived`` its quantities) on ``ax``."""
+    """The atlas diagram of the run (``meta`` its run.json, ``derived`` its quantities) on ``ax``; None for a run
+    that measured no level of it."""
     device = meta["device"]
-    ax = ax or plt.figure(figsize=(11.5, 7)).gca()
+    if not set(quantities()) & set(derived["quantity"]):
+        return None  # the run measured no level of the hierarchy: nothing to draw
+    ax = ax or plt.figure(figsize=(9.5, 6.6)).gca()
     ax.set_xlim(0, 100)
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, 93)
     ax.set_axis_off()
     ax.set_title(f"{device['name']}, as this run measured it", fontsize=11, gid="driver:name")
     for box in (SM, *BOXES):
@@ -115,6 +117,6 @@ def atlas(meta: dict, derived: pd.DataFrame, ax=None):
             ax.text(x + 1.2, y + h - 5.6 - 3.2 * i, text, fontsize=7, va="center", gid=gid,
                     color="0.45" if gid.startswith("missing:") else "black",
                     style="italic" if gid.startswith("missing:") else "normal")
-    for x0, y0, x1, y1 in ((34, 50, 34, 47), (34, 22, 34, 19), (67, 34.5, 69, 34.5)):
+    for x0, y0, x1, y1 in ((34, 50, 34, 47), (34, 22, 34, 19), (61, 34.5, 63, 34.5)):
         ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "<->", "color": "0.35", "lw": 0.8})
     return ax

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 
 from analysis import claims, execution
@@ -99,6 +100,8 @@ def verdict_chart(derived: pd.DataFrame, device: dict, ax=None):
     from analysis.figures import color_palette
 
     table = claims.judge(derived, device)
+    if not table["verdict"].isin(("holds", "deviates", "undecided")).any():
+        return None  # nothing judged: the chapter's table says what each claim needs
     counts = table.groupby(["section", "verdict"], sort=False).size().unstack(fill_value=0)
     known = {"holds": "#55A868", "deviates": "#C44E52", "undecided": "#DD8452", "cannot be tested": "#8C8C8C",
              "not measured": "#D9D9D9"}
@@ -107,11 +110,13 @@ def verdict_chart(derived: pd.DataFrame, device: dict, ax=None):
     colours = {v: known.get(v) or next(spare) for v in verdicts}
     sections = list(dict.fromkeys(table["section"]))
     ax = ax or plt.figure(figsize=(7, 0.26 * len(sections) + 1.4)).gca()
-    left = pd.Series(0, index=sections)
+    left = np.zeros(len(sections))
     for verdict in verdicts:
         widths = counts.reindex(sections)[verdict]
-        ax.barh(range(len(sections)), widths, left=left, color=colours[verdict], label=verdict, height=0.7)
-        left = left + widths.values
+        drawn = widths.to_numpy() > 0
+        ax.barh(np.arange(len(sections))[drawn], widths.to_numpy()[drawn], left=left[drawn], color=colours[verdict],
+                label=verdict, height=0.7)
+        left = left + widths.to_numpy()
     ax.set_yticks(range(len(sections)), sections, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("claims (count)")
@@ -149,25 +154,27 @@ def report_sections(meta, measurements, derived, figs: dict, tables) -> list:
     rest = [("", ("figure", *f)) for stem, f in figs.items() if stem not in placed]
     if rest:  # a figure no chapter names yet still comes before the appendices
         sections.append(("Other figures", Part(rest)))
-    judged = claims_chapter(derived, meta["device"])
-    sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(derived, meta["device"]))])))
+    table = claims.judge(derived, meta["device"])
+    judged = claims_chapter(derived, meta["device"], table)
+    sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(table))])))
     sections += appendices(meta, derived, judged[1:], tables)
     return sections
 
 
-def claims_chapter(derived: pd.DataFrame, device: dict) -> list:
+def claims_chapter(derived: pd.DataFrame, device: dict, table: pd.DataFrame | None = None) -> list:
     """The lecture's claims: how many hold, deviate or cannot be tested per section, then one table per section
-    (in the lecture's order), each deviation naming the figure that shows it."""
-    table = claims.judge(derived, device)
+    (in the lecture's order), each deviation naming the figure that shows it (``table``: claims.judge's, if
+    already made)."""
+    table = claims.judge(derived, device) if table is None else table
     sections = [("The lecture's claims, judged", claims.summary(table))]
     for name, part in table.groupby("section", sort=False):
         sections.append((f"Claims of {name}", part.drop(columns="section")))
     return sections
 
 
-def deviations(derived: pd.DataFrame, device: dict) -> pd.DataFrame | list[str]:
-    """The claims the run contradicts, in short: what the lecture says, what was measured, where it shows."""
-    table = claims.judge(derived, device)
+def deviations(table: pd.DataFrame) -> pd.DataFrame | list[str]:
+    """The claims (claims.judge's table) the run contradicts, in short: what the lecture says, what was
+    measured, where it shows."""
     off = table[table["verdict"] == "deviates"]
     if off.empty:
         return ["no claim deviates in this run"]

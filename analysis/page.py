@@ -152,7 +152,7 @@ _OPEN_FOR_PRINT = ("addEventListener('beforeprint',()=>document.querySelectorAll
 CSS = """body{font-family:system-ui,sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;color:#222}
 table.data{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.85em;max-width:100%}
 table.data th,table.data td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere}
+overflow-wrap:anywhere}table.data td:first-child{overflow-wrap:normal;white-space:nowrap}
 td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}h3{margin-top:1.2em}
 figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}
 div.row{display:flex;gap:1em;align-items:flex-start}div.row figure{flex:1 1 0;min-width:0}
