@@ -163,3 +163,22 @@ h2{break-before:page}section.chapter:first-of-type h2{break-before:avoid}h2,h3{b
 figure,div.row,tr{break-inside:avoid}img{max-height:23cm;object-fit:contain}
 table.data{font-size:7pt;width:100%}table.data th,table.data td{padding:1px 3px}
 details>summary{display:none}nav.toc{display:none}}"""
+
+
+def check_pdf_printer() -> None:
+    """Refuse --pdf before any work where WeasyPrint (the pdf extra) cannot be imported."""
+    from analysis.errors import UsageError
+
+    try:
+        import weasyprint  # noqa: F401
+    except (ImportError, OSError) as exc:  # OSError: the package is there, the system's Pango is not
+        raise UsageError(f"--pdf needs WeasyPrint (pip install 'gpuatlas[pdf]'): {exc}") from None
+
+
+def print_pdf(page: Path) -> Path:
+    """Print the page (its print style sheet: appendices open, figures whole) to index.pdf beside it."""
+    import weasyprint
+
+    pdf = page.with_suffix(".pdf")
+    weasyprint.HTML(filename=str(page)).write_pdf(str(pdf))
+    return pdf

@@ -139,6 +139,13 @@ def _derived_with_figures(run, read=None):
         raise
 
 
+def _print_pdf(args, page: Path) -> None:
+    if args.pdf:
+        from analysis.page import print_pdf
+
+        _console().print(f"pdf: {print_pdf(page)}")
+
+
 def cmd_report(args) -> int:
     import gc
     from concurrent.futures import ThreadPoolExecutor
@@ -148,6 +155,10 @@ def cmd_report(args) -> int:
     from analysis.stats import one_chunk
 
     sources = args.runs or [str(DEFAULT_RUN)]
+    if args.pdf:
+        from analysis.page import check_pdf_printer
+
+        check_pdf_printer()
     boards = [s for s in sources if (Path(s) / "node.json").is_file() or (Path(s) / "fleet.json").is_file()]
     if boards:  # a node or fleet folder: its page, from its summary files
         from analysis.boards import render_boards
@@ -189,9 +200,11 @@ def cmd_report(args) -> int:
             by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
             page = render(meta, measurements, derived, out_root / meta["run_id"], figures=figures)
             console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+            _print_pdf(args, page)
         if table is not None:
             page = render_comparison(table, by_gpu, out_root / "comparison")
             console.print(f"comparison: {page}")
+            _print_pdf(args, page)
     finally:
         for *_, figures in loaded:
             figures.close()
@@ -303,6 +316,8 @@ def parser() -> argparse.ArgumentParser:
                                       "with several runs or ref:NAME also a comparison page with run-to-run spread")
     s.add_argument("runs", nargs="*", metavar="RUN_DIR|ref:NAME")
     s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
+    s.add_argument("--pdf", action="store_true", help="also print each page to index.pdf beside it, as a paper "
+                                                      "(needs WeasyPrint: pip install 'gpuatlas[pdf]')")
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("compare", help="derived quantities of runs and published references side by side, "

@@ -90,3 +90,31 @@ def test_printed_the_atlas_comes_first_and_every_figure_before_the_appendices(pa
     unwrapped = "".join(tail.split())  # a narrow cell wraps a long name
     assert [q for q in derived["quantity"] if q not in unwrapped] == [], "every quantity printed in the appendix"
     assert "Instruction table" in tail and "Claims of §7.3" in tail
+
+
+def test_pdf_without_weasyprint_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    import sys
+
+    from gpuatlas.cli import main
+
+    monkeypatch.setitem(sys.modules, "weasyprint", None)  # as if the pdf extra were not installed
+    assert main(["report", "--pdf", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "gpuatlas: error: --pdf needs WeasyPrint (pip install 'gpuatlas[pdf]')" in err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_pdf_prints_the_page_as_a_paper(tmp_path):
+    """With the pdf extra: a small run's report printed, the atlas on its first page, the appendices in it."""
+    pytest.importorskip("weasyprint", reason="the pdf extra (pip install 'gpuatlas[pdf]')")
+    if PDFTOTEXT is None:
+        pytest.skip("needs pdftotext (poppler-utils) to read the printed pages")
+    from gpuatlas.cli import main
+    from tests_support import small_simulated_run
+
+    run = small_simulated_run(tmp_path / "runs")
+    assert main(["report", str(run), "--pdf", "--out", str(tmp_path / "out")]) == 0
+    (pdf,) = (tmp_path / "out").glob("*/index.pdf")
+    pages = subprocess.run([PDFTOTEXT, str(pdf), "-"], capture_output=True, text=True, check=True).stdout.split("\f")
+    assert "Figure 1. The atlas" in " ".join(pages[0].split())
+    assert "Appendix A. Every derived quantity" in " ".join(" ".join(pages).split())
