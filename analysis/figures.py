@@ -582,7 +582,7 @@ def fusion(measurements: pd.DataFrame, ax=None):
         fig, (ax, right) = plt.subplots(1, 2, figsize=(9, 3.8))
     else:
         right = ax.twinx()
-    table = table.assign(us=table["seconds"] * 1e6, mb=table["bytes"] / 1e6)
+    table = table.assign(us=table["seconds"] * 1e6, mib=table["bytes"] / 2**20)
     launches = list(dict.fromkeys(table["launch"]))
     palette = color_palette()
     for j, variant in enumerate(("unfused", "fused")):
@@ -600,8 +600,8 @@ def fusion(measurements: pd.DataFrame, ax=None):
     ax.set_ylabel("time per softmax (µs)")
     ax.set_title("Time")
     sizes = table.drop_duplicates("variant").set_index("variant").reindex(["unfused", "fused"]).dropna()
-    right.bar(sizes.index, sizes["mb"], color=color_palette()[:len(sizes)])
-    right.set_ylabel("bytes moved, counted (MB)")
+    right.bar(sizes.index, sizes["mib"], color=color_palette()[:len(sizes)])
+    right.set_ylabel("bytes moved, counted (MiB)")
     right.set_title("Bytes (5 traversals against 2)")
     return ax
 
