@@ -95,6 +95,7 @@ def committed():
 def simulated_a100(tmp_path_factory):
     """A quick run of a few simulated probes on a device with an A100 40 GB's recorded properties."""
     import fakes
+
     from analysis.derive import derive
     from probes import runner
 

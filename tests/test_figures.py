@@ -9,10 +9,14 @@ import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from analysis.figures import _level_labels  # noqa: E402
-from analysis.render import (FIGURES, HOPPER_FIGURES, SUMMARY_FIGURES, TELEMETRY_FIGURES,  # noqa: E402
-                             _figure_specs)
+from analysis.render import (  # noqa: E402
+    FIGURES,
+    HOPPER_FIGURES,
+    SUMMARY_FIGURES,
+    TELEMETRY_FIGURES,
+    _figure_specs,
+)
 from analysis.units import plain_log_axis  # noqa: E402
-
 
 STEMS = [spec.stem for spec in (*SUMMARY_FIGURES, *FIGURES, *HOPPER_FIGURES, *TELEMETRY_FIGURES)]
 #: Words that name a unit (or say the axis is a pure ratio or a count) in an axis label or its tick labels.
@@ -337,10 +341,11 @@ def test_the_legend_check_sees_a_grey_proxy_for_coloured_lines():
 @pytest.fixture(scope="module")
 def ratio_figure():
     """`compare --plot`'s figure of the committed run against two references."""
+    from conftest import COMMITTED_RUN
+
     from analysis.compare import comparison, run_label
     from analysis.compare import ratio_figure as draw
     from analysis.results import RunDir
-    from conftest import COMMITTED_RUN
 
     run = RunDir(COMMITTED_RUN)  # its committed derived.csv: test_committed_run checks it is what derive() gives
     sources = [str(COMMITTED_RUN), "ref:h100-sxm", "ref:a100-sxm4-80gb"]

@@ -109,8 +109,9 @@ def test_pdf_prints_the_page_as_a_paper(tmp_path):
     pytest.importorskip("weasyprint", reason="the pdf extra (pip install 'gpuatlas[pdf]')")
     if PDFTOTEXT is None:
         pytest.skip("needs pdftotext (poppler-utils) to read the printed pages")
-    from gpuatlas.cli import main
     from tests_support import small_simulated_run
+
+    from gpuatlas.cli import main
 
     run = small_simulated_run(tmp_path / "runs")
     assert main(["report", str(run), "--pdf", "--out", str(tmp_path / "out")]) == 0

@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from analysis import chapters
-from analysis.render import FIGURES, HOPPER_FIGURES, SUMMARY_FIGURES, TELEMETRY_FIGURES, derived_table
+from analysis.render import (
+    FIGURES,
+    HOPPER_FIGURES,
+    SUMMARY_FIGURES,
+    TELEMETRY_FIGURES,
+    derived_table,
+)
 from analysis.shown import fmt_interval, fmt_measured, fmt_value
 
 
@@ -57,7 +63,7 @@ def page(committed_report):
 def _parts(html: str, kind: str) -> dict:
     """{title: body} of each <section class=kind> of the page."""
     return {unescape(title): body for title, body in
-            re.findall(rf'<section class="{kind}"><h2 id="[^"]+">([^<]+)</h2>(.*?)</section>', html, re.S)}
+            re.findall(rf'<section class="{kind}"><h2 id="[^"]+">([^<]+)</h2>(.*?)</section>', html, re.DOTALL)}
 
 
 def test_the_committed_report_opens_with_the_atlas_and_each_chapter_with_its_figures(page):
@@ -86,9 +92,10 @@ def test_the_appendices_hold_the_big_tables_collapsed(page):
 
 
 def test_the_hierarchy_never_calls_a_quantity_of_a_probe_that_ran_not_measured(committed_run):
+    from conftest import COMMITTED_RUN
+
     from analysis.render import hierarchy_table
     from analysis.results import RunDir
-    from conftest import COMMITTED_RUN
 
     meta, _ = committed_run
     table = hierarchy_table(meta, RunDir(COMMITTED_RUN).read_derived())
@@ -102,10 +109,11 @@ def test_the_hierarchy_never_calls_a_quantity_of_a_probe_that_ran_not_measured(c
 
 
 def test_the_comparison_page_opens_with_its_figure(tmp_path):
+    from conftest import COMMITTED_RUN
+
     from analysis.compare import comparison, run_label
     from analysis.render import render_comparison
     from analysis.results import RunDir
-    from conftest import COMMITTED_RUN
 
     run = RunDir(COMMITTED_RUN)
     sources = [str(COMMITTED_RUN), "ref:h100-sxm"]
