@@ -131,14 +131,9 @@ def report_sections(meta, measurements, derived, figs: dict, tables) -> list:
     def drawn(stems):
         return [figs[s] for s in stems if s in figs]
 
-    summary = []
-    if "atlas" in figs:
-        summary.append(("", ("figure", *figs["atlas"])))
-    pair = drawn(("compute-peaks", "roofline"))
-    if pair:
-        summary.append(("", ("figures", pair)))
-    if "lecture-verdicts" in figs:
-        summary.append(("", ("figure", *figs["lecture-verdicts"])))
+    # on screen the atlas sits beside the verdicts, the peaks beside the roofline: one screen (print stacks them)
+    summary = [("", ("figures", row)) for row in (drawn(("atlas", "lecture-verdicts")),
+                                                  drawn(("compute-peaks", "roofline"))) if row]
     summary.append(("In numbers", summary_lines(meta, derived, tables["warnings"])))
     sections = [("Summary", Part(summary))]
     placed = set(SUMMARY)

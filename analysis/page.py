@@ -68,13 +68,16 @@ class _Writer:
         self.numbers, self.out_dir = numbers, out_dir
         self.md, self.body, self.toc, self.taken = [], [], [], set()
 
-    def figure(self, spec, svg) -> str:
+    def figure(self, spec, svg, grow: bool = False) -> str:
         atomic_write_bytes(self.out_dir / f"{spec.stem}.svg", svg)
         caption = f"Figure {self.numbers[spec.stem]}. {spec.title}. {spec.caption}"
         self.md += [f"![{spec.title}]({spec.stem}.svg)", "", f"*{caption}*", ""]
         self.taken.add(spec.stem)
         # a data URI, not inline <svg>: each figure keeps its own ids and style sheet out of the page's
-        return (f'<figure id="{spec.stem}"><img alt="{html.escape(spec.title)}" src="data:image/svg+xml;base64,'
+        # in a row, each figure takes room in proportion to its drawn width
+        width = re.search(rb'<svg[^>]* width="([\d.]+)pt"', svg) if grow else None
+        style = f' style="flex-grow:{float(width.group(1)):.0f}"' if width else ""
+        return (f'<figure id="{spec.stem}"{style}><img alt="{html.escape(spec.title)}" src="data:image/svg+xml;base64,'
                 f'{base64.b64encode(svg).decode()}"><figcaption>{html.escape(caption)}</figcaption></figure>')
 
     def table(self, frame: pd.DataFrame) -> str:
@@ -97,7 +100,7 @@ class _Writer:
         if isinstance(content, tuple) and content[0] == "figure":
             return self.figure(*content[1:])
         if isinstance(content, tuple) and content[0] == "figures":
-            return '<div class="row">' + "".join(self.figure(*f) for f in content[1]) + "</div>"
+            return '<div class="row">' + "".join(self.figure(*f, grow=True) for f in content[1]) + "</div>"
         self.md += [f"- {line}" for line in content] + [""]
         return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>"
 
@@ -155,9 +158,10 @@ table.data th,table.data td{border-bottom:1px solid #ddd;padding:3px 6px;text-al
 overflow-wrap:anywhere}table.data td:first-child{overflow-wrap:normal;white-space:nowrap}
 td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}h3{margin-top:1.2em}
 figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}
-div.row{display:flex;gap:1em;align-items:flex-start}div.row figure{flex:1 1 0;min-width:0}
+div.row{display:flex;gap:1em;align-items:flex-start}div.row figure{flex:1 1 0;min-width:0;margin:0}
 nav.toc ol{columns:2}nav.toc ol ol{columns:1;font-size:0.9em}details>summary{cursor:pointer;color:#555}
 @media print{details::details-content{content-visibility:visible;display:contents}
+div.row{display:block}div.row figure{margin:0 0 1.5em}
 body{max-width:none;margin:0;padding:0;font-size:10pt}
 h2{break-before:page}section.chapter:first-of-type h2{break-before:avoid}h2,h3{break-after:avoid}
 figure,div.row,tr{break-inside:avoid}img{max-height:23cm;object-fit:contain}
