@@ -59,7 +59,7 @@ BOXES = (
                                 ("latency", "dram.latency_cycles"),
                                 ("read bandwidth", "dram.read_bandwidth_bytes_per_s")), "#F3ECF6"),
     Box("links to peer GPUs", (63, 1, 36, 18), (("NVLink links", "nvlink.links"),
-                                                ("peer read latency", "p2p.latency"),
+                                                ("peer read latency", "p2p.latency_cycles"),
                                                 ("peer copy bandwidth", "p2p.memcpy_bandwidth_bytes_per_s")),
         "#F6F3E6"),
 )
@@ -88,13 +88,23 @@ def line_text(label: str, source: str, derived: pd.DataFrame, device: dict) -> t
     return text, f"derived:{source}"
 
 
+def _fit(text, right: float) -> None:
+    """Shrink the text until it ends left of ``right`` (data units): a long interval stays inside its box."""
+    renderer = text.figure.canvas.get_renderer()
+    limit = text.axes.transData.transform((right, 0))[0]
+    while text.get_window_extent(renderer).x1 > limit and text.get_fontsize() > 4.5:
+        text.set_fontsize(text.get_fontsize() - 0.25)
+
+
 def atlas(meta: dict, derived: pd.DataFrame, ax=None):
     """The atlas diagram of the run (``meta`` its run.json, ``derived`` its quantities) on ``ax``; None for a run
     that measured no level of it."""
     device = meta["device"]
     if not set(quantities()) & set(derived["quantity"]):
         return None  # the run measured no level of the hierarchy: nothing to draw
-    ax = ax or plt.figure(figsize=(9.5, 6.6)).gca()
+    if ax is None:
+        ax = plt.figure(figsize=(9.5, 6.6)).gca()
+        ax.figure.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.94)
     ax.set_xlim(0, 100)
     ax.set_ylim(0, 93)
     ax.set_axis_off()
@@ -114,9 +124,9 @@ def atlas(meta: dict, derived: pd.DataFrame, ax=None):
         ax.text(x + 1.2, y + h - 2.2, box.name, fontsize=8.5, weight="bold", va="center")
         for i, (label, source) in enumerate(box.lines):
             text, gid = line_text(label, source, derived, device)
-            ax.text(x + 1.2, y + h - 5.6 - 3.2 * i, text, fontsize=7, va="center", gid=gid,
-                    color="0.45" if gid.startswith("missing:") else "black",
-                    style="italic" if gid.startswith("missing:") else "normal")
+            _fit(ax.text(x + 1.2, y + h - 5.6 - 3.2 * i, text, fontsize=7, va="center", gid=gid,
+                         color="0.45" if gid.startswith("missing:") else "black",
+                         style="italic" if gid.startswith("missing:") else "normal"), x + w - 0.6)
     for x0, y0, x1, y1 in ((34, 50, 34, 47), (34, 22, 34, 19), (61, 34.5, 63, 34.5)):
         ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "<->", "color": "0.35", "lw": 0.8})
     return ax

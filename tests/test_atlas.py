@@ -93,7 +93,8 @@ def committed():
 
 @pytest.fixture(scope="module")
 def simulated_a100(tmp_path_factory):
-    """A quick run of a few simulated probes on a device with an A100 40 GB's recorded properties."""
+    """A quick run of a few simulated probes, links among them, on a node of two GPUs with an A100 40 GB's
+    recorded properties."""
     import fakes
 
     from analysis.derive import derive
@@ -101,9 +102,10 @@ def simulated_a100(tmp_path_factory):
 
     a100 = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text())["a100-40gb"].items()
             if not k.startswith("_")}
-    device = {**fakes.DEVICE, **a100, "uuid": "GPU-sim-a100"}
+    device = {**fakes.DEVICE, **a100, "uuid": "GPU-sim-a100", "gpu_count": 2}  # a node of two: links measured
     probes = [p for p in fakes.simulated_probes()
-              if p.id in ("clock.sm", "chase.latency", "chase.smem", "bw.onchip", "bw.dram", "bw.l2", "chase.miss")]
+              if p.id in ("clock.sm", "chase.latency", "chase.smem", "bw.onchip", "bw.dram", "bw.l2", "chase.miss",
+                          "link.topology", "link.memcpy", "link.p2p_latency")]
     run, meta = runner.new_run(tmp_path_factory.mktemp("a100"), device, {}, probes, "quick", {}, 0, ["test"])
     meta = runner.execute(run, meta, probes, isolate=False)
     return meta, derive(meta, run.read_measurements())
@@ -129,6 +131,7 @@ def test_a_simulated_a100s_atlas_draws_its_numbers_and_its_gaps(simulated_a100):
     assert texts["driver:sm_count"] == f"SMs: {meta['device']['sm_count']}"
     assert texts["missing:tlb.l1.reach_bytes"].endswith("not measured")  # the run had no chase.tlb
     assert texts["missing:l1.capacity_bytes"].endswith("not measured")  # a quick chase resolves no capacity
+    assert {"derived:nvlink.links", "derived:p2p.latency_cycles", "derived:p2p.memcpy_bandwidth_bytes_per_s"} <= set(texts)
     plt.close(ax.figure)
 
 
@@ -148,3 +151,31 @@ def test_the_check_sees_a_wrong_number_and_a_level_drawn_missing(committed):
     assert misdrawn(ax, meta, derived) == ["dram.latency_cycles drawn missing: 'latency: not measured'",
                                            "dram.latency_cycles: drawn missing, run has it derived"]
     plt.close(ax.figure)
+
+
+def lines_outside_their_boxes(ax) -> list[str]:
+    """Each line of text that runs past the right edge of the innermost box it starts in."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = [p.get_window_extent(renderer) for p in ax.patches]
+    out = []
+    for text in ax.texts:
+        if not text.get_text():
+            continue  # an arrow between levels
+        extent = text.get_window_extent(renderer)
+        inside = [b for b in boxes if b.x0 <= extent.x0 <= b.x1 and b.y0 <= extent.y0 and extent.y1 <= b.y1]
+        if inside and extent.x1 > min(inside, key=lambda b: b.width).x1:
+            out.append(text.get_text())
+    return out
+
+
+def test_every_line_stays_inside_its_box(committed, simulated_a100):
+    for meta, derived in (committed, simulated_a100):
+        ax = atlas.atlas(meta, derived)
+        ax.figure.tight_layout()  # as the report lays it out
+        assert lines_outside_their_boxes(ax) == []
+        line = next(t for t in ax.texts if t.get_gid() == "derived:l2.latency_cycles")  # in the near partition
+        line.set_fontsize(14)  # negative control: a line grown past its box
+        assert lines_outside_their_boxes(ax) == [line.get_text()]
+        plt.close(ax.figure)
