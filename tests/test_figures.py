@@ -27,7 +27,8 @@ UNIT_WORDS = re.compile(r"\b(cycles?|B|bytes|KiB|MiB|GiB|TiB|[kMGTP]?B/s|[kMGTP]
 
 def axes_without_units(fig) -> list[str]:
     """Each drawn axis whose tick labels are bare numbers while neither they nor its label name a unit."""
-    drawn_texts(fig)  # lays the tick labels out as drawn
+    if fig.stale:  # tick labels are laid out by a draw (the overlap test's, where it ran first)
+        fig.canvas.draw()
     missing = []
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison:
