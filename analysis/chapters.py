@@ -179,7 +179,7 @@ def deviations(table: pd.DataFrame) -> pd.DataFrame | list[str]:
 def appendices(meta, derived, claim_tables, tables) -> list:
     inst = execution.inst_table(derived)
     out = [("Appendix A. Every derived quantity", Part([("Derived quantities", tables["derived"])], True)),
-           ("Appendix B. The lecture's claims, section by section", Part(claim_tables, True))]
+           ("Appendix B. The lecture's claims, section by section", Part(claim_tables, True, wide=True))]
     if not inst.empty:
         out.append(("Appendix C. Instruction table",
                     Part([("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst)],

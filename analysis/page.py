@@ -19,9 +19,11 @@ from analysis.results import atomic_write_bytes, atomic_write_text
 
 
 class Part(NamedTuple):
-    """A chapter: its sections, and whether it is an appendix (collapsed on screen)."""
+    """A chapter: its sections, whether it is an appendix (collapsed on screen), and whether its tables are
+    wide (printed on landscape pages)."""
     sections: list
     appendix: bool = False
+    wide: bool = False
 
 
 def _figures_of(sections) -> list:
@@ -117,8 +119,10 @@ class _Writer:
                            + "</li>")
                 head = f'<h{level} id="{anchor}">{html.escape(heading)}</h{level}>'
                 inner = "".join(inner)
-                out.append(f'<section class="appendix">{head}<details><summary>show</summary>{inner}</details>'
-                           f"</section>" if content.appendix else f'<section class="chapter">{head}{inner}</section>')
+                wide = " wide" if content.wide else ""
+                out.append(f'<section class="appendix{wide}">{head}<details><summary>show</summary>{inner}</details>'
+                           f"</section>" if content.appendix else
+                           f'<section class="chapter{wide}">{head}{inner}</section>')
                 continue
             if isinstance(content, tuple):  # figures are headed by their captions
                 stems = [content[1]] if content[0] == "figure" else [f[0] for f in content[1]]
@@ -155,7 +159,7 @@ _OPEN_FOR_PRINT = ("addEventListener('beforeprint',()=>document.querySelectorAll
 CSS = """body{font-family:system-ui,sans-serif;max-width:1300px;margin:2em auto;padding:0 1em;color:#222}
 table.data{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.85em;max-width:100%}
 table.data th,table.data td{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top;
-overflow-wrap:anywhere}table.data td:first-child{overflow-wrap:normal;white-space:nowrap}
+overflow-wrap:break-word}table.data td:first-child{white-space:nowrap}
 td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}h3{margin-top:1.2em}
 figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}
 div.row{display:flex;gap:1em;align-items:flex-start}div.row figure{flex:1 1 0;min-width:0;margin:0}
@@ -164,8 +168,9 @@ nav.toc ol{columns:2}nav.toc ol ol{columns:1;font-size:0.9em}details>summary{cur
 div.row{display:block}div.row figure{margin:0 0 1.5em}
 body{max-width:none;margin:0;padding:0;font-size:10pt}
 h2{break-before:page}section.chapter:first-of-type h2{break-before:avoid}h2,h3{break-after:avoid}
-figure,div.row,tr{break-inside:avoid}img{max-height:23cm;object-fit:contain}
+figure,tr{break-inside:avoid}img{max-height:23cm;object-fit:contain}
 table.data{font-size:7pt;width:100%}table.data th,table.data td{padding:1px 3px}
+@page landscape{size:landscape}section.wide{page:landscape}
 details>summary{display:none}nav.toc{display:none}}"""
 
 

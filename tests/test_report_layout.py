@@ -63,7 +63,7 @@ def page(committed_report):
 def _parts(html: str, kind: str) -> dict:
     """{title: body} of each <section class=kind> of the page."""
     return {unescape(title): body for title, body in
-            re.findall(rf'<section class="{kind}"><h2 id="[^"]+">([^<]+)</h2>(.*?)</section>', html, re.DOTALL)}
+            re.findall(rf'<section class="{kind}(?: wide)?"><h2 id="[^"]+">([^<]+)</h2>(.*?)</section>', html, re.DOTALL)}
 
 
 def test_the_committed_report_opens_with_the_atlas_and_each_chapter_with_its_figures(page):
