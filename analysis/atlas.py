@@ -98,10 +98,11 @@ def _fit(text, right: float) -> None:
 
 def atlas(meta: dict, derived: pd.DataFrame, ax=None):
     """The atlas diagram of the run (``meta`` its run.json, ``derived`` its quantities) on ``ax``; None for a run
-    that measured no level of it."""
+    that measured fewer than two of its levels."""
     device = meta["device"]
-    if not set(quantities()) & set(derived["quantity"]):
-        return None  # the run measured no level of the hierarchy: nothing to draw
+    measured = [box for box in BOXES if any(source in set(derived["quantity"]) for _, source in box.lines)]
+    if len(measured) < 2:
+        return None  # one level alone (or none) is no hierarchy: the chapters' tables show it
     if ax is None:
         ax = plt.figure(figsize=(9.5, 6.6)).gca()
         ax.figure.subplots_adjust(left=0.01, right=0.99, bottom=0.01, top=0.94)

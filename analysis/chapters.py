@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 
 from analysis import claims, execution
@@ -21,7 +20,7 @@ class Chapter(NamedTuple):
 
 
 #: The figures of the summary, above every chapter.
-SUMMARY = ("atlas", "compute-peaks", "roofline", "lecture-verdicts")
+SUMMARY = ("atlas", "compute-peaks", "roofline")
 
 CHAPTERS = (
     Chapter("Memory hierarchy", ("latency-staircase", "access-latency", "tlb-staircase", "hbm-latency",
@@ -93,36 +92,22 @@ def summary_lines(meta: dict, derived: pd.DataFrame, warnings: list[str]) -> lis
             f"Warnings: {len(warnings)} (listed in the last appendix)."]
 
 
-def verdict_chart(derived: pd.DataFrame, device: dict, ax=None):
-    """The lecture's claims per section as one stacked bar of their verdicts, in the lecture's order."""
-    import matplotlib.pyplot as plt
+#: Each verdict's colour in the summary's chart; a verdict not named here is drawn in grey-blue.
+VERDICT_COLOURS = {"holds": "#55A868", "deviates": "#C44E52", "undecided": "#DD8452", "cannot be tested": "#8C8C8C",
+                   "not measured": "#D9D9D9"}
 
-    from analysis.figures import color_palette
 
-    table = claims.judge(derived, device)
-    if not table["verdict"].isin(("holds", "deviates", "undecided")).any():
-        return None  # nothing judged: the chapter's table says what each claim needs
-    counts = table.groupby(["section", "verdict"], sort=False).size().unstack(fill_value=0)
-    known = {"holds": "#55A868", "deviates": "#C44E52", "undecided": "#DD8452", "cannot be tested": "#8C8C8C",
-             "not measured": "#D9D9D9"}
-    verdicts = [v for v in known if v in counts] + [v for v in counts if v not in known]
-    spare = iter(color_palette("dark", 10))
-    colours = {v: known.get(v) or next(spare) for v in verdicts}
-    sections = list(dict.fromkeys(table["section"]))
-    ax = ax or plt.figure(figsize=(7, 0.26 * len(sections) + 1.4)).gca()
-    left = np.zeros(len(sections))
-    for verdict in verdicts:
-        widths = counts.reindex(sections)[verdict]
-        drawn = widths.to_numpy() > 0
-        ax.barh(np.arange(len(sections))[drawn], widths.to_numpy()[drawn], left=left[drawn], color=colours[verdict],
-                label=verdict, height=0.7)
-        left = left + widths.to_numpy()
-    ax.set_yticks(range(len(sections)), sections, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("claims (count)")
-    ax.set_title("The lecture's claims judged, section by section", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False, fontsize=7)
-    return ax
+def verdict_bars(table: pd.DataFrame) -> tuple:
+    """The lecture's claims (claims.judge's table) as one bar per section, in the lecture's order:
+    ("bars", [(section, [(verdict, count, colour), ...]), ...]), whatever verdicts the table holds."""
+    verdicts = [v for v in VERDICT_COLOURS if v in set(table["verdict"])]
+    verdicts += [v for v in dict.fromkeys(table["verdict"]) if v not in VERDICT_COLOURS]
+    rows = []
+    for section, part in table.groupby("section", sort=False):
+        counts = part["verdict"].value_counts()
+        rows.append((section, [(v, int(counts[v]), VERDICT_COLOURS.get(v, "#7A8FA6")) for v in verdicts
+                               if v in counts]))
+    return "bars", rows
 
 
 def report_sections(meta, measurements, derived, figs: dict, tables) -> list:
@@ -131,10 +116,14 @@ def report_sections(meta, measurements, derived, figs: dict, tables) -> list:
     def drawn(stems):
         return [figs[s] for s in stems if s in figs]
 
-    # on screen the atlas sits beside the verdicts, the peaks beside the roofline: one screen (print stacks them)
-    summary = [("", ("figures", row)) for row in (drawn(("atlas", "lecture-verdicts")),
-                                                  drawn(("compute-peaks", "roofline"))) if row]
-    summary.append(("In numbers", summary_lines(meta, derived, tables["warnings"])))
+    table = claims.judge(derived, meta["device"])
+    # on screen the verdicts and the numbers sit beside the atlas, the peaks beside the roofline (print stacks them)
+    aside = [("The lecture judged, section by section", verdict_bars(table)),
+             ("In numbers", summary_lines(meta, derived, tables["warnings"]))]
+    summary = [("", ("beside", figs["atlas"], aside))] if "atlas" in figs else aside
+    pair = drawn(("compute-peaks", "roofline"))
+    if pair:
+        summary.append(("", ("figures", pair)))
     sections = [("Summary", Part(summary))]
     placed = set(SUMMARY)
     for chapter in CHAPTERS:
@@ -149,7 +138,6 @@ def report_sections(meta, measurements, derived, figs: dict, tables) -> list:
     rest = [("", ("figure", *f)) for stem, f in figs.items() if stem not in placed]
     if rest:  # a figure no chapter names yet still comes before the appendices
         sections.append(("Other figures", Part(rest)))
-    table = claims.judge(derived, meta["device"])
     judged = claims_chapter(derived, meta["device"], table)
     sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(table))])))
     sections += appendices(meta, derived, judged[1:], tables)

@@ -2,7 +2,9 @@
 and its Markdown twin (which links the SVG files written beside it).
 
 A page is a list of sections, (heading, content).  Content is a DataFrame (a table), a list of lines, a figure
-("figure", spec, svg), figures side by side ("figures", [(spec, svg), ...]), or a Part: a chapter of such
+("figure", spec, svg), figures side by side ("figures", [(spec, svg), ...]), a figure with sections beside it
+("beside", (spec, svg), sections), a small bar chart the page draws itself ("bars", [(label, [(part, count,
+colour), ...]), ...]), or a Part: a chapter of such
 sections under one heading, which an appendix part collapses in a <details> element on screen (print opens it).
 """
 from __future__ import annotations
@@ -36,6 +38,8 @@ def _figures_of(sections) -> list:
             out.append(content[1:])
         elif isinstance(content, tuple) and content[0] == "figures":
             out += list(content[1])
+        elif isinstance(content, tuple) and content[0] == "beside":
+            out += [content[1], *_figures_of(content[2])]
     return out
 
 
@@ -96,6 +100,21 @@ class _Writer:
             return f'<td><a href="#{stem}">Figure {self.numbers[stem]}</a></td>'
         return f"<td>{stem} (not drawn from this run)</td>"
 
+    def bars(self, rows) -> str:
+        """A small chart drawn by the page itself: per row (label, [(part, count, colour), ...]) a bar of its
+        parts' counts, to one scale, with the counts written in."""
+        self.md += [f"- {label}: " + ", ".join(f"{part} {n}" for part, n, _ in parts) for label, parts in rows]
+        self.md.append("")
+        longest = max((sum(n for _, n, _ in parts) for _, parts in rows), default=1) or 1
+        colours = dict((part, colour) for _, parts in rows for part, _, colour in parts)
+        key = "".join(f'<span><i style="background:{c}"></i>{html.escape(p)}</span>' for p, c in colours.items())
+        body = "".join(
+            f"<tr><th>{html.escape(label)}</th><td><div>"
+            + "".join(f'<span style="width:{100 * n / longest:.2f}%;background:{colour}" '
+                      f'title="{html.escape(part)}: {n}">{n}</span>' for part, n, colour in parts)
+            + "</div></td></tr>" for label, parts in rows)
+        return f'<div class="bars"><p class="key">{key}</p><table>{body}</table></div>'
+
     def content(self, content) -> str:
         if isinstance(content, pd.DataFrame):
             return self.table(content)
@@ -103,6 +122,13 @@ class _Writer:
             return self.figure(*content[1:])
         if isinstance(content, tuple) and content[0] == "figures":
             return '<div class="row">' + "".join(self.figure(*f, grow=True) for f in content[1]) + "</div>"
+        if isinstance(content, tuple) and content[0] == "bars":
+            return self.bars(content[1])
+        if isinstance(content, tuple) and content[0] == "beside":
+            _, (spec, svg), sections = content
+            inner, _ = self.sections(sections, 3)
+            return (f'<div class="row">{self.figure(spec, svg, grow=True)}'
+                    f'<div class="aside">{"".join(inner)}</div></div>')
         self.md += [f"- {line}" for line in content] + [""]
         return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>"
 
@@ -124,8 +150,9 @@ class _Writer:
                            f"</section>" if content.appendix else
                            f'<section class="chapter{wide}">{head}{inner}</section>')
                 continue
-            if isinstance(content, tuple):  # figures are headed by their captions
-                stems = [content[1]] if content[0] == "figure" else [f[0] for f in content[1]]
+            if isinstance(content, tuple) and content[0] in ("figure", "figures", "beside"):  # captions head them
+                stems = [content[1][0]] if content[0] == "beside" else (
+                    [content[1]] if content[0] == "figure" else [f[0] for f in content[1]])
                 toc += [f'<li><a href="#{s.stem}">{html.escape(s.title)}</a></li>' for s in stems]
                 out.append(self.content(content))
                 continue
@@ -163,6 +190,12 @@ overflow-wrap:break-word}table.data td:first-child{white-space:nowrap}
 td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}h3{margin-top:1.2em}
 figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}
 div.row{display:flex;gap:1em;align-items:flex-start}div.row figure{flex:1 1 0;min-width:0;margin:0}
+div.row div.aside{flex:380 1 0;min-width:0;font-size:0.9em}div.aside h3{margin-top:0;font-size:1.05em}
+div.bars table{width:100%;border-collapse:collapse;font-size:0.8em}div.bars th{text-align:left;width:6em;
+font-weight:normal;padding:1px 6px 1px 0}div.bars td div{display:flex}div.bars td span{color:#fff;text-align:center;
+overflow:hidden;white-space:nowrap;padding:1px 0;print-color-adjust:exact;-webkit-print-color-adjust:exact}
+div.bars p.key span{margin-right:1em;font-size:0.8em}div.bars p.key i{display:inline-block;width:0.8em;
+height:0.8em;margin-right:0.3em;vertical-align:middle;print-color-adjust:exact;-webkit-print-color-adjust:exact}
 nav.toc ol{columns:2}nav.toc ol ol{columns:1;font-size:0.9em}details>summary{cursor:pointer;color:#555}
 @media print{details::details-content{content-visibility:visible;display:contents}
 div.row{display:block}div.row figure{margin:0 0 1.5em}

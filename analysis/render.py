@@ -169,15 +169,11 @@ class FigureSpec(NamedTuple):
 
 #: The summary's own figures, drawn from the derived quantities alone (analysis.chapters places every figure).
 SUMMARY_FIGURES = (
-    FigureSpec("atlas", None, "The atlas: the chip as this run measured it",
+    FigureSpec("atlas", "chase.latency", "The atlas: the chip as this run measured it",
                "Each level of the memory hierarchy and the SM with its capacity, latency (cycles, and ns at the "
                "run's measured SM clock) and bandwidth, each with its 95% CI in brackets ([n/a]: the run has no "
                "interval); what only the driver reports is marked so; what the run did not measure is drawn as "
                "\"not measured\".", lambda meta, m, d: _atlas().atlas(meta, d)),
-    FigureSpec("lecture-verdicts", None, "The lecture judged",
-               "How many of the lecture's claims this run finds to hold, to deviate, or cannot test, section by "
-               "section (the chapter \"The lecture judged\" and Appendix B give each claim).",
-               lambda meta, m, d: _chapters().verdict_chart(d, meta["device"])),
 )
 #: The report's figures in order; analysis.chapters says which chapter shows each.
 FIGURES = (
@@ -325,12 +321,6 @@ def _atlas():
     from analysis import atlas
 
     return atlas
-
-
-def _chapters():
-    from analysis import chapters
-
-    return chapters
 
 
 def _telemetry():

@@ -124,3 +124,33 @@ def test_the_comparison_page_opens_with_its_figure(tmp_path):
     assert body.index("Figure 1. Each GPU against the first") < body.index("Derived quantities side by side")
     assert (tmp_path / "ratios.svg").exists() and "![Each GPU against the first](ratios.svg)" in \
         (tmp_path / "index.md").read_text()
+
+
+def test_the_verdict_chart_draws_whatever_verdicts_the_claims_give(tmp_path):
+    from analysis.page import Part, write_page
+
+    table = pd.DataFrame({"section": ["§7.1", "§7.1", "§7.3", "§7.3", "§7.3"],
+                          "verdict": ["holds", "undecided", "deviates", "a verdict added later", "holds"]})
+    kind, rows = chapters.verdict_bars(table)
+    assert kind == "bars" and [label for label, _ in rows] == ["§7.1", "§7.3"]
+    assert {p: n for p, n, _ in rows[1][1]} == {"holds": 1, "deviates": 1, "a verdict added later": 1}
+    assert len({c for _, parts in rows for _, _, c in parts}) == 4, "each verdict its own colour"
+    page = write_page("t", [("Summary", Part([("verdicts", (kind, rows))]))], tmp_path).read_text()
+    assert page.count('title="holds: 1"') == 2 and 'title="a verdict added later: 1"' in page
+    assert "- §7.3: holds 1, deviates 1, a verdict added later 1" in (tmp_path / "index.md").read_text()
+
+
+def test_the_summarys_verdict_chart_counts_the_claims(page):
+    from analysis import claims
+    from analysis.results import RunDir
+    from conftest import COMMITTED_RUN
+
+    html, derived = page
+    summary = _parts(html, "chapter")["Summary"]
+    drawn = re.findall(r'<tr><th>([^<]+)</th><td><div>(.*?)</div></td></tr>', summary)
+    judged = claims.judge(derived, RunDir(COMMITTED_RUN).read_meta()["device"])
+    counts = judged.groupby(["section", "verdict"], sort=False).size()
+    assert [unescape(label) for label, _ in drawn] == list(dict.fromkeys(judged["section"]))
+    for label, bars in drawn:
+        shown = {unescape(v): int(n) for v, n in re.findall(r'title="([^"]+): (\d+)"', bars)}
+        assert shown == counts[unescape(label)].to_dict(), label
