@@ -110,7 +110,7 @@ def verdict_bars(table: pd.DataFrame) -> tuple:
     return "bars", rows
 
 
-def report_sections(meta, measurements, derived, figs: dict, tables) -> list:
+def report_sections(meta, derived, figs: dict, tables) -> list:
     """(title, content) of the whole report: Summary, the chapters, the appendices.  ``figs``: stem ->
     (spec, svg) of every figure drawn; ``tables``: the report's tables by name (analysis.render makes them)."""
     def drawn(stems):

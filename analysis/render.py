@@ -584,7 +584,7 @@ def _sections(meta, measurements, derived, figures: FigureJob):
               "run": [("Device, clocks and software", facts), ("Probes", status),
                       ("Warnings", run_warnings or ["none"])]}
     figs = {stem: drawn for stem, drawn in figures.results(derived).items()}
-    return report_sections(meta, measurements, derived, figs, tables)
+    return report_sections(meta, derived, figs, tables)
 
 
 def claim_sections(derived: pd.DataFrame, device: dict) -> list:
