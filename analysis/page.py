@@ -126,9 +126,9 @@ class _Writer:
             return self.bars(content[1])
         if isinstance(content, tuple) and content[0] == "beside":
             _, (spec, svg), sections = content
+            figure = self.figure(spec, svg, grow=True)  # first, in the Markdown too
             inner, _ = self.sections(sections, 3)
-            return (f'<div class="row">{self.figure(spec, svg, grow=True)}'
-                    f'<div class="aside">{"".join(inner)}</div></div>')
+            return f'<div class="row">{figure}<div class="aside">{"".join(inner)}</div></div>'
         self.md += [f"- {line}" for line in content] + [""]
         return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>"
 

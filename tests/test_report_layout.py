@@ -66,8 +66,9 @@ def _parts(html: str, kind: str) -> dict:
             re.findall(rf'<section class="{kind}(?: wide)?"><h2 id="[^"]+">([^<]+)</h2>(.*?)</section>', html, re.DOTALL)}
 
 
-def test_the_committed_report_opens_with_the_atlas_and_each_chapter_with_its_figures(page):
+def test_the_committed_report_opens_with_the_atlas_and_each_chapter_with_its_figures(page, committed_report):
     html, _ = page
+    markdown = committed_report[0].with_suffix(".md")
     parts = _parts(html, "chapter")
     assert list(parts)[:2] == ["Summary", "Memory hierarchy"] and "The lecture judged" in parts
     assert re.match(r'(<div class="row">)?<figure id="atlas"', parts["Summary"])
@@ -76,6 +77,9 @@ def test_the_committed_report_opens_with_the_atlas_and_each_chapter_with_its_fig
         if title != "The lecture judged":  # its chart is the summary's
             assert re.match(r"(<div class=\"row\">)?<figure", body), title
     assert html.index('<nav class="toc">') > html.index('<figure id="atlas"'), "the summary under the title"
+    md = markdown.read_text()
+    assert md.index("## Summary") < md.index("![The atlas") < md.index("### The lecture judged") < md.index(
+        "## Memory hierarchy") < md.index("## Appendix A.")
 
 
 def test_the_appendices_hold_the_big_tables_collapsed(page):
