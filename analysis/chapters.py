@@ -19,7 +19,7 @@ class Chapter(NamedTuple):
     key: tuple
 
 
-#: The figures of the summary, above every chapter.
+#: The figures of the summary, above every chapter: the atlas (the verdicts and numbers beside it), then a pair.
 SUMMARY = ("atlas", "compute-peaks", "roofline")
 
 CHAPTERS = (
@@ -120,24 +120,20 @@ def report_sections(meta, derived, figs: dict, tables) -> list:
     # on screen the verdicts and the numbers sit beside the atlas, the peaks beside the roofline (print stacks them)
     aside = [("The lecture judged, section by section", verdict_bars(table)),
              ("In numbers", summary_lines(meta, derived, tables["warnings"]))]
-    summary = [("", ("beside", figs["atlas"], aside))] if "atlas" in figs else aside
-    pair = drawn(("compute-peaks", "roofline"))
+    atlas, *pair = SUMMARY
+    summary = [("", ("beside", figs[atlas], aside))] if atlas in figs else aside
+    pair = drawn(pair)
     if pair:
         summary.append(("", ("figures", pair)))
     sections = [("Summary", Part(summary))]
-    placed = set(SUMMARY)
-    for chapter in CHAPTERS:
+    for chapter in CHAPTERS:  # every figure has its place (tests/test_report_layout.py)
         body = [("", ("figure", *f)) for f in drawn(chapter.figures)]
-        placed.update(chapter.figures)
         body += tables["chapters"].get(chapter.title, [])
         key = key_table(derived, chapter.key) if chapter.key else pd.DataFrame()
         if not key.empty:
             body.append((f"{chapter.title}: key quantities", key))
         if body:
             sections.append((chapter.title, Part(body)))
-    rest = [("", ("figure", *f)) for stem, f in figs.items() if stem not in placed]
-    if rest:  # a figure no chapter names yet still comes before the appendices
-        sections.append(("Other figures", Part(rest)))
     judged = claims_chapter(derived, meta["device"], table)
     sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(table))])))
     sections += appendices(meta, derived, judged[1:], tables)
