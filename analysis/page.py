@@ -106,7 +106,7 @@ class _Writer:
         self.md += [f"- {label}: " + ", ".join(f"{part} {n}" for part, n, _ in parts) for label, parts in rows]
         self.md.append("")
         longest = max((sum(n for _, n, _ in parts) for _, parts in rows), default=1) or 1
-        colours = dict((part, colour) for _, parts in rows for part, _, colour in parts)
+        colours = {part: colour for _, parts in rows for part, _, colour in parts}
         key = "".join(f'<span><i style="background:{c}"></i>{html.escape(p)}</span>' for p, c in colours.items())
         body = "".join(
             f"<tr><th>{html.escape(label)}</th><td><div>"
