@@ -87,7 +87,7 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     plain_log_axis(spread.xaxis)
     plain_log_axis(spread.yaxis)
     spread.set_xlabel("cycles per access (recording included)")
-    spread.set_ylabel("accesses")
+    spread.set_ylabel("accesses (count)")
     spread.set_title("Each access of the first missing walks")
     spread.legend(fontsize=7, frameon=False)
     return left
