@@ -84,7 +84,8 @@ class Run:
         self.rows = {r.quantity: r for r in derived.itertuples() if math.isfinite(r.value)}
 
     def has(self, *quantities: str) -> bool:
-        return all(q in self.rows for q in quantities)
+        """Every quantity measured with a value (an undecided structure has none)."""
+        return all(q in self.rows and math.isfinite(float(self.rows[q].value)) for q in quantities)
 
     def value(self, quantity: str) -> float:
         return float(self.rows[quantity].value)

@@ -264,8 +264,8 @@ def render_boards(folder: Path, kind: str, out_dir: Path) -> Path:
 
         return render_fleet_page(folder, summary, compared, out_dir)
     from analysis.links import link_sections
-    from analysis.render import _write_page
+    from analysis.page import write_page
 
     title = f"gpuatlas: {kind} of {len(summary['boards'])} boards ({Path(folder).name})"
     links = [link_sections(RunDir(Path(folder) / "links" / summary["links_run"]))] if summary.get("links_run") else []
-    return _write_page(title, boards_sections(summary, compared) + [s for part in links for s in part], out_dir)
+    return write_page(title, boards_sections(summary, compared) + [s for part in links for s in part], out_dir)

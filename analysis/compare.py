@@ -164,6 +164,32 @@ def resolve_baseline(long: pd.DataFrame, name: str | None) -> str:
     return hits[0]
 
 
+#: A quantity whose references publish another method than gpuatlas's under its name -> (the run's quantity
+#: measured by the references' method, how the two methods differ).
+MATCHING = {"smem.latency_cycles": (
+    "smem.index_latency_cycles",
+    "published shared-memory chases compute each index from the last load (j = chain[j]); gpuatlas's "
+    "smem.latency_cycles loads each address straight from the last load (pure LDS, no index arithmetic), its "
+    "smem.index_latency_cycles (chase.smem_index) chases as the published ones do")}
+
+
+def _like_for_like(by: pd.DataFrame, quantity: str, num: str, den: str) -> tuple[float, float, str, bool]:
+    """(numerator, denominator, why, comparable) of a run against a reference where the reference's method
+    is not the run's under that name (MATCHING): the run's matching quantity in its place, or no ratio."""
+    n, d = by.loc[(num, quantity)], by.loc[(den, quantity)]
+    published = (_published(n["caveat"]), _published(d["caveat"]))
+    if quantity not in MATCHING or published.count(True) != 1:
+        return n["value"], d["value"], "", True
+    match, differ = MATCHING[quantity]
+    run = num if not published[0] else den
+    if (run, match) not in by.index:
+        return n["value"], d["value"], f"not comparable: {differ}; this run did not measure {match}", False
+    value = by.loc[(run, match), "value"]
+    why = (f"like for like: the ratio takes {run}'s {match} "
+           f"({format_value(value, by.loc[(run, match), 'unit'])}) for its {quantity}, because {differ}")
+    return ((value, d["value"]) if run == num else (n["value"], value)) + (why, True)
+
+
 def ratios(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = False) -> pd.DataFrame:
     """Ratios ``numerator / denominator`` per quantity: each GPU over the baseline (default the first), or with
     ``pairwise`` every later GPU over every earlier one.  Columns: quantity, level, numerator, denominator,
@@ -182,9 +208,11 @@ def ratios(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = Fal
                 continue
             n, d = by.loc[(num, quantity)], by.loc[(den, quantity)]
             same = n["kind"] == d["kind"]
+            top, bottom, why, like = _like_for_like(by, quantity, num, den)
+            same = same and like
             rows.append({"quantity": quantity, "level": level(quantity), "numerator": num, "denominator": den,
-                         "ratio": n["value"] / d["value"] if same else math.nan, "comparable": same,
-                         "why": "" if same else f"not comparable: {n['kind']} against {d['kind']}"})
+                         "ratio": top / bottom if same else math.nan, "comparable": same,
+                         "why": why if why or same else f"not comparable: {n['kind']} against {d['kind']}"})
     return pd.DataFrame(rows, columns=["quantity", "level", "numerator", "denominator", "ratio", "comparable", "why"])
 
 
@@ -237,6 +265,13 @@ def format_ratio(ratio: float) -> str:
     return _sig(ratio) if math.isfinite(ratio) else "-"
 
 
+#: The provenance markers of the references' caveats (tools/reference_build.py), and what each says.
+MARKERS = {"[R]": "(in a caveat): the figure was read directly in the cited primary file or page",
+           "[R2]": "(in a caveat): read in a secondary compilation that cites the primary table, the primary "
+                   "itself not opened",
+           "[I]": "(in a caveat): inferred or computed from read values, with the arithmetic given"}
+
+
 class Footnotes:
     """Numbered notes, each text once: caveats, sources and the reasons a ratio is not given."""
 
@@ -248,7 +283,10 @@ class Footnotes:
         return "".join(f"[{n}]" for n in numbers)
 
     def lines(self) -> list[str]:
-        return [f"[{n}] {text}" for text, n in self.texts.items()]
+        """The notes, then what each provenance marker they print means."""
+        lines = [f"[{n}] {text}" for text, n in self.texts.items()]
+        shown = [m for m in MARKERS if any(m in text for text in self.texts)]
+        return lines + ([f"{m} {MARKERS[m]}" for m in shown] if shown else [])
 
 
 def _published(caveat) -> bool:
@@ -281,8 +319,8 @@ def annotated(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = 
     for num, den in pairs:
         table[(num, den)] = "-"
     for r in pairs_frame.itertuples(index=False):
-        table.at[r.quantity, (r.numerator, r.denominator)] = (format_ratio(r.ratio) if r.comparable
-                                                              else "n/c" + notes.mark(r.why))
+        table.at[r.quantity, (r.numerator, r.denominator)] = ((format_ratio(r.ratio) if r.comparable else "n/c")
+                                                              + notes.mark(r.why))
     return table, pairs, notes
 
 
@@ -424,15 +462,21 @@ def render_text(long: pd.DataFrame, width: int = 80, baseline: str | None = None
 
 
 # -- figure ---------------------------------------------------------------------------------------------
-def plot(long: pd.DataFrame, path: Path, baseline: str | None = None) -> Path:
-    """A figure of every comparable ratio to the baseline, one row per quantity, grouped by level
-    (log axis: 2x and 1/2x are the same distance from 1)."""
+#: Ratios an axis may be labelled at: every one in view while they fit, else the powers of two alone.
+RATIO_TICKS = (1 / 16, 1 / 8, 1 / 4, 1 / 3, 1 / 2, 3 / 4, 1, 3 / 2, 2, 3, 4, 8, 16)
+
+
+def ratio_figure(long: pd.DataFrame, baseline: str | None = None):
+    """A figure of every comparable ratio to the baseline, one row per quantity, grouped by level (log axis:
+    2x and 1/2x are the same distance from 1); each GPU's point a little apart from the others' on its row,
+    with the ratio's interval where both sides have CIs ([low / base high, high / base low])."""
     import matplotlib
-    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    import matplotlib.ticker
+
+    from analysis.figures import color_palette
 
     base = resolve_baseline(long, baseline)
     frame = ratios(long, base)
@@ -440,28 +484,53 @@ def plot(long: pd.DataFrame, path: Path, baseline: str | None = None) -> Path:
     if frame.empty:
         raise UsageError(f"no quantity can be compared with {base}: nothing to plot")
     names = letters(gpus(long))
-    frame = frame.assign(row=[f"{lvl}: {q}" for lvl, q in zip(frame["level"], frame["quantity"])],
-                         gpu=[f"{names[g]} = {g}" for g in frame["numerator"]])
-    rows = list(dict.fromkeys(frame["row"]))
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.28 * len(rows)))
-    sns.stripplot(data=frame, y="row", x="ratio", hue="gpu", order=rows, size=7, jitter=False, ax=ax)
+    by = long.set_index(["gpu", "quantity"])
+    rows = list(dict.fromkeys(f"{lvl}: {q}" for lvl, q in zip(frame["level"], frame["quantity"])))
+    numerators = list(dict.fromkeys(frame["numerator"]))
+    fig, ax = plt.subplots(figsize=(8.5, 1.4 + 0.3 * len(rows)))
+    for k, (gpu, colour) in enumerate(zip(numerators, color_palette("deep", len(numerators)))):
+        part = frame[frame["numerator"] == gpu]
+        y = [rows.index(f"{lvl}: {q}") + (k - (len(numerators) - 1) / 2) * 0.22
+             for lvl, q in zip(part["level"], part["quantity"])]
+        low, high = [], []
+        for q, ratio in zip(part["quantity"], part["ratio"]):
+            n, d = by.loc[(gpu, q)], by.loc[(base, q)]
+            both = all(pd.notna(v) for v in (n["ci_low"], n["ci_high"], d["ci_low"], d["ci_high"]))
+            lo, hi = (n["ci_low"] / d["ci_high"], n["ci_high"] / d["ci_low"]) if both else (ratio, ratio)
+            low.append(max(ratio - lo, 0.0))
+            high.append(max(hi - ratio, 0.0))
+        ax.errorbar(part["ratio"], y, xerr=[low, high], fmt="o", ms=5, color=colour, capsize=2, lw=0.8,
+                    label=f"{names[gpu]} = {gpu}")
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xscale("log")
-    low, high = frame["ratio"].min(), frame["ratio"].max()
-    ticks = [2.0 ** k for k in range(math.floor(math.log2(min(low, 1.0))), math.ceil(math.log2(max(high, 1.0))) + 1)]
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in RATIO_TICKS if lo <= t <= hi]
+    if len(ticks) > 9:
+        ticks = [t for t in ticks if math.log2(t) == round(math.log2(t))]
     ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}x"))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:.2g}x"))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.axvline(1.0, color="0.4", lw=1)
-    for i, lvl in enumerate(frame.drop_duplicates("row")["level"]):
-        if i and lvl != frame.drop_duplicates("row")["level"].iat[i - 1]:
+    levels = [r.split(":")[0] for r in rows]
+    for i in range(1, len(rows)):
+        if levels[i] != levels[i - 1]:
             ax.axhline(i - 0.5, color="0.85", lw=1)
-    ax.set_xlabel(f"ratio to {names[base]} = {base} (log scale; different kinds of figure left out)")
-    ax.set_ylabel("")
-    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.6 / (1.2 + 0.28 * len(rows)) - 0.02), frameon=False,
+    ax.set_xlabel(f"ratio to {names[base]} = {base} (log scale; 95% CI bars where both have one)")
+    ax.legend(loc="upper left", bbox_to_anchor=(0, -0.6 / (1.4 + 0.3 * len(rows)) - 0.02), frameon=False,
               fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def plot(long: pd.DataFrame, path: Path, baseline: str | None = None) -> Path:
+    """Save ``ratio_figure`` to ``path`` (its suffix picks the format)."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     if not path.parent.is_dir():
         raise UsageError(f"--plot {path}: folder {path.parent} does not exist")
+    fig = ratio_figure(long, baseline)
     try:
         fig.savefig(path, dpi=200, bbox_inches="tight")
     except ValueError as exc:

@@ -202,28 +202,58 @@ def _ratio_row(rows: list[dict]) -> list[dict]:
                         "ends of both CIs", WGMMA_PROBE)]
 
 
-def compute_rows(measurements: pd.DataFrame) -> list[dict]:
-    """Derived rows of every ``compute.*`` probe present in ``measurements``."""
+#: The compute capability whose GPUs have wgmma (sm_90a only: Blackwell and later have other instructions).
+WGMMA_CC = (9, 0)
+
+
+def has_wgmma(measurements: pd.DataFrame, device: dict | None) -> bool:
+    """Whether this GPU has wgmma: by its compute capability, or without a device, by its run having wgmma
+    samples."""
+    if device and device.get("compute_capability"):
+        return tuple(int(x) for x in str(device["compute_capability"]).split(".")) == WGMMA_CC
+    return bool((measurements["probe"] == WGMMA_PROBE).any())
+
+
+def _tensor_peak_rows(rows: list[dict]) -> list[dict]:
+    """``tc.<dtype>.peak_flops`` on a GPU without wgmma: the best tensor path that ran there, mma.sync's, so the
+    roofline and the lecture's claims have a tensor peak on every tensor-core GPU; the method says so.  (Where
+    the GPU has wgmma, that peak is wgmma's, or none if wgmma did not run.)"""
+    have = {r["quantity"] for r in rows}
+    out = []
+    for name in TC_NAMES.values():
+        mma = next((r for r in rows if r["quantity"] == f"tc.{name}.mma_sync_peak_flops"), None)
+        if mma is None or f"tc.{name}.peak_flops" in have:
+            continue
+        out.append(derived_row(f"tc.{name}.peak_flops", mma["value"], mma["ci_low"], mma["ci_high"],
+                               f"the best tensor path that ran: mma.sync (no wgmma on this GPU); {mma['method']}",
+                               MMA_PROBE, mma["note"]))
+    return out
+
+
+def compute_rows(measurements: pd.DataFrame, device: dict | None = None) -> list[dict]:
+    """Derived rows of every ``compute.*`` probe present in ``measurements`` (of ``device``, if given)."""
     if "probe" not in measurements or not measurements["probe"].astype(str).str.startswith("compute.").any():
         return []
     rows = _vector_rows(measurements) + _latency_rows(measurements) + _mma_rows(measurements)
     rows += _wgmma_rows(measurements)
+    if not has_wgmma(measurements, device):
+        rows += _tensor_peak_rows(rows)
     return rows + _ratio_row(rows)
 
 
-FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m), quantities={
+FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m, device), quantities={
     "fp32.peak_flops": ("FLOP/s", "FP32 FMA peak"),
     "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),
     "fp16.peak_flops": ("FLOP/s", "FP16x2 (HFMA2) peak"),
     "fp32.latency_cycles": ("cycles", "dependent FP32 FMA latency"),
-    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak (wgmma): the burst rate, a short launch from "
-                                     "a rested GPU"),
-    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak (wgmma): the burst rate, a short launch from "
-                                     "a rested GPU"),
-    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak (wgmma): the burst rate, a short launch from "
-                                     "a rested GPU"),
-    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak (wgmma): the burst rate, a short launch "
-                                    "from a rested GPU"),
+    "tc.bf16.peak_flops": ("FLOP/s", "dense BF16 tensor-core peak, the best tensor path that ran: wgmma's "
+                                     "burst rate (a short launch from a rested GPU), else mma.sync's"),
+    "tc.fp16.peak_flops": ("FLOP/s", "dense FP16 tensor-core peak, the best tensor path that ran: wgmma's "
+                                     "burst rate (a short launch from a rested GPU), else mma.sync's"),
+    "tc.tf32.peak_flops": ("FLOP/s", "dense TF32 tensor-core peak, the best tensor path that ran: wgmma's "
+                                     "burst rate (a short launch from a rested GPU), else mma.sync's"),
+    "tc.fp8.peak_flops": ("FLOP/s", "dense FP8 E4M3 tensor-core peak, the best tensor path that ran: wgmma's "
+                                    "burst rate (a short launch from a rested GPU), else mma.sync's"),
     "tc.bf16.sustained_flops": ("FLOP/s", "dense BF16 wgmma rate held over a second of back-to-back launches "
                                           "(the clock the power limit allows)"),
     "tc.fp16.sustained_flops": ("FLOP/s", "dense FP16 wgmma rate held over a second of back-to-back launches "
@@ -243,5 +273,6 @@ FAMILY = Family(order=70, rows=lambda m, device: compute_rows(m), quantities={
     "tc.fp16.flop_per_clk_sm": ("FLOP/cycle", "dense FP16 wgmma FLOP per clock per SM"),
     "tc.tf32.flop_per_clk_sm": ("FLOP/cycle", "dense TF32 wgmma FLOP per clock per SM"),
     "tc.fp8.flop_per_clk_sm": ("FLOP/cycle", "dense FP8 E4M3 wgmma FLOP per clock per SM"),
-    "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (wgmma) over the FP32 FMA peak"),
+    "tc.bf16_over_fp32": ("1", "dense BF16 tensor-core peak (the best tensor path that ran) over the FP32 FMA "
+                               "peak"),
 })

@@ -363,7 +363,7 @@ def divergence_figure(measurements: pd.DataFrame):
     plain_log_axis(ax.xaxis)
     plain_log_axis(ax.yaxis)
     ax.set_xlabel("ways the warp is split")
-    ax.set_ylabel("useful FFMA throughput / unsplit")
+    ax.set_ylabel("useful FFMA throughput / unsplit (ratio)")
     ax.legend(fontsize=8)
     return ax
 

@@ -7,8 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import EngFormatter, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FixedLocator, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands,  # noqa: E402
                               capacity_knees)
@@ -24,9 +23,18 @@ KNEE_LINES = {"l1.capacity_bytes": "L1 capacity", "l2.partition_bytes": "L2 part
 FLAVOURS = {"cg": "L2 only (ld.global.cg)", "default": "through L1"}
 
 
-def _bytes_axis(ax):
+def _bytes_axis(ax, label_inches: float = 0.75):
+    """A log2 byte axis with ticks at powers of two, every 2**k-th one so that labels ``label_inches`` wide
+    (a "256 MiB") never meet along the axes' width."""
     ax.set_xscale("log", base=2)
+    lo, hi = ax.get_xlim()
+    first, last = int(np.ceil(np.log2(lo))), int(np.floor(np.log2(hi)))
+    room = ax.get_position().width * ax.figure.get_figwidth() / label_inches
+    step = max(1, int(np.ceil((last - first + 1) / max(room, 1))))
+    step = 2 ** int(np.ceil(np.log2(step)))  # 1, 2, 4, 8 powers apart: ticks stay on round sizes
+    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in range(first, last + 1) if k % step == 0]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _si_axis(axis, unit: str):
@@ -222,19 +230,20 @@ def l2_capacity(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame,
     _median_lines(ax, frame.assign(series=readers), "footprint_bytes", "series", lambda n: series.get(n, n))
     _bytes_axis(ax)
     d = derived.set_index("quantity")
-    for quantity, name, style in (("l2.capacity_chase_bytes", "knee of the every-SM chase", ":"),
-                                  ("l2.capacity_chase_all_readers_bytes", "knee after every SM read every line",
-                                   (0, (1, 3))),
-                                  ("l2.capacity_bytes", "bandwidth miss-model fit", "-.")):
+    knees = color_palette("dark", 4)
+    for (quantity, name, style), colour in zip((("l2.capacity_chase_bytes", "knee, each SM its own stretch", ":"),
+                                                ("l2.capacity_chase_all_readers_bytes",
+                                                 "knee, every SM the whole chain first", "--"),
+                                                ("l2.capacity_bytes", "bandwidth miss-model fit", "-.")), knees):
         if quantity in d.index:
-            ax.axvline(d.loc[quantity, "value"], color="black", lw=0.8, ls=style,
+            ax.axvline(d.loc[quantity, "value"], color=colour, lw=1.0, ls=style,
                        label=f"{name}: {fmt_bytes(d.loc[quantity, 'value'])}")
-    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.8, ls="--",
-               label=f"L2 size reported by the driver: {fmt_bytes(device['l2_bytes'])}")
+    ax.axvline(device["l2_bytes"], color="tab:red", lw=0.8, ls=(0, (1, 1)),
+               label=f"driver's L2 size: {fmt_bytes(device['l2_bytes'])}")
     ax.set_xlabel("footprint of the chain")
     ax.set_ylabel("cycles per load (median over SMs)")
     ax.set_title("L2 capacity, every SM chasing at once")
-    _legend(ax)
+    _legend(ax, below=True, ncol=2)
     return ax
 
 
@@ -315,6 +324,14 @@ def launch_overhead(measurements: pd.DataFrame, ax=None):
     return ax
 
 
+def _gaps_broken(series: pd.Series) -> pd.Series:
+    """A series over integer x with NaN put between x values more than 1 apart, so that a line drawn through
+    it joins neighbouring measured strides only, never across strides not measured."""
+    x = series.index.to_numpy(dtype=float)
+    gaps = x[1:][np.diff(x) > 1] - 0.5
+    return pd.concat([series, pd.Series(np.nan, index=gaps)]).sort_index()
+
+
 def bank_conflicts(measurements: pd.DataFrame, ax=None):
     """Cycles per warp-wide shared load against lane stride, one panel per form: dependent loads (latency)
     and independent loads (throughput); a line per access size (CuPy), the Numba twin as crosses."""
@@ -327,7 +344,7 @@ def bank_conflicts(measurements: pd.DataFrame, ax=None):
     titles = {"latency": "Latency: dependent loads", "throughput": "Throughput: independent loads"}
     for ax, form in zip(axes[0], forms):
         for (probe, access), group in frame[frame["form"] == form].groupby(["probe", "access_bytes"]):
-            medians = group.groupby("stride_words")["value"].median()
+            medians = _gaps_broken(group.groupby("stride_words")["value"].median())
             numba = probe == "smem.banks_numba"
             ax.plot(medians.index, medians.values, color=palette[int(access)], linestyle="none" if numba else "-",
                     marker="x" if numba else "o", markersize=5 if numba else 3,
@@ -347,32 +364,33 @@ MODEL_STYLES = {"pred_32": "--", "pred_64": "-.", "pred_128": ":"}
 
 
 def coalescing(measurements: pd.DataFrame, ax=None):
-    """Useful-bandwidth efficiency against element stride from HBM (aligned), per element size, with the
-    32-byte sector, 64-byte block and 128-byte segment models' predictions (dashed, dash-dotted, dotted)."""
+    """Useful-bandwidth efficiency against element stride from HBM (aligned), one panel per element size, with
+    the 32-byte sector, 64-byte block and 128-byte segment models' predictions (dashed, dash-dotted, dotted)."""
     from analysis.coalescing import stride_table
-
-    ax = ax or plt.figure(figsize=(9, 4.5)).gca()
-    from matplotlib.lines import Line2D
 
     table = stride_table(measurements)
     table = table[(table["level"] == "dram") & (table["aligned"] == "aligned")]
-    for (element, group), colour in zip(table.groupby("element_bytes"), color_palette("deep")):
-        group = group.sort_values("stride_elements")
+    elements = sorted(table["element_bytes"].unique()) or [4]
+    fig, axes = plt.subplots(1, len(elements), figsize=(3.2 * len(elements) + 2, 4), squeeze=False, sharey=True)
+    names = ("32-B sector model", "64-B block model", "128-B segment model")
+    colour = color_palette("deep")[0]
+    for ax, element in zip(axes[0], elements):
+        group = table[table["element_bytes"] == element].sort_values("stride_elements")
         ax.plot(group["stride_elements"], group["efficiency"], "o-", markersize=3, color=colour,
-                label=f"{int(element)}-byte elements, measured")
-        for column, style in MODEL_STYLES.items():
-            ax.plot(group["stride_elements"], group[column], style, color=colour, lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}" if y >= 1 else f"1/{1 / y:g}"))
-    ax.set_xlabel("element stride between lanes")
-    ax.set_ylabel("useful bandwidth / stride-1 bandwidth")
-    ax.set_title("Coalescing from HBM: measured against the 32-, 64- and 128-byte models")
-    models = [Line2D([], [], color="grey", ls=style, lw=0.8, label=label) for (_, style), label in
-              zip(MODEL_STYLES.items(), ("32-B sector model", "64-B block model", "128-B segment model"))]
-    _legend(ax, handles=ax.get_legend_handles_labels()[0] + models)
-    return ax
+                label="measured")
+        for (column, style), name in zip(MODEL_STYLES.items(), names):
+            ax.plot(group["stride_elements"], group[column], style, color="0.25", lw=0.8, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        plain_log_axis(ax.xaxis)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}" if y >= 1 else f"1/{1 / y:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("stride between lanes (elements)")
+        ax.set_title(f"{int(element)}-byte elements", fontsize=9)
+    axes[0][0].set_ylabel("useful bandwidth / stride-1 bandwidth (ratio)")
+    _legend(axes[0][-1])
+    fig.suptitle("Coalescing from HBM: measured against the 32-, 64- and 128-byte models")
+    return axes[0][0]
 
 
 def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, derived: pd.DataFrame, ax=None):
@@ -472,19 +490,22 @@ def occupancy_throughput(measurements: pd.DataFrame, device: dict, derived: pd.D
 def compute_peaks(derived: pd.DataFrame, ax=None):
     """Measured peaks as a dot plot on a linear axis with 95% CIs: vector units (INT32 in integer ops), mma.sync,
     wgmma, and cuBLAS / Triton matmuls where measured."""
-    from analysis.compute import PEAK_BARS
+    from analysis.compute import PEAK_BARS, WGMMA_PROBE
 
     values = derived.set_index("quantity")
-    bars = [(label, values.loc[q]) for label, q in PEAK_BARS.items() if q in values.index]
+    bars = [(label, values.loc[q]) for label, q in PEAK_BARS.items() if q in values.index
+            and not (label.startswith("wgmma") and values.loc[q, "probe"] != WGMMA_PROBE)]  # mma.sync's stand-in
     ax = ax or plt.figure(figsize=(8, 0.3 * max(len(bars), 4) + 1.2)).gca()
     families = {"FP": "vector", "INT": "vector", "mma.sync": "mma.sync", "wgmma": "wgmma", "cuBLAS": "library",
                 "Triton": "library"}
     palette = dict(zip(dict.fromkeys(families.values()), color_palette("deep", 4)))
+    named = set()
     for i, (label, row) in enumerate(bars):
         family = next(f for prefix, f in families.items() if label.startswith(prefix))
         ax.errorbar(row["value"] / 1e12, i, xerr=[[(row["value"] - row["ci_low"]) / 1e12],
                                                   [(row["ci_high"] - row["value"]) / 1e12]],
-                    fmt="o", color=palette[family], capsize=2)
+                    fmt="o", color=palette[family], capsize=2, label=None if family in named else family)
+        named.add(family)
         ax.hlines(i, 0, row["value"] / 1e12, color=palette[family], lw=0.6, alpha=0.5)
         ax.annotate(f"{row['value'] / 1e12:.0f}", (row["value"] / 1e12, i), xytext=(6, 0),
                     textcoords="offset points", va="center", fontsize=7)
@@ -495,8 +516,7 @@ def compute_peaks(derived: pd.DataFrame, ax=None):
         ax.set_xlim(right=max(row["value"] for _, row in bars) / 1e12 * 1.12)
     ax.set_xlabel("TFLOP/s, dense (INT32: tera integer ops/s)")
     ax.set_title("Dense compute peaks: vector units, mma.sync, wgmma, libraries")
-    ax.legend(handles=[Patch(color=color, label=family) for family, color in palette.items()],
-              loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False, fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False, fontsize=7)
     return ax
 
 
@@ -527,11 +547,14 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
             l2 = d[L2_BANDWIDTH]
             ax.plot(x, np.minimum(peak, x * l2), color="black", lw=1.0, ls="--",
                     label=f"L2 roof: {l2 / 1e12:.2f} TB/s,\nsame peak (ridge {peak / l2:.0f} FLOP/B)")
+    # predicted points of different sides can coincide: each side's hollow marker has its own shape and size
+    hollow = iter((("o", 12), ("D", 7), ("s", 5), ("^", 4)))
     for (side, group), colour in zip(table.groupby("matrix_side"), color_palette("deep")):
-        ax.plot(group["intensity"], group["measured_flops"], "o-", color=colour, label=f"{side}³ measured")
+        ax.plot(group["intensity"], group["measured_flops"], "o-", color=colour, ms=5, label=f"{side}³ measured")
+        marker, size = next(hollow, ("v", 4))
         if group["predicted_flops"].notna().any():
-            ax.plot(group["intensity"], group["predicted_flops"], "o", mfc="none", color=colour, ms=9,
-                    label=f"{side}³ predicted")
+            ax.plot(group["intensity"], group["predicted_flops"], marker, mfc="none", mew=1.2, color=colour,
+                    ms=size, label=f"{side}³ predicted")
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     ax.set_yscale("log")
@@ -543,7 +566,7 @@ def roofline(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     top.set_xticks(blocks, [f"{b:g}" for b in blocks], fontsize=7)
     top.set_xlabel("BLOCK (square tile side)", fontsize=8)
     ax.set_xlabel("arithmetic intensity (FLOP per HBM byte, square bf16 tiles: BLOCK/2)")
-    ax.set_ylabel("throughput")
+    ax.set_ylabel("throughput (FLOP/s)")
     ax.set_title("Roofline: square-tiled Triton matmul (hollow: predicted; filled: measured)")
     _legend(ax)
     return ax
@@ -560,7 +583,7 @@ def fusion(measurements: pd.DataFrame, ax=None):
         fig, (ax, right) = plt.subplots(1, 2, figsize=(9, 3.8))
     else:
         right = ax.twinx()
-    table = table.assign(us=table["seconds"] * 1e6, mb=table["bytes"] / 1e6)
+    table = table.assign(us=table["seconds"] * 1e6, mib=table["bytes"] / 2**20)
     launches = list(dict.fromkeys(table["launch"]))
     palette = color_palette()
     for j, variant in enumerate(("unfused", "fused")):
@@ -578,8 +601,8 @@ def fusion(measurements: pd.DataFrame, ax=None):
     ax.set_ylabel("time per softmax (µs)")
     ax.set_title("Time")
     sizes = table.drop_duplicates("variant").set_index("variant").reindex(["unfused", "fused"]).dropna()
-    right.bar(sizes.index, sizes["mb"], color=color_palette()[:len(sizes)])
-    right.set_ylabel("bytes moved, counted (MB)")
+    right.bar(sizes.index, sizes["mib"], color=color_palette()[:len(sizes)])
+    right.set_ylabel("bytes moved, counted (MiB)")
     right.set_title("Bytes (5 traversals against 2)")
     return ax
 

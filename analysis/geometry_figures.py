@@ -1,6 +1,8 @@
 """Figures of the L1 geometry chapter (geometry.l1): set construction, replacement and the carve-out."""
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -23,7 +25,8 @@ def _value(derived: pd.DataFrame, quantity: str):
     if "quantity" not in derived:
         return None
     row = derived[derived["quantity"] == quantity]
-    return None if row.empty else float(row["value"].iat[0])
+    value = None if row.empty else float(row["value"].iat[0])
+    return value if value is not None and math.isfinite(value) else None  # NaN: an undecided structure
 
 
 def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
@@ -84,7 +87,7 @@ def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     plain_log_axis(spread.xaxis)
     plain_log_axis(spread.yaxis)
     spread.set_xlabel("cycles per access (recording included)")
-    spread.set_ylabel("accesses")
+    spread.set_ylabel("accesses (count)")
     spread.set_title("Each access of the first missing walks")
     spread.legend(fontsize=7, frameon=False)
     return left

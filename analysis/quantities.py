@@ -69,7 +69,9 @@ def structure_row(quantity: str, best, ci: tuple, method: str, probe: str, note:
     low, high = ci
     if low == high:
         return derived_row(quantity, best, low, high, method, probe, note)
+    from analysis.units import fmt_value
+
     unit = QUANTITIES[quantity][0]
-    why = why or f"the best, {best:g} {unit}, in fewer than 95% of resamples"
-    undecided = f"undecided: {low:g} {unit} or {high:g} {unit} fit about equally ({why})"
+    why = why or f"the best, {fmt_value(best, unit)}, in fewer than 95% of resamples"
+    undecided = f"undecided: between {fmt_value(low, unit)} and {fmt_value(high, unit)} ({why})"
     return derived_row(quantity, float("nan"), low, high, method, probe, f"{undecided}; {note}" if note else undecided)

@@ -1,16 +1,14 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
-Order: a table of contents, the reconstructed hierarchy table, the derived quantities, the lecture's claims
-judged, the captioned figures (FIGURES, each written as SVG), the Hopper units, CuPy vs Numba
-agreement, then device, clocks, software, probe status and warnings.
+In a paper's order (analysis.chapters): a one-screen summary under the title (the atlas, the compute peaks
+beside the roofline, the lecture's verdicts), then chapters that open with their figures (FIGURES, each also
+written as SVG) and a short table of key quantities, then appendices with the big tables: every derived
+quantity, the claims one by one, the instruction table, the cross-checks, the device, probes and warnings.
 """
 from __future__ import annotations
 
-import base64
-import html
 import io
 import os
-import re
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -18,19 +16,16 @@ from typing import Callable, NamedTuple
 
 import pandas as pd
 
-from analysis import claims, execution, figures
+from analysis import execution, figures
+from analysis.chapters import claims_chapter, has_repro, report_sections
 from analysis.compare import display
 from analysis.latency import frontend_agreement
-from analysis.results import atomic_write_bytes, atomic_write_text
+from analysis.page import write_page as _write_page
 from analysis.roofline import gap_explanation, roofline_table
+from analysis.shown import fmt_interval, fmt_measured, fmt_value
 from analysis.stats import SPREAD_WARNING, split_by_probe, unstable_configs
 from analysis.units import fmt_bytes
-from analysis.units import fmt_value as _fmt_value
 
-
-def fmt_value(value, unit: str) -> str:
-    """A value with its unit for the page: microseconds written with µ."""
-    return _fmt_value(value, unit).replace(" us", " µs")
 
 def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     """Level, capacity, latency in cycles and time, bandwidth, sharing scope; measured values with CIs.
@@ -40,12 +35,15 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     d = derived.set_index("quantity")
     clock = d["value"].get("clock.sm_hz")
 
-    def measured(quantity: str, source: str) -> str:
-        """The value with its CI, or what would measure it."""
-        if quantity not in d.index:
-            return f"not measured ({source})"
-        r = d.loc[quantity]
-        return f"{fmt_value(r['value'], r['unit'])} [{fmt_value(r['ci_low'], r['unit'])}, {fmt_value(r['ci_high'], r['unit'])}]"
+    def measured(quantity: str, probe: str, unresolved: str = "") -> str:
+        """The value with its CI; else whether its probe did not run or ran without resolving it."""
+        if quantity in d.index:
+            r = d.loc[quantity]
+            return fmt_measured(r["value"], r["ci_low"], r["ci_high"], r["unit"])
+        status = meta["probes"].get(probe, {}).get("status")
+        if status == "ok":
+            return f"not resolved by {probe} in this run" + (f" ({unresolved})" if unresolved else "")
+        return f"not measured ({probe} {'not run' if status is None else status})"
 
     def as_time(quantity: str) -> str:
         if quantity not in d.index or not clock:
@@ -56,20 +54,21 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
         ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
          measured("smem.latency_cycles", "chase.smem"), as_time("smem.latency_cycles"),
          measured("smem.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one block"),
-        ("L1", measured("l1.capacity_bytes", "full profile"), measured("l1.latency_cycles", "chase.latency"),
+        ("L1", measured("l1.capacity_bytes", "chase.latency"), measured("l1.latency_cycles", "chase.latency"),
          as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one SM"),
-        ("L2, near partition", measured("l2.partition_bytes", "full profile"), measured("l2.latency_cycles", "chase.latency"),
-         as_time("l2.latency_cycles"), "-", "the SMs beside it"),
+        ("L2, near partition", measured("l2.partition_bytes", "geometry.l2_sets"),
+         measured("l2.latency_cycles", "chase.latency"), as_time("l2.latency_cycles"), "-", "the SMs beside it"),
         ("L2, far partition", ("one SM's reach " if "l2.far_reach_bytes" in d.index else "")
-         + measured("l2.far_reach_bytes", "needs a single far plateau in the full profile's chase"),
-         measured("l2.far_latency_cycles", "full profile"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
-        ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2 sweep past the L2")
+         + measured("l2.far_reach_bytes", "chase.latency", "no single far plateau in its staircase; the whole "
+                    "L2's capacity is in the rows below"),
+         measured("l2.far_latency_cycles", "chase.access"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
+        ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2")
          + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", "bw.l2"),
          "whole GPU"),
         ("L2, every SM chasing", measured("l2.capacity_chase_bytes", "chase.every_sm"), "-", "-", "-", "whole GPU"),
         ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
          measured("dram.latency_ns", "chase.miss"),
-         measured("dram.read_bandwidth_bytes_per_s", "bw.dram").replace("]", "] read", 1), "whole GPU"),
+         measured("dram.read_bandwidth_bytes_per_s", "bw.dram") + " read", "whole GPU"),
         ("HBM, past the first TLB level's reach", ("TLB reach " + measured("tlb.l1.reach_bytes", "chase.tlb"))
          if "tlb.l1.reach_bytes" in d.index else "-", measured("dram.latency_tlb_miss_cycles", "chase.miss"),
          measured("dram.latency_tlb_miss_ns", "chase.miss"), "-", "whole GPU"),
@@ -80,20 +79,26 @@ def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
     for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
                             ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):
         if quantity in d.index:
-            rows.append((level, "-", measured(quantity, ""), as_time(quantity), "-", "whole GPU"))
+            rows.append((level, "-", measured(quantity, "chase.access"), as_time(quantity), "-", "whole GPU"))
     return pd.DataFrame(rows, columns=["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)",
                                        "bandwidth", "shared by"])
 
 
 def derived_table(derived: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({
+    """Every derived quantity: value, 95% CI ("n/a" where there is none), the repeat-run interval where the run
+    has one, method and note."""
+    table = pd.DataFrame({
         "quantity": derived["quantity"],
         "value": [fmt_value(v, u) for v, u in zip(derived["value"], derived["unit"])],
-        "95% CI": [f"[{fmt_value(lo, u)}, {fmt_value(hi, u)}]"
+        "95% CI": [fmt_interval(lo, hi, u)
                    for lo, hi, u in zip(derived["ci_low"], derived["ci_high"], derived["unit"])],
         "method": derived["method"],
         "note": derived["note"].fillna("").str.replace(r"(\d) us\b", "\\1 µs", regex=True),
     })
+    if has_repro(derived):
+        table.insert(3, "repro interval", [fmt_interval(lo, hi, u) for lo, hi, u in
+                                           zip(derived["repro_low"], derived["repro_high"], derived["unit"])])
+    return table
 
 
 def banks_agreement_table(measurements: pd.DataFrame) -> pd.DataFrame:
@@ -162,7 +167,15 @@ class FigureSpec(NamedTuple):
     draw: Callable
 
 
-#: The report's figures in order; the "hopper" ones go in the "Hopper units" section.
+#: The summary's own figures, drawn from the derived quantities alone (analysis.chapters places every figure).
+SUMMARY_FIGURES = (
+    FigureSpec("atlas", "chase.latency", "The atlas: the chip as this run measured it",
+               "Each level of the memory hierarchy and the SM with its capacity, latency (cycles, and ns at the "
+               "run's measured SM clock) and bandwidth, each with its 95% CI in brackets ([n/a]: the run has no "
+               "interval); what only the driver reports is marked so; what the run did not measure is drawn as "
+               "\"not measured\".", lambda meta, m, d: _atlas().atlas(meta, d)),
+)
+#: The report's figures in order; analysis.chapters says which chapter shows each.
 FIGURES = (
     FigureSpec("latency-staircase", "chase.latency", "Latency staircase",
                "Cycles per dependent load of a pointer chase against its footprint, CuPy and Numba, through L1 "
@@ -304,6 +317,12 @@ TELEMETRY_FIGURES = (
 )
 
 
+def _atlas():
+    from analysis import atlas
+
+    return atlas
+
+
 def _telemetry():
     from analysis import telemetry
 
@@ -318,7 +337,7 @@ def _geometry_figures():
 
 def _figure_specs(measurements) -> tuple:
     """Every figure spec of the report; the NVML ones only for a run that recorded telemetry."""
-    specs = (*FIGURES, *HOPPER_FIGURES)
+    specs = (*SUMMARY_FIGURES, *FIGURES, *HOPPER_FIGURES)
     return specs + TELEMETRY_FIGURES if _telemetry().has_telemetry(measurements) else specs
 
 
@@ -333,7 +352,7 @@ def drawn_figures(measurements) -> list[str]:
     return [f"{spec.stem}.svg" for spec in _figure_specs(measurements) if spec.probe in measured or spec.probe is None]
 
 
-def draw_figures(meta, measurements, derived, which=(*FIGURES, *HOPPER_FIGURES)):
+def draw_figures(meta, measurements, derived, which=(*SUMMARY_FIGURES, *FIGURES, *HOPPER_FIGURES)):
     """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
     closes them."""
     import matplotlib as mpl
@@ -522,8 +541,7 @@ class FigureJob:
 
 
 def _sections(meta, measurements, derived, figures: FigureJob):
-    """(title, DataFrame | list[str] | figure name) in report order; the tables are made while ``figures`` is
-    drawn."""
+    """(title, content) in report order (analysis.chapters); the tables are made while ``figures`` is drawn."""
     device = meta["device"]
     soft = meta.get("software", {})
     facts = pd.DataFrame([
@@ -543,45 +561,36 @@ def _sections(meta, measurements, derived, figures: FigureJob):
     status = pd.DataFrame([(pid, s["status"], f"{s['configs_done']}/{s['configs_total']}", f"{s['seconds']:.1f} s",
                             s.get("error") or "") for pid, s in meta["probes"].items()],
                           columns=["probe", "status", "configs", "time", "error"])
-    head = [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived)),
-            ("Derived quantities", derived_table(derived)),
-            *claim_sections(derived, device)]
-    inst = execution.inst_table(derived)
-    if not inst.empty:
-        head.append(("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst))
-    tail = []
-    agreement = agreement_table(measurements)
-    if not agreement.empty:
-        tail.append(("Pointer chase: CuPy against Numba", agreement))
+    chapters = {"Memory hierarchy": [("Memory hierarchy, reconstructed", hierarchy_table(meta, derived))]}
     roof = roofline_table(measurements, derived)
     if not roof.empty:
-        tail += [("Roofline: square tiles, predicted against measured", roofline_display(roof)),
-                 ("Roofline: the gap, explained", gap_explanation(roof, device))]
+        chapters["Compute and tensor cores"] = [
+            ("Roofline: square tiles, predicted against measured", roofline_display(roof)),
+            ("Roofline: the gap, explained", gap_explanation(roof, device))]
+    chapters["Hopper's units"] = hopper_sections(meta, derived)
+    cross = []
+    agreement = agreement_table(measurements)
+    if not agreement.empty:
+        cross.append(("Pointer chase: CuPy against Numba", agreement))
     banks = banks_agreement_table(measurements) if "offset_words" in measurements else pd.DataFrame()
     if not banks.empty:
-        tail.append(("Bank conflicts: CuPy against Numba", banks))
-    tail += [("Device, clocks and software", facts), ("Probes", status),
-             ("Warnings", warnings(meta, measurements) or ["none"])]
-    figs = figures.results(derived)
-    sections = head
-    sections += [(spec.title, ("figure", spec, svg)) for spec, svg in figs.values()
-                 if spec in FIGURES]
-    sections += hopper_sections(meta, measurements, derived, [f for f in figs.values() if f[0] in HOPPER_FIGURES])
-    sections += [(spec.title, ("figure", spec, svg)) for spec, svg in figs.values()
-                 if spec in TELEMETRY_FIGURES] or [("Clock and power (NVML)", [
-                     "this run recorded no NVML telemetry (a run from before results schema 2, or NVML did not "
-                     "answer)"])]
-    return sections + tail
+        cross.append(("Bank conflicts: CuPy against Numba", banks))
+    run_warnings = warnings(meta, measurements)
+    if not _telemetry().has_telemetry(measurements):
+        chapters["Execution"] = [("Clock and power (NVML)", [
+            "this run recorded no NVML telemetry (a run from before results schema 2, or NVML did not answer)"])]
+    tables = {"warnings": run_warnings, "derived": derived_table(derived), "chapters": chapters,
+              "cross-checks": cross,
+              "run": [("Device, clocks and software", facts), ("Probes", status),
+                      ("Warnings", run_warnings or ["none"])]}
+    figs = {stem: drawn for stem, drawn in figures.results(derived).items()}
+    return report_sections(meta, derived, figs, tables)
 
 
 def claim_sections(derived: pd.DataFrame, device: dict) -> list:
-    """The lecture's claims: how many hold, deviate or cannot be tested per section, then one table per section
-    (in the lecture's order), each deviation naming the figure that shows it."""
-    table = claims.judge(derived, device)
-    sections = [("The lecture's claims, judged", claims.summary(table))]
-    for name, part in table.groupby("section", sort=False):
-        sections.append((f"Claims of {name}", part.drop(columns="section")))
-    return sections
+    """The lecture's claims: how many hold, deviate, are undecided or cannot be tested per section, then one table
+    per section (in the lecture's order), each deviation naming the figure that shows it."""
+    return claims_chapter(derived, device)
 
 
 def hopper_table(derived: pd.DataFrame) -> pd.DataFrame:
@@ -593,9 +602,8 @@ def hopper_table(derived: pd.DataFrame) -> pd.DataFrame:
                         columns=["Hopper unit", "measured", "classic path", "classic measured", "unit / classic"])
 
 
-def hopper_sections(meta, measurements, derived, drawn=()) -> list:
-    """The "Hopper units" section: the comparison table and its ``drawn`` figures ((spec, SVG)), or why
-    the run has none."""
+def hopper_sections(meta, derived) -> list:
+    """The Hopper units' tables: each unit against its classic path, or why the run has none."""
     states = {pid: s for pid, s in meta["probes"].items() if pid.startswith("hopper.")}
     if not states:
         return []
@@ -604,7 +612,6 @@ def hopper_sections(meta, measurements, derived, drawn=()) -> list:
     table = hopper_table(derived)
     sections = [("Hopper units: DSMEM, TMA, DPX against the classic path",
                  table if not table.empty else (skipped or ["no Hopper quantity and classic path both measured"]))]
-    sections += [(spec.title, ("figure", spec, svg)) for spec, svg in drawn]
     if skipped and not table.empty:
         sections.append(("Hopper units not measured", skipped))
     return sections
@@ -613,19 +620,6 @@ def hopper_sections(meta, measurements, derived, drawn=()) -> list:
 def _value(derived: pd.DataFrame, quantity: str):
     hit = derived.loc[derived["quantity"] == quantity, "value"]
     return float(hit.iat[0]) if len(hit) else None
-
-
-def _md_link(cell: str) -> str:
-    """A figure's file named in a table cell becomes a link to it."""
-    return f"[{cell}]({cell})" if re.fullmatch(r"[a-z0-9-]+\.svg", cell) else cell
-
-
-def _md_table(frame: pd.DataFrame) -> str:
-    cells = [[str(c) for c in frame.columns]] + [["" if pd.isna(v) else _md_link(str(v)) for v in row]
-                                                  for row in frame.itertuples(index=False)]
-    lines = ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
-    lines.insert(1, "|" + "---|" * len(frame.columns))
-    return "\n".join(lines)
 
 
 def render(meta: dict, measurements: pd.DataFrame, derived: pd.DataFrame, out_dir: Path,
@@ -657,65 +651,28 @@ def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def render_comparison(long: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.DataFrame]], out_dir: Path) -> Path:
     """A page comparing several runs and references (``analysis.compare.comparison``'s long form), grouped by
     level with CIs, ratios and numbered footnotes, and run-to-run spread for GPUs measured more than once."""
+    from analysis.compare import ratio_figure
+    from analysis.errors import UsageError
+
     shown, legend, notes = display(long)
-    sections = [("Compared", legend), ("Derived quantities side by side", shown)]
+    sections = []
+    try:
+        fig = ratio_figure(long)
+    except UsageError:  # no quantity both sides measure alike: the tables say so
+        fig = None
+    if fig is not None:
+        import matplotlib.pyplot as plt
+
+        svg = _svg(fig)
+        plt.close(fig)
+        spec = FigureSpec("ratios", None, "Each GPU against the first",
+                          "Every quantity measured alike on both sides, as its ratio to the first GPU's (log axis), "
+                          "grouped by level; bars: the ratio's interval from both sides' 95% CIs.", None)
+        sections.append(("", ("figure", spec, svg)))
+    sections += [("Compared", legend), ("Derived quantities side by side", shown)]
     if notes:
         sections.append(("Notes: caveats, sources, ratios not given", notes))
     for gpu, runs in same_gpu_runs.items():
         if len(runs) > 1:
             sections.append((f"Run-to-run spread: {gpu} ({len(runs)} runs)", spread_table(runs)))
     return _write_page("gpuatlas: comparison", sections, out_dir)
-
-
-def _anchor(heading: str, taken: set) -> str:
-    base = "".join(c if c.isalnum() else "-" for c in heading.lower()).strip("-")
-    while "--" in base:
-        base = base.replace("--", "-")
-    anchor, n = base, 2
-    while anchor in taken:
-        anchor, n = f"{base}-{n}", n + 1
-    taken.add(anchor)
-    return anchor
-
-
-def _write_page(title: str, sections, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    md, body, toc, taken, n_fig = [f"# {title}", ""], [], [], set(), 0
-    for heading, content in sections:
-        anchor = _anchor(heading, taken)
-        toc.append(f'<li><a href="#{anchor}">{html.escape(heading)}</a></li>')
-        md += [f"## {heading}", ""]
-        body.append(f'<h2 id="{anchor}">{html.escape(heading)}</h2>')
-        if isinstance(content, pd.DataFrame):
-            md += [_md_table(content), ""]
-            table = content.to_html(index=False, na_rep="", classes="data", border=0)
-            if "verdict" in content:
-                table = table.replace("<td>deviates</td>", '<td class="deviates">deviates</td>')
-                table = re.sub(r"<td>([a-z0-9-]+\.svg)</td>", r'<td><a href="\1">\1</a></td>', table)
-            body.append(table)
-        elif isinstance(content, tuple):
-            _, spec, svg = content
-            n_fig += 1
-            atomic_write_bytes(out_dir / f"{spec.stem}.svg", svg)
-            caption = f"Figure {n_fig}. {spec.caption}"
-            md += [f"![{heading}]({spec.stem}.svg)", "", f"*{caption}*", ""]
-            # a data URI, not inline <svg>: each figure keeps its own ids and style sheet out of the page's
-            body.append(f'<figure><img alt="{html.escape(heading)}" src="data:image/svg+xml;base64,'
-                        f'{base64.b64encode(svg).decode()}"><figcaption>{html.escape(caption)} '
-                        f'<a href="{spec.stem}.svg">{spec.stem}.svg</a></figcaption></figure>')
-        else:
-            md += [f"- {line}" for line in content] + [""]
-            body.append("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in content) + "</ul>")
-    nav = f'<nav class="toc"><h2>Contents</h2><ol>{"".join(toc)}</ol></nav>' if len(toc) > 2 else ""
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>{nav}{''.join(body)}</body></html>\n")
-    atomic_write_text(out_dir / "index.md", "\n".join(md))
-    atomic_write_text(out_dir / "index.html", page)
-    return out_dir / "index.html"
-
-
-_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table.data{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:0.9em}
-table.data th,table.data td{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-td.deviates{background:#fde0dc;font-weight:bold}img{max-width:100%}h2{margin-top:1.6em}
-figure{margin:0 0 1.5em}figcaption{font-size:0.9em;color:#444;margin-top:0.3em}nav.toc ol{columns:2}"""

@@ -25,7 +25,7 @@ import pandas as pd
 
 #: The committed table of board-to-board spreads, one row per (model, quantity): built from the panels by
 #: ``python -m tools.board_spread`` and shipped with the package.
-SPREAD_TABLE = Path(__file__).resolve().parent / "reference" / "board-spread.csv"
+SPREAD_TABLE = Path(__file__).resolve().parent / "board-spread.csv"
 SPREAD_COLUMNS = ("model", "quantity", "boards", "median", "spread", "panel")
 #: A board's value beside the panel's: the prediction's coverage.
 COVERAGE = 0.95

@@ -320,7 +320,9 @@ class RunDir:
         return stale
 
     def write_derived(self, derived: pd.DataFrame) -> None:
-        atomic_write_text(self.derived_path, derived.loc[:, list(DERIVED_COLUMNS)].to_csv(index=False))
+        """derived.csv; a table without repro intervals (no panel spread known) gets them empty."""
+        derived = derived.reindex(columns=list(DERIVED_COLUMNS))
+        atomic_write_text(self.derived_path, derived.to_csv(index=False))
 
 
 def migrate_derived(derived: pd.DataFrame, schema_version: int) -> pd.DataFrame:

@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis.family import Family
 from analysis.geometry import overfill_misses
-from analysis.quantities import derived_row
+from analysis.quantities import derived_row, structure_row
 from analysis.stats import select
 from analysis.units import fmt_bytes
 
@@ -251,11 +251,11 @@ def page_size(frame: pd.DataFrame, first: dict) -> tuple[dict | None, dict]:
     if best >= strides[-2]:
         return None, reaches
     close = [p for p, m in misfit.items() if m <= 1.5 * misfit[best]]
-    return derived_row("tlb.page_bytes", best, min(close), max(close),
+    return structure_row("tlb.page_bytes", best, (min(close), max(close)),
                        "block size at which the first TLB level's reach starts to grow with the block (least-squares "
                        "fit of reach = entries x max(page, block) over the measured block sizes)", TLB_PROBE,
                        f"first level's reach: {_reach_text(reaches)}; candidates within 1.5x the best misfit: "
-                       f"{', '.join(fmt_bytes(p) for p in close)}"), reaches
+                       f"{', '.join(fmt_bytes(p) for p in close)}", why="the blocks within 1.5x the best misfit"), reaches
 
 
 FAMILY = Family(order=35, rows=lambda m, device: tlb_rows(select(m, TLB_PROBE, "latency"),

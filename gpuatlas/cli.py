@@ -140,6 +140,13 @@ def _derived_with_figures(run, read=None):
         raise
 
 
+def _print_pdf(args, page: Path) -> None:
+    if args.pdf:
+        from analysis.page import print_pdf
+
+        _console().print(f"pdf: {print_pdf(page)}")
+
+
 def cmd_report(args) -> int:
     import gc
     from concurrent.futures import ThreadPoolExecutor
@@ -153,6 +160,10 @@ def cmd_report(args) -> int:
         raise UsageError(f"no run given, and the committed run is not at {DEFAULT_RUN} (it ships with the "
                          "source tree, not an installed wheel): give a run directory")
     sources = args.runs or [str(DEFAULT_RUN)]
+    if args.pdf:
+        from analysis.page import check_pdf_printer
+
+        check_pdf_printer()
     boards = [s for s in sources if (Path(s) / "node.json").is_file() or (Path(s) / "fleet.json").is_file()]
     for folder in boards:
         writable_folder(out_root / Path(folder).name, "--out")
@@ -198,9 +209,11 @@ def cmd_report(args) -> int:
             by_gpu.setdefault(meta["gpu"], {})[meta["run_id"]] = derived
             page = render(meta, measurements, derived, out_root / meta["run_id"], figures=figures)
             console.print(f"report: {page} (and {page.with_suffix('.md').name} beside it)")
+            _print_pdf(args, page)
         if table is not None:
             page = render_comparison(table, by_gpu, out_root / "comparison")
             console.print(f"comparison: {page}")
+            _print_pdf(args, page)
     finally:
         for *_, figures in loaded:
             figures.close()
@@ -332,6 +345,8 @@ def parser() -> argparse.ArgumentParser:
                    help="run directories made by `gpuatlas run` (default: the committed H200 run), node or fleet "
                         "folders, and ref:NAME references to set beside the runs on the comparison page")
     s.add_argument("--out", default="gpuatlas-report", help="folder for the reports (default gpuatlas-report/)")
+    s.add_argument("--pdf", action="store_true", help="also print each page to index.pdf beside it, as a paper "
+                                                      "(needs WeasyPrint: pip install 'gpuatlas[pdf]')")
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("compare", help="derived quantities of runs and published references side by side, "

@@ -300,7 +300,9 @@ def mma_dtypes(device: dict) -> dict:
 @probe("compute.mma_sync", sweeps={"quick": mma_dtypes, "full": mma_dtypes},
        axes={"dtype": "bf16, fp16 (m16n8k16), tf32 (m16n8k8), e4m3 (m16n8k32); fp32 accumulate"},
        quantities=("tc.bf16.mma_sync_peak_flops", "tc.fp16.mma_sync_peak_flops", "tc.tf32.mma_sync_peak_flops",
-                   "tc.fp8.mma_sync_peak_flops"),
+                   "tc.fp8.mma_sync_peak_flops",
+                   # the tensor peaks where no wgmma runs (before compute capability 9.0)
+                   "tc.bf16.peak_flops", "tc.fp16.peak_flops", "tc.tf32.peak_flops", "tc.fp8.peak_flops"),
        kernels=("compute.cu",))
 def compute_mma_sync(ctx, dtype: str) -> list[Sample]:
     """Warp-level mma.sync throughput (dense FLOP per clock per SM and per second), operands in registers."""

@@ -126,7 +126,8 @@ def red_expected(dtype: str, adds: int):
              "mode": "latency (one thread's dependent chain) or throughput with every thread of a full grid "
                      "on one address (same), one per warp (warp) or its own (distinct)"},
        quantities=tuple(f"atomic.global.add_{t}_{m}" for t in ATOMIC_TYPES
-                        for m in ("latency_cycles", "ops_per_s_same", "ops_per_s_warp", "ops_per_s_distinct")),
+                        for m in ("latency_near_cycles", "latency_far_cycles", "ops_per_s_same", "ops_per_s_warp",
+                                  "ops_per_s_distinct")),
        kernels=("execution.cu",))
 def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
     """Global atomic add: dependent-chain latency, or throughput against contention."""

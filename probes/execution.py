@@ -257,7 +257,8 @@ def _sweep_schedule(ilps):
 @probe("exec.schedule", sweeps={"quick": _sweep_schedule((1, 8)), "full": _sweep_schedule(SCHEDULE_ILPS)},
        axes={"resident_warps_per_sm": "warps per SM: 1..8 each, then half octaves to the SM's limit",
              "ilp": "independent FFMA chains per warp: 1, 2, 4, 8 (quick: 1, 8)"},
-       quantities=("sm.schedulers", "sm.issue_per_clk_per_scheduler"), kernels=("execution.cu",))
+       quantities=("sm.schedulers", "sm.schedulers_ratio", "sm.issue_per_clk_per_scheduler"),
+       kernels=("execution.cu",))
 def exec_schedule(ctx, resident_warps_per_sm: int, ilp: int) -> list[Sample]:
     """FFMA warp instructions per clock per SM against resident warps and ILP: the schedulers' saturation."""
     import cupy

@@ -370,9 +370,52 @@ def _syntax(obj) -> str:
     if comments is None:
         return obj.__code__.co_code.hex() if hasattr(obj, "__code__") else obj.__qualname__
     source, dropped, _ = found
-    kept = (line[:comments[i]] if i in comments else line for i, line in enumerate(source.splitlines())
-            if i not in dropped)
+    lines = [line[:comments[i]] if i in comments else line for i, line in enumerate(source.splitlines())]
+    declared = _declarations(obj, lines)
+    inside = {i for first, (last, _) in declared.items() for i in range(first, last + 1)}
+    kept = []
+    for i, line in enumerate(lines):
+        if i in declared:
+            kept += declared[i][1].splitlines()
+        elif i not in dropped and i not in inside:
+            kept.append(line)
     return "\n".join(line.rstrip() for line in kept if line.strip())
+
+
+#: Keywords of a probe's decorator that declare, not measure: the ids its samples are derived into and the
+#: plain words for its axes.  The version leaves them out, so that a new derived id or a reworded axis does
+#: not make the committed runs stale.
+DECLARATIONS = ("quantities", "axes")
+
+
+def _declarations(obj, lines: list[str]) -> dict[int, tuple[int, str]]:
+    """First line (from 0, in ``obj``'s dedented source) of each of its decorators with DECLARATIONS -> (its
+    last line, its text without them), cut from ``lines`` (that source without comments).  The decorators
+    come from the file's own parse, so no text is parsed twice."""
+    span = _span(obj)
+    if span is None or not inspect.isfunction(inspect.unwrap(obj)):
+        return {}
+    file_lines, parsed, first, _ = span
+    code = inspect.unwrap(obj).__code__
+    node = parsed.functions.get((code.co_firstlineno, code.co_name))
+    if node is None or not lines:
+        return {}
+    raw = file_lines[first - 1]
+    indent = (len(raw) - len(raw.lstrip())) - (len(lines[0]) - len(lines[0].lstrip()))  # what dedent took off
+
+    def text(part) -> str:  # the part's source, its positions made relative to ``lines`` (bytes, as ast's)
+        rows = [line.encode() for line in lines[part.lineno - first:part.end_lineno - first + 1]]
+        rows[-1] = rows[-1][:part.end_col_offset - indent]
+        rows[0] = rows[0][part.col_offset - indent:]
+        return b"\n".join(rows).decode()
+
+    out = {}
+    for d in node.decorator_list:
+        if isinstance(d, ast.Call) and any(k.arg in DECLARATIONS for k in d.keywords):
+            parts = [text(a) for a in d.args] + [f"{k.arg}={text(k.value)}" for k in d.keywords
+                                                 if k.arg not in DECLARATIONS]
+            out[d.lineno - first] = (d.end_lineno - first, f"@{text(d.func)}({', '.join(parts)})")
+    return out
 
 
 def _comments(source: str) -> dict[int, int] | None:

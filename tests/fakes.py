@@ -511,9 +511,26 @@ def _exec_mma_latency(ctx, dtype):
 ATOMIC_LATENCY, ATOMIC_UNITS = 600.0, 64
 
 
+#: What an address homed across the chip adds to a one-thread atomic's or fence's wait: the far partition's
+#: L2 hit over the near one's.
+CROSSING = FAR_L2 - LEVELS["l2"]
+
+
+def placed(ctx, near: float, salt: int) -> list[Sample]:
+    """One sample per random line (as the probe draws them): ``near`` where the line is homed near, plus
+    CROSSING where it is homed far (the simulated L2's partition hash)."""
+    from probes.kit import PLACEMENTS, random_lines
+
+    offsets = random_lines(ctx, PLACEMENTS, salt)
+    cycles = np.where(far_homed(offsets), near + CROSSING, near)
+    return [s for r, (o, c) in enumerate(zip(offsets, cycles))
+            for s in (Sample("latency", float(c), "cycles", r, CLOCK_HZ, "clock64"),
+                      Sample("address_offset", float(o), "B", r, None, "config"))]
+
+
 def _exec_atomics(ctx, dtype, mode):
     if mode == "latency":
-        return [Sample("latency", ATOMIC_LATENCY, "cycles", r, CLOCK_HZ, "clock64") for r in range(5)]
+        return placed(ctx, ATOMIC_LATENCY, 1)
     per_clk = {"same": 1.0, "warp": float(ATOMIC_UNITS), "distinct": float(ATOMIC_UNITS)}[mode]
     return [s for r in range(5) for s in (Sample("ops_per_s", per_clk * CLOCK_HZ, "1/s", r, CLOCK_HZ, "cuda_event"),
                                            Sample("ops_per_clk", per_clk, "1/cycle", r, CLOCK_HZ, "cuda_event"))]
@@ -576,6 +593,8 @@ def barrier_cycles(kind, n, device=DEVICE):
 
 
 def _exec_barriers(ctx, kind, n):
+    if kind in ("fence_gpu", "fence_sys"):  # the wait for the store's home partition
+        return placed(ctx, barrier_cycles(kind, int(n), ctx.device), 2)
     return [Sample("latency", barrier_cycles(kind, int(n), ctx.device), "cycles", r, CLOCK_HZ, "clock64")
             for r in range(5)]
 
@@ -1118,3 +1137,62 @@ def hang(ctx, **params):
 def fail(ctx, **params):
     raise RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered")
 
+
+
+# -- other parts: an A100 and an RTX 5090, simulated from their published widths -------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """A GPU other than the simulated one: its driver properties are tests/fixtures/devices.json's, and its
+    peaks come from its published widths per SM per clock at its boost clock (the A100's 312 dense BF16
+    TFLOP/s = 108 SMs x 1.41 GHz x 2,048; the RTX 5090's 209.5 with FP32 accumulation = 170 x 2.407 GHz x
+    512); its memory reads at READ_EFFICIENCY of its pins (memory clock x bus / 8 x 2)."""
+
+    key: str
+    mma_sync_per_clk: dict  # dense tensor FLOP per SM per clock through mma.sync, by dtype
+    fp32_per_clk: float  # FP32 FMA FLOP per SM per clock
+
+
+PARTS = {"a100-40gb": Part("a100-40gb", {"bf16": 2048.0, "fp16": 2048.0, "tf32": 1024.0}, 128.0),
+         "rtx-5090": Part("rtx-5090", {"bf16": 512.0, "fp16": 512.0, "tf32": 256.0, "e4m3": 1024.0}, 256.0)}
+READ_EFFICIENCY = 0.9
+#: The probes a part's simulated run measures: enough for its tensor peak, ridge and roofline.
+PART_PROBES = ("clock.sm", "bw.dram", "chase.latency", "compute.vector", "compute.mma_sync", "compute.wgmma",
+               "matmul.roofline")
+
+
+def part_device(key: str) -> dict:
+    """The device block of a part's run: its recorded properties, with a uuid."""
+    import json
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parent / "fixtures/devices.json").read_text())[key]
+    return {**{k: v for k, v in recorded.items() if not k.startswith("_")}, "uuid": f"GPU-sim-{key}"}
+
+
+def part_probes(key: str) -> list:
+    """PART_PROBES with the part's physics: its clock, memory read rate, FP32 and mma.sync widths, and a
+    roofline matmul at exactly min(its mma.sync BF16 peak, BLOCK/2 x its read rate)."""
+    part, device = PARTS[key], part_device(key)
+    hz = device["sm_clock_max_hz"]
+    read = READ_EFFICIENCY * device["memory_clock_hz"] * device["memory_bus_bits"] / 8 * 2
+    peak = part.mma_sync_per_clk["bf16"] * device["sm_count"] * hz
+
+    def rates(per_clk):
+        return [s for r in range(5) for s in (Sample("per_clk_sm", per_clk, "FLOP/cycle", r, hz, "cuda_event"),
+                                               Sample("throughput", per_clk * device["sm_count"] * hz, "FLOP/s", r,
+                                                      hz, "cuda_event"))]
+
+    physics = {
+        "clock.sm": lambda ctx, busy_sms: [Sample("sm_clock", hz, "Hz", r, hz, "globaltimer") for r in range(5)],
+        "bw.dram": lambda ctx, op, variant=None: [Sample("bandwidth", read, "B/s", r, hz, "cuda_event")
+                                                   for r in range(5)],
+        "compute.vector": lambda ctx, op: rates(part.fp32_per_clk * VECTOR_PER_CLK[op] / VECTOR_PER_CLK["fp32"]),
+        "compute.mma_sync": lambda ctx, dtype: rates(part.mma_sync_per_clk[dtype]),
+        "matmul.roofline": lambda ctx, block, matrix_side: [
+            s for r in range(5) for s in (Sample("flop_rate", min(peak, block / 2 * read), "FLOP/s", r, hz,
+                                                 "cuda_event"),
+                                          Sample("seconds", 1 / min(peak, block / 2 * read), "s", r, hz,
+                                                 "cuda_event"))]}
+    return [dataclasses.replace(p, func=physics.get(p.id, FAKES[p.id]), backend="simulated")
+            for p in all_probes().values() if p.id in PART_PROBES]

@@ -249,3 +249,47 @@ def test_the_readme_excerpt_is_what_the_command_prints():
     assert len(shown) > 5
     missing = [line for line in shown if norm(line) not in printed]
     assert not missing, f"README's compare excerpt is stale (rerun the command): {missing}"
+
+
+def _chases(index: bool):
+    """A run with the pure-LDS chase (and, with ``index``, the index-computing one) against a reference whose
+    shared-memory latency is a published index-computing chase."""
+    run = [("smem.latency_cycles", 23.0, "cycles", 23.0, 23.0, "pure LDS chase", "")]
+    if index:
+        run.append(("smem.index_latency_cycles", 34.0, "cycles", 34.0, 34.0, "index chase", ""))
+    ref = [("smem.latency_cycles", 30.0, "cycles", math.nan, math.nan, "p-chase median", "[R] a chase")]
+    loaded = {"run": ("GPU A [run]", _derived(run)), "ref:b": ("GPU B [ref:b, published]", _derived(ref))}
+    return comparison(list(loaded), loaded=loaded)
+
+
+def test_the_shared_memory_chase_is_set_against_a_published_chase_like_for_like():
+    """A published chase computes each index; gpuatlas's like one is smem.index_latency_cycles, so the ratio
+    takes it (30 / 34, not 30 / 23) and says so; without it there is no ratio, and the note says why."""
+    long = _chases(index=True)
+    row = ratios(long).set_index("quantity").loc["smem.latency_cycles"]
+    assert row["ratio"] == pytest.approx(30 / 34) and row["comparable"] and "smem.index_latency_cycles" in row["why"]
+    text = render_text(long, 100)
+    assert "0.882[3]" in text and "[3] like for like" in text
+    alone = ratios(_chases(index=False)).set_index("quantity").loc["smem.latency_cycles"]
+    assert math.isnan(alone["ratio"]) and not alone["comparable"] and "did not measure" in alone["why"]
+    # negative control: two runs (or two references) use one method, and keep their own numbers
+    same = ratios(_chases(index=True).assign(caveat=None)).set_index("quantity").loc["smem.latency_cycles"]
+    assert same["ratio"] == pytest.approx(30 / 23) and same["why"] == ""
+
+
+def test_every_marker_printed_is_explained_where_it_is_printed():
+    """The references' provenance markers ([R], [R2], [I]) appear in caveats; each one the text and HTML views
+    print is explained among their notes, and a marker not printed is not."""
+    from analysis.compare import MARKERS
+
+    long = comparison(["ref:a100-pcie", "ref:h100-sxm", "ref:h800-pcie"])
+    text = render_text(long, 100)
+    _, _, notes = display(long)
+    printed = set(re.findall(r"\[[A-Z]\d?\]", text))
+    assert printed >= {"[R]", "[I]", "[R2]"}
+    for marker in printed:
+        assert any(line.startswith(f"{marker} ") for line in notes), marker
+        assert re.search(rf"^{re.escape(marker)} \(in a caveat\)", text, re.M), marker
+    assert set(MARKERS) >= printed
+    plain = render_text(_chases(index=True).assign(caveat=None), 100)
+    assert not any(f"{m} (in a caveat)" in plain for m in MARKERS)

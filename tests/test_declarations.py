@@ -7,6 +7,7 @@ import pytest
 
 from analysis.derive import derive
 from analysis.quantities import QUANTITIES
+from analysis import repro
 from analysis.results import DERIVED_COLUMNS, atomic_write_parquet
 from fakes import DEVICE, simulated_probes
 from probes import runner, workers
@@ -68,7 +69,9 @@ def test_each_family_emits_only_its_own_quantities_in_family_order(measured):
             emitted[name] = {row["quantity"] for row in made}
             assert emitted[name] <= set(family.quantities), (name, emitted[name] - set(family.quantities))
             rows += made
-    pd.testing.assert_frame_equal(pd.DataFrame(rows, columns=list(DERIVED_COLUMNS)), derive(meta, measurements))
+    derived = derive(meta, measurements)  # the families' rows, then the repro step (analysis.repro)
+    pd.testing.assert_frame_equal(repro.attach(pd.DataFrame(rows, columns=list(DERIVED_COLUMNS)),
+                                               meta["device"]["name"]), derived)
     # negative control: the check tells the families apart; credited to any other family, their rows fail it
     assert sum(bool(e) for e in emitted.values()) > 5
     for name, own in emitted.items():

@@ -444,7 +444,8 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     assert d.at["inst.ffma.latency_cycles", "value"] == fakes.FFMA_DEPTH
     assert d.at["inst.mufu_ex2.ops_per_clk_sm", "value"] == pytest.approx(4 * fakes._pipe("mufu_ex2")[1])
     assert d.at["tc.int8.mma_sync_latency_cycles", "value"] == fakes.MMA_CYCLES_PER_K * 32
-    assert d.at["atomic.global.add_i32_latency_cycles", "value"] == fakes.ATOMIC_LATENCY
+    assert d.at["atomic.global.add_i32_latency_near_cycles", "value"] == fakes.ATOMIC_LATENCY
+    assert d.at["atomic.global.add_i32_latency_far_cycles", "value"] == fakes.ATOMIC_LATENCY + fakes.CROSSING
     assert d.at["atomic.global.add_f64_ops_per_s_same", "value"] == pytest.approx(fakes.CLOCK_HZ)
     assert d.at["sync.syncthreads_cycles", "value"] == fakes.BARRIER_BASE + 1024 / 32
     assert d.at["sync.syncthreads_cycles_one_warp", "value"] == fakes.BARRIER_BASE + 1

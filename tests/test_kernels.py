@@ -1,13 +1,15 @@
-"""Every kernel compiled for sm_90 without a GPU: resources, and the instructions that make it the probe it
-claims to be."""
+"""Kernels compiled without a GPU: resources and the instructions that make each the probe it claims to be
+(CUDA files for sm_90; every file on every target is tests/test_new_gpu.py's), and the other backends' builds
+for the targets a run may meet: one representative Numba kernel (the L2-only chase) assembled by ptxas for
+sm_80, sm_90, sm_100 and sm_120, and the Triton matmul compiled for targets 80 and 90 -- one kernel per
+target rather than all of them, to keep the suite short."""
 import re
-from pathlib import Path
 
 import pytest
 
 from probes.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
 
-LDG = re.compile(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), desc\[\w+\]\[(R\d+)\.64\]")
+LDG = re.compile(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), (?:desc\[\w+\])?\[(R\d+)\.64\]")  # sm_90 on: a desc[] operand
 LDS = re.compile(r"(LDS) (R\d+), \[(R\d+)\]")
 
 
@@ -93,14 +95,57 @@ def test_numba_chase_compiles_to_the_same_chain(flavour, opcode):
     assert "0 bytes stack frame" in log
 
 
-#: Kernel files built for an architecture-specific target (wgmma exists only on sm_90a).
-ARCH_SPECIFIC = {"wgmma.cu": "sm_90a", "wgmma_latency.cu": "sm_90a", "tensor_units.cu": "sm_90a"}
+def assemble(ptx: str, arch: str) -> tuple[bytes, str]:
+    """ptx_to_cubin, or a skip that names the target where the installed ptxas does not know it."""
+    import subprocess
+
+    try:
+        return ptx_to_cubin(ptx, arch)
+    except subprocess.CalledProcessError as error:
+        if "is not defined for option 'gpu-name'" in (error.stderr or ""):
+            pytest.skip(f"the installed ptxas cannot assemble for {arch}: {error.stderr.strip()}")
+        raise
 
 
-@pytest.mark.parametrize("filename", sorted(p.name for p in (Path(__file__).parents[1] / "probes").glob("*.cu")))
-def test_every_kernel_file_compiles_for_sm90(filename):
-    cubin, log = compile_cubin(filename, ARCH_SPECIFIC.get(filename, "sm_90"))
-    assert cubin.startswith(b"\x7fELF") and resource_usage(log), filename
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0), (10, 0), (12, 0)], ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+def test_numba_ptx_assembles_to_the_dependent_chain_on_every_target(cc):
+    from numba import cuda, types
+
+    from probes.chase_numba import make_chase_kernel
+    from probes.numba_kit import gpu_primitives
+
+    arch = f"sm_{cc[0]}{cc[1]}"
+    kernel = make_chase_kernel(cuda, *gpu_primitives("cg"))
+    ptx, _ = cuda.compile_ptx(kernel.py_func, (types.uint64[:], types.uint64, types.int64, types.int64,
+                                               types.uint64[:]), cc=cc)
+    assert f".target {arch}" in ptx
+    cubin, log = assemble(ptx, arch)
+    (code,) = sass(cubin).values()
+    assert_dependent_chain(timed_region(code), "LDG.E.64.STRONG.GPU", at_least=32)
+    assert "0 bytes stack frame" in log
+
+
+@pytest.mark.parametrize("capability, mma", [(80, "mma.sync"), (90, "wgmma.mma_async")])
+def test_triton_matmul_builds_each_targets_tensor_core_path(capability, mma):
+    """A 64 x 64 x 64 bf16 tile: Ampere's warp-level mma.sync on target 80, Hopper's wgmma on 90."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from probes import triton_kernels
+
+    signature = {**dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), "*bf16"),
+                 **dict.fromkeys(("M", "N", "K", "stride_am", "stride_bk", "stride_cm"), "i32"),
+                 **dict.fromkeys(("stride_ak", "stride_bn", "stride_cn", "BLOCK_M", "BLOCK_N", "BLOCK_K",
+                                  "GROUP_M"), "constexpr")}
+    constants = {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1, "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64,
+                 "GROUP_M": 1}
+    kernel = triton.compile(ASTSource(fn=triton_kernels.matmul_kernel, signature=signature, constexprs=constants),
+                            target=GPUTarget("cuda", capability, 32), options={"num_warps": 4, "num_stages": 2})
+    ptx, code = kernel.asm["ptx"], "".join(sass(kernel.asm["cubin"]).values())
+    other = ({"mma.sync", "wgmma.mma_async"} - {mma}).pop()
+    assert mma in ptx and other not in ptx
+    assert re.search(r"\bHMMA\b" if capability == 80 else r"\bHGMMA\b", code)
 
 
 def test_a_cubin_is_compiled_once_into_the_cache_under_what_it_is_built_from(tmp_path, monkeypatch):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from probes.cuda import resource_usage, sass
-from tests.test_kernels import ARCH_SPECIFIC, LDG, LDS, assert_dependent_chain, timed_region
+from tests.test_kernels import LDG, LDS, assert_dependent_chain, timed_region
+from tests.test_new_gpu import SPECIFIC_FILES
 
 ROOT = Path(__file__).parents[1]
 KERNEL_FILES = sorted(p.name for p in (ROOT / "probes").glob("*.cu"))
@@ -48,7 +49,7 @@ def build12(filename: str) -> tuple[bytes, str, str]:
     library = cuda12_file("nvidia-cuda-nvrtc-cu12", "nvidia/cuda_nvrtc/lib/libnvrtc.so.12")
     with tempfile.TemporaryDirectory() as out:
         done = subprocess.run([sys.executable, str(ROOT / "tests" / "nvrtc_lib.py"), str(library), filename,
-                               ARCH_SPECIFIC.get(filename, "sm_90"), out], capture_output=True, text=True,
+                               "sm_90a" if filename in SPECIFIC_FILES else "sm_90", out], capture_output=True, text=True,
                               timeout=100)
         assert done.returncode == 0, done.stderr[-3000:]
         out = Path(out)

@@ -1,12 +1,13 @@
-"""A new GPU just works, proven on CPU: every kernel file compiles for sm_80, sm_89, sm_90a, sm_100 and sm_120
-(or is known not to, for the reason that instruction is missing there), and every probe sizes its sweep from
-the recorded properties of an A100 40 GB, an L4, an H100 PCIe, a B200 and an RTX 5090
-(tests/fixtures/devices.json), within each device's memory and shared memory, with the Hopper-only probes
-skipped and their reasons stated where the device lacks what they need; the H200's sweeps are exactly those
-its committed runs recorded."""
+"""A new GPU just works, proven on CPU: every kernel file compiles for sm_80, sm_89, sm_90, sm_100 and sm_120,
+and the architecture-specific ones for sm_90a (or is known not to, for the reason that instruction is missing
+there), and every probe sizes its sweep from the recorded properties of an A100 40 GB, an L4, an H100 PCIe, a
+B200 and an RTX 5090 (tests/fixtures/devices.json), within each device's memory and shared memory, with the
+Hopper-only probes skipped and their reasons stated where the device lacks what they need; the H200's sweeps
+are exactly those its committed runs recorded."""
 import json
 from pathlib import Path
 
+import fakes
 import pytest
 
 from analysis.occupancy import ALLOCATION
@@ -20,8 +21,12 @@ from tests_support import cubin_kernels
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text()).items()
            if not k.startswith("_")}
-ARCHS = ("sm_80", "sm_89", "sm_90a", "sm_100", "sm_120")
+ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100", "sm_120")
 KERNEL_FILES = sorted(p.name for p in (ROOT / "probes").glob("*.cu"))
+#: The files a run builds for the architecture-specific sm_90a as well: the kernels of probes with a max_cc.
+SPECIFIC_FILES = sorted({f for p in all_probes().values() if p.max_cc is not None for f in p.kernels
+                         if f.endswith(".cu")})
+TARGETS = [(f, a) for f in KERNEL_FILES for a in ARCHS] + [(f, "sm_90a") for f in SPECIFIC_FILES]
 #: (file, target) -> why it cannot build there: the instructions it is made of do not exist on that target.
 ABSENT = {
     **{("hopper.cu", a): "thread-block clusters, cp.async.bulk (TMA) and DPX start at sm_90"
@@ -29,7 +34,7 @@ ABSENT = {
     **{("barriers_sm90.cu", a): "mbarrier.try_wait and thread-block-cluster barriers start at sm_90"
        for a in ("sm_80", "sm_89")},
     **{(f, a): "wgmma.mma_async exists on sm_90a only (an architecture-specific target)"
-       for f in ("wgmma.cu", "wgmma_latency.cu", "tensor_units.cu") for a in ("sm_80", "sm_89", "sm_100", "sm_120")},
+       for f in ("wgmma.cu", "wgmma_latency.cu", "tensor_units.cu") for a in ARCHS},
 }
 #: Probes each device must skip for its compute capability (their reasons name the capability they need).
 HOPPER_ONLY = {"hopper.dsmem_latency", "hopper.dsmem_bandwidth", "hopper.tma_latency", "hopper.tma_tensor",
@@ -40,8 +45,7 @@ SKIPPED = {"a100-40gb": HOPPER_ONLY, "l4": HOPPER_ONLY, "h100-pcie": set(), "b20
            "rtx-5090": WGMMA_ONLY}
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("filename", KERNEL_FILES)
+@pytest.mark.parametrize("filename, arch", TARGETS)
 def test_every_kernel_file_compiles_for_every_target(filename, arch):
     if (filename, arch) in ABSENT:
         with pytest.raises(RuntimeError, match="NVRTC failed"):  # negative control: the reason still holds
@@ -199,3 +203,50 @@ def test_the_fit_check_catches_a_sweep_beyond_the_device(probes):
     cap = kit.MEMORY_FRACTION * small["total_memory_bytes"]
     tlb = probes["chase.tlb"].configs(DEVICES["h100-pcie"], "full")
     assert max(c["footprint_bytes"] for c in tlb) > cap
+
+
+@pytest.fixture(scope="module", params=sorted(fakes.PARTS))
+def part_run(request, tmp_path_factory):
+    """A simulated run of another part (tests/fakes.py's PARTS): ``(device, measurements, derived)``."""
+    from analysis.derive import derive
+    from probes import runner
+
+    device, probes = fakes.part_device(request.param), fakes.part_probes(request.param)
+    run, meta = runner.new_run(tmp_path_factory.mktemp(request.param), device, {}, probes, "quick", {}, 0, ["t"])
+    meta = runner.execute(run, meta, probes, isolate=False)
+    measurements = run.read_measurements()
+    return device, measurements, derive(meta, measurements)
+
+
+def test_a_part_without_wgmma_has_its_tensor_peak_from_mma_sync_and_a_roofline(part_run, tmp_path):
+    from analysis import figures
+    from analysis.claims import judge
+
+    device, measurements, derived = part_run
+    row = derived.set_index("quantity").loc["tc.bf16.peak_flops"]
+    width = fakes.PARTS[next(k for k in fakes.PARTS if fakes.part_device(k)["name"] == device["name"])]
+    assert row["value"] == pytest.approx(width.mma_sync_per_clk["bf16"] * device["sm_count"]
+                                         * device["sm_clock_max_hz"], rel=0.01)
+    assert row["method"].startswith("the best tensor path that ran: mma.sync") and row["probe"] == "compute.mma_sync"
+    figures.roofline(measurements, derived).figure.savefig(tmp_path / "roofline.svg")
+    svg = (tmp_path / "roofline.svg").read_text()
+    assert f"BF16 peak {row['value'] / 1e12:.0f} TFLOP/s" in svg
+    verdicts = judge(derived, device).set_index("id")["verdict"]
+    for claim in ("7.7.bf16_peak", "7.8.ridge", "7.4.decode_fraction", "7.7.tensor_over_vector"):
+        assert verdicts[claim] != "not measured", claim
+
+
+def test_a_parts_claims_say_nothing_false_of_it(part_run):
+    """The claims sections of another part's run: no sentence names the simulated H200-like part, a memory
+    generation, a clock or SM count that is not this part's, and a bus narrower than an HBM stack is not HBM."""
+    from analysis.claims import judge
+
+    device, _, derived = part_run
+    table = judge(derived, device)
+    text = " ".join(table[["tested by", "reason", "inputs", "tolerance"]].astype(str).agg(" ".join, axis=1))
+    others = (fakes.DEVICE["name"], "HBM3", "H200", f"{fakes.CLOCK_HZ / 1e9:.3g} GHz",
+              f"{fakes.DEVICE['sm_count']} SMs")
+    text = text.replace(f"the lecture's {fakes.DEVICE['sm_count']} SMs", "the lecture's SMs")  # its own, said so
+    assert not [w for w in others if w in text]
+    assert ("HBM" in text) == (device["memory_bus_bits"] >= 1024)
+    assert f"{device['sm_count']} SMs" in text or "SMs" not in text

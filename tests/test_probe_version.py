@@ -201,3 +201,43 @@ def test_all_versions_parse_each_source_file_once(monkeypatch):
     assert parsed.count(Path(kit.__file__).read_text()) == 1, "the kit, which every probe reaches"
     assert len(parsed) == len(set(parsed)), "a source parsed twice"
     assert all(source in files for source in parsed), "a text that is not a whole file"
+
+
+DECLARED = '''
+def probe(**declaration):
+    return lambda func: func
+
+
+SIZES = (1, 2)
+
+
+@probe(sweeps={"full": SIZES},  # what it measures
+       quantities=("a.cycles",), axes={"n": "the size"}, kernels=())
+def measure(ctx, n):
+    return n
+'''
+
+
+def test_a_probes_declared_ids_and_axis_words_leave_its_version_and_its_sweep_moves_it(tmp_path, monkeypatch):
+    """A new derived id (or reworded axis) is a declaration, not a measurement: committed runs stay current.
+    What the decorator makes the probe measure (its sweep, its kernels) still moves the version."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    file = tmp_path / "vdeclared.py"
+    file.write_text(DECLARED)
+    module = importlib.import_module("vdeclared")
+
+    def version_after(old, new):
+        text = file.read_text()
+        assert old in text
+        file.write_text(text.replace(old, new))
+        importlib.reload(module)
+        return Probe("v.declared", module.measure, {}, {}).version
+
+    v0 = version_after("", "")
+    assert version_after('quantities=("a.cycles",)', 'quantities=("a.cycles", "a.near_cycles",\n'
+                                                     '                   "a.far_cycles")') == v0
+    assert version_after('"the size"', '"the size of the chain, in elements"') == v0
+    assert version_after("# what it measures", "# what it sweeps") == v0
+    assert version_after('{"full": SIZES}', '{"full": SIZES[:1]}') != v0, "the sweep is measured behaviour"
+    assert version_after("kernels=()", 'kernels=("x.cu",)') != v0

@@ -80,7 +80,7 @@ def test_a_structure_is_undecided_when_its_interval_spans_two_candidates():
     assert decided["value"] == 128
     undecided = structure_row("coalescing.block_bytes", 128, (64.0, 128.0), "m", "bw.stride", "n")
     assert math.isnan(undecided["value"]) and (undecided["ci_low"], undecided["ci_high"]) == (64.0, 128.0)
-    assert undecided["note"].startswith("undecided: 64 B or 128 B")
+    assert undecided["note"].startswith("undecided: between 64 B and 128 B")
 
 
 # -- repro intervals ----------------------------------------------------------------------------------------

@@ -346,8 +346,9 @@ def test_a_simulated_run_recovers_the_fakes_sync_physics(tmp_path):
     assert d["sync.named_barrier_cycles_one_warp"] == fakes.BARRIER_BASE + 1
     assert d["sync.named_barrier_cycles_all_warps"] == fakes.BARRIER_BASE + 32
     assert d["sync.named_barrier_cycles_16_ids"] == fakes.BARRIER_BASE + 2
-    assert d["sync.fence_gpu_cycles"] == fakes.STORE_ISSUE + fakes.LEVELS["l2"]
-    assert d["sync.fence_sys_cycles"] - d["sync.fence_none_cycles"] == fakes.LEVELS["dram"]
+    assert d["sync.fence_gpu_near_cycles"] == fakes.STORE_ISSUE + fakes.LEVELS["l2"]
+    assert d["sync.fence_gpu_far_cycles"] == fakes.STORE_ISSUE + fakes.LEVELS["l2"] + fakes.CROSSING
+    assert d["sync.fence_sys_near_cycles"] - d["sync.fence_none_cycles"] == fakes.LEVELS["dram"]
     assert d["sync.grid_sync_cycles_full"] - d["sync.grid_sync_cycles_one_block_per_sm"] == 15 * fakes.DEVICE["sm_count"]
     assert d["sync.mbarrier_cycles_all_warps"] == fakes.MBARRIER_BASE + 32
     assert d["sync.cluster_barrier_cycles_c16"] - d["sync.cluster_barrier_cycles_c2"] == 14

@@ -1,0 +1,174 @@
+"""The report in a paper's order: a one-screen summary (the atlas, the compute peaks beside the roofline, the
+lecture's verdicts, how reproducible the numbers are, the warnings), chapters that each open with their
+figures and a short table of key quantities, and appendices holding the big tables."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pandas as pd
+
+from analysis import claims, execution
+from analysis.page import Part
+from analysis.shown import fmt_interval, fmt_value
+
+
+class Chapter(NamedTuple):
+    """A chapter: its title, its figures (file stems, in order) and the quantities of its key table."""
+    title: str
+    figures: tuple
+    key: tuple
+
+
+#: The figures of the summary, above every chapter: the atlas (the verdicts and numbers beside it), then a pair.
+SUMMARY = ("atlas", "compute-peaks", "roofline")
+
+CHAPTERS = (
+    Chapter("Memory hierarchy", ("latency-staircase", "access-latency", "tlb-staircase", "hbm-latency",
+                                 "l2-capacity", "line-by-capacity", "fill-block", "const-staircase"), ()),
+    Chapter("Geometry", ("l1-sets", "l1-random-sets", "l1-carveout", "l2-partition-map", "l2-sm-map", "l2-sets"),
+            ("l1.line_bytes", "l1.sector_bytes", "l1.ways", "l1.sets", "l1.unified_bytes",
+             "l1.capacity_bytes_at_carveout", "l2.ways", "l2.sets", "l2.partition_interleave_bytes",
+             "l2.far_home_fraction", "l2.sm_sides", "tlb.page_bytes", "const.l1.capacity_bytes",
+             "const.l15.capacity_bytes")),
+    Chapter("Bandwidth and coalescing", ("bandwidth-footprint", "coalescing", "bank-conflicts",
+                                         "occupancy-throughput", "decode-gemm"),
+            ("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s", "dram.copy_bandwidth_bytes_per_s",
+             "l2.bandwidth_bytes_per_s", "smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm",
+             "smem.banks", "smem.bank_width_bytes", "smem.conflict_cycles_per_way", "coalescing.block_bytes",
+             "coalescing.efficiency_stride32_fp32", "occupancy.warps_to_saturate_dram_ilp1",
+             "littles.bytes_in_flight", "decode.m1_bandwidth_bytes_per_s")),
+    Chapter("Compute and tensor cores", ("wave-quantization", "fused-softmax"),
+            ("fp64.peak_flops", "fp32.peak_flops", "fp16.peak_flops", "int32.peak_ops", "fp32.latency_cycles",
+             "tc.bf16.mma_sync_peak_flops", "tc.bf16.peak_flops", "tc.bf16.sustained_flops", "tc.fp8.peak_flops",
+             "matmul.cublas_bf16_flops", "matmul.triton_bf16_flops", "roofline.tiled_fraction_of_peak",
+             "waves.programs_per_wave", "fusion.softmax_speedup")),
+    Chapter("Execution", ("instruction-latency-throughput", "warp-scheduling", "divergence", "launch-overhead",
+                          "clock-power", "power-trace"),
+            ("sm.schedulers", "sm.issue_per_clk_per_scheduler", "divergence.throughput_fraction_32way",
+             "tc.bf16.mma_sync_latency_cycles", "launch.overhead_s", "launch.graph_overhead_s",
+             "sync.syncthreads_cycles", "sync.grid_sync_cycles_full", "icache.l0.capacity_bytes",
+             "icache.l1.capacity_bytes")),
+    Chapter("Hopper's units", ("dsmem-latency", "tma-latency", "copy-bandwidth"), ()),
+)
+
+
+def has_repro(derived: pd.DataFrame) -> bool:
+    """Whether the run carries a repeat-run interval (derived.csv's repro_low/repro_high, from repeated runs)."""
+    return {"repro_low", "repro_high"} <= set(derived.columns) and derived["repro_low"].notna().any()
+
+
+def key_table(derived: pd.DataFrame, quantities) -> pd.DataFrame:
+    """The chapter's key quantities the run has: what each is, its value, 95% CI and repeat-run interval."""
+    from analysis.quantities import QUANTITIES
+
+    rows = derived.set_index("quantity").reindex([q for q in quantities if q in set(derived["quantity"])])
+    table = pd.DataFrame({
+        "quantity": rows.index,
+        "what it is": [QUANTITIES[q][1].split(";")[0] if q in QUANTITIES else "" for q in rows.index],
+        "value": [fmt_value(v, u) for v, u in zip(rows["value"], rows["unit"])],
+        "95% CI": [fmt_interval(lo, hi, u) for lo, hi, u in zip(rows["ci_low"], rows["ci_high"], rows["unit"])]})
+    if has_repro(derived):
+        table["repro interval"] = [fmt_interval(lo, hi, u)
+                                   for lo, hi, u in zip(rows["repro_low"], rows["repro_high"], rows["unit"])]
+    return table
+
+
+def reproducibility(derived: pd.DataFrame) -> str:
+    """How reproducible the numbers are: quantities whose repeat-run interval is wider than their CI."""
+    if not has_repro(derived):
+        return ("Reproducibility: this run carries no repeat-run interval (no repro_low/repro_high in its "
+                "derived.csv), so each 95% CI is one run's sampling alone.")
+    both = derived.dropna(subset=["repro_low", "repro_high", "ci_low", "ci_high"])
+    wider = int(((both["repro_high"] - both["repro_low"]) > (both["ci_high"] - both["ci_low"])).sum())
+    return (f"Reproducibility: {wider} of {len(both)} quantities with a repeat-run interval vary more from run "
+            f"to run than their 95% CI (the repro interval column of the tables).")
+
+
+def summary_lines(meta: dict, derived: pd.DataFrame, warnings: list[str]) -> list[str]:
+    ok = sum(s["status"] == "ok" for s in meta["probes"].values())
+    return [(f"{len(derived)} quantities derived from {ok} of {len(meta['probes'])} probes measured without "
+             f"error (profile {meta['profile']})."),
+            reproducibility(derived),
+            f"Warnings: {len(warnings)} (listed in the last appendix)."]
+
+
+#: Each verdict's colour in the summary's chart; a verdict not named here is drawn in grey-blue.
+VERDICT_COLOURS = {"holds": "#55A868", "deviates": "#C44E52", "undecided": "#DD8452", "cannot be tested": "#8C8C8C",
+                   "not measured": "#D9D9D9"}
+
+
+def verdict_bars(table: pd.DataFrame) -> tuple:
+    """The lecture's claims (claims.judge's table) as one bar per section, in the lecture's order:
+    ("bars", [(section, [(verdict, count, colour), ...]), ...]), whatever verdicts the table holds."""
+    verdicts = [v for v in VERDICT_COLOURS if v in set(table["verdict"])]
+    verdicts += [v for v in dict.fromkeys(table["verdict"]) if v not in VERDICT_COLOURS]
+    rows = []
+    for section, part in table.groupby("section", sort=False):
+        counts = part["verdict"].value_counts()
+        rows.append((section, [(v, int(counts[v]), VERDICT_COLOURS.get(v, "#7A8FA6")) for v in verdicts
+                               if v in counts]))
+    return "bars", rows
+
+
+def report_sections(meta, derived, figs: dict, tables) -> list:
+    """(title, content) of the whole report: Summary, the chapters, the appendices.  ``figs``: stem ->
+    (spec, svg) of every figure drawn; ``tables``: the report's tables by name (analysis.render makes them)."""
+    def drawn(stems):
+        return [figs[s] for s in stems if s in figs]
+
+    table = claims.judge(derived, meta["device"])
+    # on screen the verdicts and the numbers sit beside the atlas, the peaks beside the roofline (print stacks them)
+    aside = [("The lecture judged, section by section", verdict_bars(table)),
+             ("In numbers", summary_lines(meta, derived, tables["warnings"]))]
+    atlas, *pair = SUMMARY
+    summary = [("", ("beside", figs[atlas], aside))] if atlas in figs else aside
+    pair = drawn(pair)
+    if pair:
+        summary.append(("", ("figures", pair)))
+    sections = [("Summary", Part(summary))]
+    for chapter in CHAPTERS:  # every figure has its place (tests/test_report_layout.py)
+        body = [("", ("figure", *f)) for f in drawn(chapter.figures)]
+        body += tables["chapters"].get(chapter.title, [])
+        key = key_table(derived, chapter.key) if chapter.key else pd.DataFrame()
+        if not key.empty:
+            body.append((f"{chapter.title}: key quantities", key))
+        if body:
+            sections.append((chapter.title, Part(body)))
+    judged = claims_chapter(derived, meta["device"], table)
+    sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(table))])))
+    sections += appendices(meta, derived, judged[1:], tables)
+    return sections
+
+
+def claims_chapter(derived: pd.DataFrame, device: dict, table: pd.DataFrame | None = None) -> list:
+    """The lecture's claims: how many hold, deviate or cannot be tested per section, then one table per section
+    (in the lecture's order), each deviation naming the figure that shows it (``table``: claims.judge's, if
+    already made)."""
+    table = claims.judge(derived, device) if table is None else table
+    sections = [("The lecture's claims, judged", claims.summary(table))]
+    for name, part in table.groupby("section", sort=False):
+        sections.append((f"Claims of {name}", part.drop(columns="section")))
+    return sections
+
+
+def deviations(table: pd.DataFrame) -> pd.DataFrame | list[str]:
+    """The claims (claims.judge's table) the run contradicts, in short: what the lecture says, what was
+    measured, where it shows."""
+    off = table[table["verdict"] == "deviates"]
+    if off.empty:
+        return ["no claim deviates in this run"]
+    return off[["section", "id", "claim", "lecture", "measured", "ratio", "figure"]]
+
+
+def appendices(meta, derived, claim_tables, tables) -> list:
+    inst = execution.inst_table(derived)
+    out = [("Appendix A. Every derived quantity", Part([("Derived quantities", tables["derived"])], True)),
+           ("Appendix B. The lecture's claims, section by section", Part(claim_tables, True, wide=True))]
+    if not inst.empty:
+        out.append(("Appendix C. Instruction table",
+                    Part([("Instruction table: dependent-chain latency and full-SM throughput, by unit", inst)],
+                         True)))
+    if tables["cross-checks"]:
+        out.append(("Appendix D. Cross-checks", Part(tables["cross-checks"], True)))
+    out.append(("Appendix E. The run", Part(tables["run"], True)))
+    return out
