@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis import claims, execution
+from analysis import claims, execution, repro
 from analysis.page import Part
 from analysis.shown import fmt_interval, fmt_value
 
@@ -53,12 +53,13 @@ CHAPTERS = (
 
 
 def has_repro(derived: pd.DataFrame) -> bool:
-    """Whether the run carries a repeat-run interval (derived.csv's repro_low/repro_high, from repeated runs)."""
+    """Whether the run carries repro intervals (derived.csv's repro_low/repro_high: where another board of the
+    model is expected to read, the CI widened by the model panel's board-to-board spread)."""
     return {"repro_low", "repro_high"} <= set(derived.columns) and derived["repro_low"].notna().any()
 
 
 def key_table(derived: pd.DataFrame, quantities) -> pd.DataFrame:
-    """The chapter's key quantities the run has: what each is, its value, 95% CI and repeat-run interval."""
+    """The chapter's key quantities the run has: what each is, its value, 95% CI and repro interval."""
     from analysis.quantities import QUANTITIES
 
     rows = derived.set_index("quantity").reindex([q for q in quantities if q in set(derived["quantity"])])
@@ -74,14 +75,34 @@ def key_table(derived: pd.DataFrame, quantities) -> pd.DataFrame:
 
 
 def reproducibility(derived: pd.DataFrame) -> str:
-    """How reproducible the numbers are: quantities whose repeat-run interval is wider than their CI."""
+    """How reproducible the numbers are: quantities whose repro interval is wider than their CI."""
     if not has_repro(derived):
-        return ("Reproducibility: this run carries no repeat-run interval (no repro_low/repro_high in its "
+        return ("Reproducibility: this run carries no repro interval (no repro_low/repro_high in its "
                 "derived.csv), so each 95% CI is one run's sampling alone.")
-    both = derived.dropna(subset=["repro_low", "repro_high", "ci_low", "ci_high"])
-    wider = int(((both["repro_high"] - both["repro_low"]) > (both["ci_high"] - both["ci_low"])).sum())
-    return (f"Reproducibility: {wider} of {len(both)} quantities with a repeat-run interval vary more from run "
-            f"to run than their 95% CI (the repro interval column of the tables).")
+    wide = repro.beyond_ci(derived)
+    return (f"Reproducibility: {len(wide)} of {int(derived['repro_low'].notna().sum())} quantities move between "
+            "boards of this model by more than their 95% CI (the chapter \"Reproducibility\" names them and "
+            "why).")
+
+
+def reproducibility_chapter(derived: pd.DataFrame) -> list:
+    """The quantities another board reads further off than this run's CI says, widest first, with the cause
+    measured for each (analysis.repro.CAUSES)."""
+    if not has_repro(derived):
+        return []
+    wide = repro.beyond_ci(derived)
+    table = pd.DataFrame({
+        "quantity": wide["quantity"],
+        "value": [fmt_value(v, u) for v, u in zip(wide["value"], wide["unit"])],
+        "95% CI": [fmt_interval(lo, hi, u) for lo, hi, u in zip(wide["ci_low"], wide["ci_high"], wide["unit"])],
+        "repro interval": [fmt_interval(lo, hi, u)
+                           for lo, hi, u in zip(wide["repro_low"], wide["repro_high"], wide["unit"])],
+        "what moves it": wide["cause"]})
+    source = derived.attrs.get("repro_source") or "analysis/repro.py says how"
+    text = [f"The repro interval is where another board of this model is expected to read (95%): the CI widened "
+            f"by the board-to-board spread of the model's panel ({source}). These {len(table)} quantities move "
+            "between boards by more than half again their CI."]
+    return [("What the interval says", text), ("Quantities the board moves more than the CI says", table)]
 
 
 def summary_lines(meta: dict, derived: pd.DataFrame, warnings: list[str]) -> list[str]:
@@ -134,6 +155,9 @@ def report_sections(meta, derived, figs: dict, tables) -> list:
             body.append((f"{chapter.title}: key quantities", key))
         if body:
             sections.append((chapter.title, Part(body)))
+    moved = reproducibility_chapter(derived)
+    if moved:
+        sections.append(("Reproducibility", Part(moved)))
     judged = claims_chapter(derived, meta["device"], table)
     sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(table))])))
     sections += appendices(meta, derived, judged[1:], tables)

@@ -99,7 +99,10 @@ def _interval(value: float, ci_low: float, ci_high: float, spread) -> tuple[floa
     board = prediction_factor(int(spread["boards"])) * float(spread["spread"]) * abs(value)
     below = 0.0 if not np.isfinite(ci_low) else value - ci_low
     above = 0.0 if not np.isfinite(ci_high) else ci_high - value
-    return value - math.hypot(below, board), value + math.hypot(above, board)
+    low = value - math.hypot(below, board)
+    if value >= 0 and not ci_low < 0:  # a quantity that cannot be negative: its interval stops at zero
+        low = max(low, 0.0)
+    return low, value + math.hypot(above, board)
 
 
 def pair_coverage(runs_by_board: dict[str, pd.DataFrame], model: str, leave_out: bool = True) -> pd.DataFrame:
@@ -133,8 +136,8 @@ def pair_coverage(runs_by_board: dict[str, pd.DataFrame], model: str, leave_out:
 #: What moves a quantity between runs, as measured (docs/measurements.md; the seeds of one board in
 #: reports/h200-placement, the boards in reports/h200-boards): id prefix -> cause.
 CAUSES = (
-    ("atomic.global.", "the address's home L2 partition (near and far are separate quantities) and, within a "
-                       "partition, which slice: sampled over random addresses"),
+    ("atomic.global.add_*_latency", "the address's home L2 partition (near and far are separate quantities) "
+                                    "and, within a partition, which slice: sampled over random addresses"),
     ("sync.fence_gpu", "the store's home L2 partition (near and far are separate quantities): sampled over "
                        "random addresses"),
     ("sync.fence_sys", "the store's home L2 partition: sampled over random addresses"),
@@ -153,7 +156,10 @@ CAUSES = (
 
 
 def cause(quantity: str) -> str:
-    return next((why for prefix, why in CAUSES if quantity.startswith(prefix)),
+    """The first of CAUSES whose pattern (an id prefix, ``*`` matching any part of one id segment) fits."""
+    from fnmatch import fnmatchcase
+
+    return next((why for pattern, why in CAUSES if fnmatchcase(quantity, pattern + "*")),
                 "not isolated: the boards differ by more than one run's CI")
 
 

@@ -148,3 +148,20 @@ def test_the_panel_spread_is_the_boards_sd_over_the_median_and_a_board_is_the_me
     out = repro.panel_spread(frames).set_index("quantity")
     assert out.at["q", "median"] == 100.0 and out.at["q", "boards"] == 3
     assert out.at["q", "spread"] == pytest.approx(np.std([100.0, 104.0, 96.0], ddof=1) / 100.0)
+
+
+def test_a_non_negative_quantitys_interval_stops_at_zero_and_a_signed_ones_does_not():
+    table = pd.DataFrame([{"model": "GPU X", "quantity": q, "boards": 3, "median": 1.0, "spread": 0.5, "panel": "p"}
+                          for q in ("count", "slope")])
+    derived = _derived({"count": 2.0, "slope": 0.1})
+    derived.loc[1, "ci_low"] = -0.05  # a quantity whose own interval goes below zero may be negative
+    out = repro.attach(derived, "GPU X", table).set_index("quantity")
+    assert out.at["count", "repro_low"] == 0.0
+    assert out.at["slope", "repro_low"] < 0
+
+
+def test_each_placement_bound_quantity_names_what_moves_it():
+    assert "home L2 partition" in repro.cause("atomic.global.add_f64_latency_far_cycles")
+    assert "home L2 partition" not in repro.cause("atomic.global.add_i32_ops_per_s_warp")  # a throughput
+    assert "pages" in repro.cause("tlb.l1.reach_bytes")
+    assert repro.cause("no.such_quantity").startswith("not isolated")
