@@ -81,8 +81,7 @@ def reproducibility(derived: pd.DataFrame) -> str:
                 "derived.csv), so each 95% CI is one run's sampling alone.")
     wide = repro.beyond_ci(derived)
     return (f"Reproducibility: {len(wide)} of {int(derived['repro_low'].notna().sum())} quantities move between "
-            "boards of this model by more than their 95% CI (the chapter \"Reproducibility\" names them and "
-            "why).")
+            "boards of this model by more than their 95% CI (Appendix F names them and what moves each).")
 
 
 def reproducibility_chapter(derived: pd.DataFrame) -> list:
@@ -155,12 +154,12 @@ def report_sections(meta, derived, figs: dict, tables) -> list:
             body.append((f"{chapter.title}: key quantities", key))
         if body:
             sections.append((chapter.title, Part(body)))
-    moved = reproducibility_chapter(derived)
-    if moved:
-        sections.append(("Reproducibility", Part(moved)))
     judged = claims_chapter(derived, meta["device"], table)
     sections.append(("The lecture judged", Part(judged[:1] + [("Deviations", deviations(table))])))
     sections += appendices(meta, derived, judged[1:], tables)
+    moved = reproducibility_chapter(derived)
+    if moved:
+        sections.append(("Appendix F. Reproducibility: what moves between boards", Part(moved, True)))
     return sections
 
 

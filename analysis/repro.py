@@ -165,12 +165,12 @@ def cause(quantity: str) -> str:
 
 def beyond_ci(derived: pd.DataFrame) -> pd.DataFrame:
     """The quantities whose repro interval is wider than their CI by more than half again (the board spread
-    dominates what one run pins down), widest relative to the CI first, each with its cause."""
-    d = derived.dropna(subset=["value", "repro_low", "repro_high"])
-    ci = (d["ci_high"] - d["ci_low"]).fillna(0.0)
-    repro_width = d["repro_high"] - d["repro_low"]
-    wide = d[repro_width > 1.5 * ci].assign(
-        ci_width=ci, repro_half=(repro_width / 2 / d["value"].abs()))
+    dominates what one run pins down), widest relative to the value first, each with its cause."""
+    d = derived.reset_index(drop=True).dropna(subset=["value", "repro_low", "repro_high"])
+    ci = (d["ci_high"] - d["ci_low"]).fillna(0.0).to_numpy()
+    repro_width = (d["repro_high"] - d["repro_low"]).to_numpy()
+    wide = d[repro_width > 1.5 * ci].copy()
+    wide["repro_half"] = (wide["repro_high"] - wide["repro_low"]) / 2 / wide["value"].abs()
     wide = wide.sort_values("repro_half", ascending=False)
-    return wide.assign(cause=[cause(q) for q in wide["quantity"]])[
-        ["quantity", "value", "unit", "ci_low", "ci_high", "repro_low", "repro_high", "cause"]]
+    wide["cause"] = [cause(str(q)) for q in wide["quantity"]]
+    return wide[["quantity", "value", "unit", "ci_low", "ci_high", "repro_low", "repro_high", "cause"]]

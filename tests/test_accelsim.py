@@ -43,7 +43,8 @@ def untraced(text: str, derived: pd.DataFrame) -> list[str]:
                 continue
             row = rows.loc[quantity]
             for got, want in ((value, row["value"]), (low, row["ci_low"]), (high, row["ci_high"])):
-                if not math.isclose(float(got), float(want), rel_tol=1e-5):
+                both_na = math.isnan(float(got)) and math.isnan(float(want))  # an interval n/a on both sides
+                if not (both_na or math.isclose(float(got), float(want), rel_tol=1e-5)):
                     bad.append(f"{quantity}: {got} is not {want}")
             if unit != row["unit"]:
                 bad.append(f"{quantity}: unit {unit} is not {row['unit']}")

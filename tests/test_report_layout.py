@@ -37,7 +37,7 @@ def test_counts_print_as_integers_and_an_absent_interval_as_na():
 def test_the_derived_table_shows_the_repeat_run_interval_where_the_run_has_one():
     plain = pd.DataFrame([row("l2.ways", 16.0, 16.0, 20.0), row("smem.banks", 32.0, 32.0, 32.0)])
     assert "repro interval" not in derived_table(plain) and not chapters.has_repro(plain)
-    assert "no repeat-run interval" in chapters.reproducibility(plain)
+    assert "no repro interval" in chapters.reproducibility(plain)
     repro = pd.DataFrame([row("a", 10.0, 9.9, 10.1, repro_low=9.0, repro_high=11.0),  # wider than its CI
                           row("b", 10.0, 9.0, 11.0, repro_low=9.9, repro_high=10.1),  # narrower
                           row("c", 10.0, 9.0, 11.0, repro_low=np.nan, repro_high=np.nan)])
