@@ -128,10 +128,14 @@ def comparison(sources: list[str | Path], common: bool = False, loaded: dict | N
 
 
 def common_only(long: pd.DataFrame, sources: int | None = None) -> pd.DataFrame:
-    """The rows of the quantities every one of the ``sources`` compared GPUs has (default: those in ``long``)."""
+    """The rows of the quantities every one of the ``sources`` compared GPUs has (default: those in ``long``),
+    and the like-for-like quantity a shown one's ratio takes in its place (MATCHING)."""
     counts = long.groupby("quantity")["gpu"].nunique()
-    every = counts.index[counts == (sources or long["gpu"].nunique())]
-    return long[long["quantity"].isin(every)].reset_index(drop=True)
+    every = set(counts.index[counts == (sources or long["gpu"].nunique())])
+    companions = {match for quantity, (match, _) in MATCHING.items() if quantity in every} - every
+    shown = long[long["quantity"].isin(every | companions)].reset_index(drop=True)
+    shown.attrs["companions"] = companions  # kept for the ratios, not shown as rows of their own
+    return shown
 
 
 def left_out(long: pd.DataFrame, shown: pd.DataFrame) -> str:
@@ -306,11 +310,15 @@ def annotated(long: pd.DataFrame, baseline: str | None = None, pairwise: bool = 
     (quantity x cells, with ``level``), the ratio pairs as (numerator, denominator), and the notes."""
     notes = Footnotes()
     labels = gpus(long)
-    table = pd.DataFrame(index=pd.Index(list(dict.fromkeys(long["quantity"])), name="quantity"))
+    companions = long.attrs.get("companions", set())
+    table = pd.DataFrame(index=pd.Index([q for q in dict.fromkeys(long["quantity"]) if q not in companions],
+                                        name="quantity"))
     table["level"] = [level(q) for q in table.index]
     for label in labels:
         table[label] = ""
     for row in long.itertuples(index=False):
+        if row.quantity in companions:
+            continue
         marks = notes.mark(*_row_notes(row))
         table.at[row.quantity, row.gpu] = " ".join(filter(None, (format_value(row.value, row.unit, row.ci_low,
                                                                               row.ci_high), marks)))

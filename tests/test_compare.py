@@ -270,6 +270,8 @@ def test_the_shared_memory_chase_is_set_against_a_published_chase_like_for_like(
     assert row["ratio"] == pytest.approx(30 / 34) and row["comparable"] and "smem.index_latency_cycles" in row["why"]
     text = render_text(long, 100)
     assert "0.882[3]" in text and "[3] like for like" in text
+    default = common_only(long)  # the default view: quantities both sides have, the like one kept for the ratio
+    assert "0.882[3]" in render_text(default, 100) and "smem.index_latency_cycles  " not in render_text(default, 100)
     alone = ratios(_chases(index=False)).set_index("quantity").loc["smem.latency_cycles"]
     assert math.isnan(alone["ratio"]) and not alone["comparable"] and "did not measure" in alone["why"]
     # negative control: two runs (or two references) use one method, and keep their own numbers
