@@ -42,7 +42,7 @@ def derived_row(quantity: str, value, low, high, method: str, probe: str, note: 
 
 def home_partition_rows(quantity: str, samples, method: str, probe: str) -> list[dict]:
     """A one-thread latency measured at many addresses (one per sample, ``samples`` its rows with ``value``):
-    ``<quantity>_near_cycles`` and ``<quantity>_far_cycles``, the medians of the placements homed in the SM's
+    ``<quantity>_near_cycles`` and ``<quantity>_far_cycles``, the means of the placements homed in the SM's
     near L2 partition and across the chip, where the placements fall in two modes; else only the near row,
     over every placement.  ``quantity`` is the id without its ``_cycles`` unit.  A mode's value is the mean of
     its placements: the slices of one partition lie at a few distances from the SM, and a median would jump

@@ -17,6 +17,7 @@ interval: it is written as empty ("n/a").
 """
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def panel_spread(derived_by_board: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out.dropna(subset=["spread"]).reset_index(drop=True)
 
 
+@functools.lru_cache(maxsize=None)
 def prediction_factor(boards: int) -> float:
     """t(0.975, n - 1) x sqrt(2): the half-width, in board standard deviations, of the interval a second
     board lands in around a first one's value."""
@@ -134,7 +136,7 @@ def pair_coverage(runs_by_board: dict[str, pd.DataFrame], model: str, leave_out:
 
 
 #: What moves a quantity between runs, as measured (docs/measurements.md; the seeds of one board in
-#: reports/h200-placement, the boards in reports/h200-boards): id prefix -> cause.
+#: reports/h200-placement, the boards in reports/h200-boards): id pattern -> cause.
 CAUSES = (
     ("atomic.global.add_*_latency", "the address's home L2 partition (near and far are separate quantities) "
                                     "and, within a partition, which slice: sampled over random addresses"),
@@ -149,14 +151,13 @@ CAUSES = (
     ("sync.cluster_barrier", "the board (which SMs a cluster lands on): steady over seeds on one board"),
     ("icache.", "the board: steady over seeds on one board"),
     ("launch.", "the host: launches are paced by the CPU and driver"),
-    ("dram.read_bandwidth", "the board's HBM: what a fleet screen looks for"),
-    ("dram.write_bandwidth", "the board's HBM: what a fleet screen looks for"),
+    ("dram.*_bandwidth", "the board's HBM: what a fleet screen looks for"),
     ("tc.", "the board's power limit and clocks under load"),
 )
 
 
 def cause(quantity: str) -> str:
-    """The first of CAUSES whose pattern (an id prefix, ``*`` matching any part of one id segment) fits."""
+    """The first of CAUSES whose pattern fits (an id prefix, shell-style: ``*`` matches any run of characters)."""
     from fnmatch import fnmatchcase
 
     return next((why for pattern, why in CAUSES if fnmatchcase(quantity, pattern + "*")),
