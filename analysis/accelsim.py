@@ -178,6 +178,14 @@ def memory_options(run: Run) -> list[Option]:
     return out
 
 
+def _ways_gap(run: Run) -> str:
+    """Why the L2's ways are a default: undecided (with its candidates) or not measured."""
+    if "l2.ways" not in run.rows:
+        return "no l2.ways"
+    r = run.rows["l2.ways"]
+    return f"l2.ways undecided between {r.ci_low:.0f} and {r.ci_high:.0f}"
+
+
 def _dl2(run: Run, n_mem: int) -> Option:
     """The L2 per slice: the driver's L2 over the slices, in power-of-two sets (the simulator's set index
     masks the address) of the measured associativity where it fits, else in as many ways as hold the L2."""
@@ -190,7 +198,7 @@ def _dl2(run: Run, n_mem: int) -> Option:
     sets = 2 ** max(0, round(math.log2(total / (slices * line * ways))))
     fitted = whole(total / (slices * line * sets))
     parts.append(f"sets {sets}: the power of two nearest the driver's L2 in "
-                 + (run.cite("l2.ways") if run.has("l2.ways") else "16 ways (default: no l2.ways)")
+                 + (run.cite("l2.ways") if run.has("l2.ways") else f"16 ways (default: {_ways_gap(run)})")
                  + (f"; ways {fitted} so that the slices hold the L2" if fitted != ways else ""))
     for q in ("l2.capacity_bytes", "l2.partition_bytes"):
         if run.has(q):

@@ -29,6 +29,21 @@ def _value(derived: pd.DataFrame, quantity: str):
     return value if value is not None and math.isfinite(value) else None  # NaN: an undecided structure
 
 
+def _ways_candidates(derived: pd.DataFrame) -> list[tuple[int, float]]:
+    """(ways, sets) of the L2's balls-into-bins fit: the one pair where l2.ways is decided, both ends of its
+    interval (the most ways with the fewest sets) where it is undecided; none where it was not fitted."""
+    ways, sets = _value(derived, "l2.ways"), _value(derived, "l2.sets")
+    if ways and sets:
+        return [(int(ways), sets)]
+    rows = {q: derived[derived["quantity"] == q] for q in ("l2.ways", "l2.sets")} if "quantity" in derived else {}
+    if not rows or any(r.empty for r in rows.values()):
+        return []
+    w, s = rows["l2.ways"].iloc[0], rows["l2.sets"].iloc[0]
+    if not all(math.isfinite(float(v)) for v in (w["ci_low"], w["ci_high"], s["ci_low"], s["ci_high"])):
+        return []
+    return [(int(w["ci_low"]), float(s["ci_high"])), (int(w["ci_high"]), float(s["ci_low"]))]
+
+
 def l1_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     """Left: lines a chain holds before its first L1 miss against the stride, with the set-associative
     pattern max(ways, capacity / stride) where derived.  Middle: miss fraction past the ways at the strides
@@ -257,12 +272,11 @@ def l2_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
         median = curve.groupby("footprint")["hit_fraction"].median()
         ax.plot(median.index / mib, median.to_numpy(), "o-" if walkers == "one" else "s--", ms=4, lw=1,
                 label=label)
-    ways, sets = _value(derived, "l2.ways"), _value(derived, "l2.sets")
-    if ways and sets:
-        line = float((table["footprint"] / table["lines"]).iat[0])
-        footprints = np.geomspace(table["footprint"].min(), table["footprint"].max(), 200)
-        ax.plot(footprints / mib, balls_in_bins(footprints / line, int(ways), sets * ways), "k:", lw=1.2,
-                label=f"balls in bins: {int(ways)} ways x {sets:.0f} sets x {line:.0f} B")
+    line = float((table["footprint"] / table["lines"]).iat[0])
+    footprints = np.geomspace(table["footprint"].min(), table["footprint"].max(), 200)
+    for (ways, sets), style in zip(_ways_candidates(derived), (":", "-.")):
+        ax.plot(footprints / mib, balls_in_bins(footprints / line, ways, sets * ways), color="k", ls=style,
+                lw=1.2, label=f"balls in bins: {ways} ways x {sets:.0f} sets x {line:.0f} B")
     for quantity, text in (("l2.partition_bytes", "one partition"), ("l2.capacity_every_sm_bytes", "every SM")):
         knee = _value(derived, quantity)
         if knee:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.quantities import derived_row
+from analysis.quantities import derived_row, structure_row
 from analysis.stats import of_probe, usable
 from analysis.units import fmt_bytes
 
@@ -124,12 +124,10 @@ def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     method = ("footprint where the hit fraction of a steady-state L2-only chase crosses 1/2, interpolated in log "
               "footprint (bootstrap 95% CI over the timed passes)")
     if partition is not None:
-        ways_rows = _ways_rows(_config(table, "one", "random"), partition[0])
+        ways_rows, ways, capacity = _ways_rows(_config(table, "one", "random"), partition[0])
         note = "one SM's near partition: the hit fraction counts accesses as fast as the near partition's hits"
         if ways_rows:
-            line = float((one["footprint"] / one["lines"]).iat[0])
-            ways = int(ways_rows[0]["value"])
-            note += "; " + _even_fill_note(partition[0], ways, ways_rows[1]["value"] * ways * line, device)
+            note += "; " + _even_fill_note(partition[0], ways, capacity, device)
         rows.append(derived_row("l2.partition_bytes", *partition, method + "; one SM, contiguous lines", PROBE,
                                 note))
         rows += ways_rows
@@ -172,16 +170,17 @@ def _even_fill_note(half_hit: float, ways: int, fitted: float, device: dict) -> 
     return text
 
 
-def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:
+def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> tuple[list[dict], int | None, float | None]:
     """l2.ways and l2.sets when the balls-into-bins fit names one W (to a neighbour) and its capacity agrees
-    with the partition's; nothing otherwise."""
+    with the partition's (undecided where more than one W fits about as well), with the best W and its
+    capacity; nothing otherwise."""
     if curve.empty:
-        return []
+        return [], None, None
     line = float((curve["footprint"] / curve["lines"]).iat[0])
     means = curve.groupby("lines")["hit_fraction"].median()
     guess = half_crossing(means.index.to_numpy(), means.to_numpy())
     if guess is None:
-        return []
+        return [], None, None
     fits = fit_ways(means.index.to_numpy(), means.to_numpy(), guess)
     verdict = ways_verdict(fits, len(means))
     capacity = verdict["capacity_lines"] * line
@@ -190,7 +189,7 @@ def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:
     near = [w for w in WAYS_GRID if fits[w][0] <= WAYS_SSE_RATIO * fits[ways][0]]
     if (verdict["ratio"] <= WAYS_SSE_RATIO or verdict["rms"] > MAX_RMS or not verdict["bracketed"]
             or abs(agreement) > CAPACITY_AGREEMENT):
-        return []
+        return [], None, None
     sets = capacity / (ways * line)
     sets_range = [fits[w][1] * line / (w * line) for w in near]
     misfits = ", ".join(f"W={w}: {fits[w][0] / fits[ways][0]:.1f}x" for w in WAYS_GRID if w != ways)
@@ -200,6 +199,12 @@ def _ways_rows(curve: pd.DataFrame, partition_bytes: float) -> list[dict]:
     method = ("hashed index: associativity and sets fitted to the hit fraction of chains at random places under a "
               "balls-into-bins LRU model, h(N) = P(Poisson(N / S) <= W - 1), one SM; the CI spans the W within "
               f"{WAYS_SSE_RATIO:g}x the best misfit")
-    return [derived_row("l2.ways", ways, min(near), max(near), method, PROBE, note),
-            derived_row("l2.sets", sets, min(sets_range), max(sets_range), method, PROBE,
-                        f"C / (W x {line:.0f} B); " + note)]
+    decided = len(near) == 1
+    sets_note = f"C / (W x {line:.0f} B); " + note
+    if not decided:
+        sets_note = (f"undecided: between {min(sets_range):.0f} and {max(sets_range):.0f} (as l2.ways is); "
+                     + sets_note)
+    return [structure_row("l2.ways", ways, (min(near), max(near)), method, PROBE, note,
+                          why=f"the associativities within {WAYS_SSE_RATIO:g}x the best misfit"),
+            derived_row("l2.sets", sets if decided else float("nan"), min(sets_range), max(sets_range), method,
+                        PROBE, sets_note)], ways, capacity

@@ -36,6 +36,9 @@ LEVEL_SIGMAS = 5.0
 LEVEL_SEPARATION = 2.0
 #: Footprints a block size needs before it is fitted, and bootstrap resamples for the CIs.
 MIN_FOOTPRINTS, BOOTSTRAP = 8, 100
+#: Largest RMS error (octaves) of log2(reach) under the best page for the page to be named: a model further
+#: off than that (e.g. a reach that falls at some block sizes, which no page predicts) does not explain them.
+MAX_PAGE_FIT_OCTAVES = 0.2
 #: Footprints a level needs below its half point and past it (fewer, and one footprint's luck makes a level;
 #: past it, the sweep's end may leave a last level only two).
 BELOW_FOOTPRINTS, PAST_FOOTPRINTS = 3, 2
@@ -198,9 +201,8 @@ def tlb_rows(frame: pd.DataFrame, streams: pd.DataFrame | None = None) -> list[d
     page, reaches = page_size(frame, levels[0])
     if page is not None:
         rows.append(page)
-    elif len(reaches) > 2:
-        rows[0]["note"] += ("; the reaches at other block sizes settle no page (one entry may cover more than the "
-                            "largest blocks but one): " + _reach_text(reaches))
+    elif len(reaches) > 1:
+        rows[0]["note"] += "; too few block sizes fitted to settle a page: " + _reach_text(reaches)
     return rows
 
 
@@ -227,9 +229,10 @@ def page_size(frame: pd.DataFrame, first: dict) -> tuple[dict | None, dict]:
     """The span one TLB entry covers (the page): the first level's reach is entries x max(page, block), so it
     stays put for blocks up to the page and grows with the block beyond it.  Each block size's sweep is fitted
     with the first level's ways; each candidate page (a measured block size) is scored by the least-squares
-    misfit of log2(reach) to log2(entries) + log2(max(page, block)), entries free; the best is the page, and the
-    CI spans the candidates within 1.5x its misfit.  Returns the row (None when the largest blocks' reaches have
-    not moved) and the reach of each block size."""
+    misfit of log2(reach) to log2(entries) + log2(max(page, block)), entries free.  The best is the page, with
+    the candidates within 1.5x its misfit as the CI, when it explains the reaches within MAX_PAGE_FIT_OCTAVES
+    and a larger block than one shows the reach moving past it; otherwise undecided between the two best.
+    Returns the row (None with fewer than four block sizes fitted) and the reach of each block size."""
     if "stride_bytes" not in frame:
         return None, {}
     reaches = {PAGE_STRIDE: first["reach_bytes"]}
@@ -248,14 +251,22 @@ def page_size(frame: pd.DataFrame, first: dict) -> tuple[dict | None, dict]:
         r = y - np.log2(np.maximum(page, strides))
         misfit[page] = float(np.sum((r - r.mean()) ** 2))
     best = min(misfit, key=misfit.get)
-    if best >= strides[-2]:
-        return None, reaches
+    rms = float(np.sqrt(misfit[best] / len(strides)))
     close = [p for p, m in misfit.items() if m <= 1.5 * misfit[best]]
+    runners = sorted(misfit, key=misfit.get)[:2]
+    why = "the blocks within 1.5x the best misfit"
+    if rms > MAX_PAGE_FIT_OCTAVES:
+        close = runners
+        why = (f"even the best page misses the reaches by {rms:.2f} octaves RMS, over {MAX_PAGE_FIT_OCTAVES}: no "
+               "page explains them")
+    elif best >= strides[-2]:
+        close = runners
+        why = "only the largest block shows the reach moving past the best page"
     return structure_row("tlb.page_bytes", best, (min(close), max(close)),
-                       "block size at which the first TLB level's reach starts to grow with the block (least-squares "
-                       "fit of reach = entries x max(page, block) over the measured block sizes)", TLB_PROBE,
-                       f"first level's reach: {_reach_text(reaches)}; candidates within 1.5x the best misfit: "
-                       f"{', '.join(fmt_bytes(p) for p in close)}", why="the blocks within 1.5x the best misfit"), reaches
+                         "block size at which the first TLB level's reach starts to grow with the block (least-squares "
+                         "fit of reach = entries x max(page, block) over the measured block sizes)", TLB_PROBE,
+                         f"first level's reach: {_reach_text(reaches)}; best {fmt_bytes(best)} ({rms:.2f} octaves "
+                         f"RMS); candidates: {', '.join(fmt_bytes(p) for p in close)}", why=why), reaches
 
 
 FAMILY = Family(order=35, rows=lambda m, device: tlb_rows(select(m, TLB_PROBE, "latency"),

@@ -121,6 +121,26 @@ def test_a_page_of_four_blocks_is_told_from_a_page_of_one():
     assert values(tlb_rows(pd.concat(frames, ignore_index=True)))["tlb.page_bytes"] == 2 * PAGE
 
 
+def test_a_reach_that_no_page_explains_leaves_the_page_undecided():
+    """Negative control for the page fit: a TLB whose set index aliases at large strides holds 512 MiB with
+    blocks up to 4 MiB, only 256 MiB with 8 and 16 MiB blocks, and 16 entries x the block beyond: no page
+    predicts a reach that falls, so none is named (the best single page misses by about half an octave)."""
+    def reach(stride):
+        mib = 1 << 20
+        return 512 * mib if stride <= 4 * mib else 256 * mib if stride <= 16 * mib else 16 * stride
+
+    def aliased(stride, **kw):
+        frame = staircase({}, stride=stride, **kw)
+        frame.loc[frame["footprint_bytes"] > reach(stride), "value"] += 9.0
+        return frame
+
+    frames = [aliased(PAGE)] + [aliased(s, per_octave=2, lo=64 << 20, seed=i + 1)
+                                for i, s in enumerate(chase.PAGE_STRIDES)]
+    row = {r["quantity"]: r for r in tlb_rows(pd.concat(frames, ignore_index=True))}["tlb.page_bytes"]
+    assert np.isnan(row["value"]) and row["ci_low"] < row["ci_high"]
+    assert "no page explains them" in row["note"]
+
+
 def test_last_octave_slope():
     f = np.geomspace(1 << 27, 1 << 33, 13)
     flat = pd.DataFrame({"footprint_bytes": f, "value": 650.0})
