@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import fakes
 from analysis.errors import UsageError
 from analysis.results import load_run
-from gpuatlas import cli
+from gpuatlas import commands
 from gpuatlas.cli import main
 from probes import runner
 from tests_support import tree_digest
@@ -53,7 +53,7 @@ def rendered(monkeypatch):
 @given(argv=st.lists(st.sampled_from(TOKENS), max_size=6))
 def test_any_argument_list_ends_cleanly(tmp_path, monkeypatch, capsys, pristine, rendered, argv):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "DEFAULT_RUN", pristine)  # `report` with no run renders the default run
+    monkeypatch.setattr(commands, "DEFAULT_RUN", pristine)  # `report` with no run renders the default run
     before = tree_digest(pristine)
     code = main(argv)
     err = capsys.readouterr().err

@@ -50,13 +50,13 @@ def no_work(monkeypatch):
     """Fails a command that gets as far as asking for a GPU, deriving a run or loading a comparison."""
     import analysis.compare
     import probes.device
-    from gpuatlas import cli
+    from gpuatlas import commands
 
     def started(*args, **kwargs):
         raise AssertionError("work started before the arguments were checked")
 
     monkeypatch.setattr(probes.device, "require_gpu", started)
-    monkeypatch.setattr(cli, "_derived_with_figures", started)
+    monkeypatch.setattr(commands, "_derived_with_figures", started)
     monkeypatch.setattr(analysis.compare, "comparison", started)
 
 
@@ -199,9 +199,9 @@ def test_without_the_committed_run_a_numeric_axis_is_checked_against_this_gpu(tm
     before a run directory is made."""
     import fakes
     import probes.device
-    from gpuatlas import cli
+    from gpuatlas import commands
 
-    monkeypatch.setattr(cli, "DEFAULT_RUN", tmp_path / "not-installed")
+    monkeypatch.setattr(commands, "DEFAULT_RUN", tmp_path / "not-installed")
     monkeypatch.setattr(probes.device, "device_properties", lambda index=0: dict(fakes.DEVICE))
     err = one_line_error(capsys, ["run", "-a", "footprint_bytes=abc", "--out", str(tmp_path / "r")])
     assert "'abc' is not a number" in err

@@ -232,12 +232,12 @@ def test_cli_baseline_common_csv_and_plot(tmp_path, capsys):
                                                   "--baseline", "nope"])
 
 
-def test_the_readme_excerpt_is_what_the_command_prints():
+def test_the_methods_excerpt_is_what_the_command_prints():
     from conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
+    methods = (REPO / "docs" / "methods.md").read_text()
     (excerpt,) = re.findall(r"`gpuatlas compare ref:a100-sxm4-80gb ref:h100-sxm` in an 80-column.*?```text\n(.*?)```",
-                            readme, re.S)
+                            methods, re.S)
 
     def norm(line):  # footnote numbers follow the reference files, which other rows may renumber
         return " ".join(re.sub(r"\[\d+\]", "[n]", line).split())
@@ -248,7 +248,7 @@ def test_the_readme_excerpt_is_what_the_command_prints():
     shown = [line for line in excerpt.splitlines() if line.strip() and line != "..."]
     assert len(shown) > 5
     missing = [line for line in shown if norm(line) not in printed]
-    assert not missing, f"README's compare excerpt is stale (rerun the command): {missing}"
+    assert not missing, f"docs/methods.md's compare excerpt is stale (rerun the command): {missing}"
 
 
 def _chases(index: bool):

@@ -1,4 +1,5 @@
-"""Build the reference datasets (analysis/reference/*.csv) from ../shared/reference, reproducibly.
+"""Build the reference datasets (analysis/reference/*.csv) from ../shared/reference, reproducibly (the raw
+files are read by ``tools.reference_raw``).
 
 Two kinds of rows:
 
@@ -26,12 +27,10 @@ does the same from the command line.
 from __future__ import annotations
 
 import math
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from analysis.capacity import fit_capacity
@@ -39,11 +38,13 @@ from analysis.plateaus import fit_staircase
 from analysis.quantities import QUANTITIES
 from analysis.references import PROBE, REFERENCE_COLUMNS, REFERENCE_DIR
 from analysis.stats import median_ci
+from tools.reference_raw import (KiB, MHz, read_bandwidth_sweep, read_chase, read_clock, read_stream,
+                                 read_strides)
 
 #: ../shared/reference as seen from the repository root (/work/main -> /work/shared/reference).
 SHARED_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 
-KiB, MiB, MHz, GIGA, TERA = 1024, 2**20, 1e6, 1e9, 1e12
+MiB, TERA = 2**20, 1e12
 
 GB_REPO = "RRZE-HPC/gpu-benches (mirror te42kyfo/gpu-benches @1c36d50)"
 HB_REPO = "HPMLL/NVIDIA-Hopper-Benchmark @ded6f57"
@@ -52,62 +53,6 @@ PUB = "../shared/reference/PUBLISHED.md"
 #: SM counts the per-SM bandwidths divide by (PUBLISHED.md §1a MT multiProcessorCount [R]; §3 header and
 #: ../shared/reference/README.md for the H100 PCIe).
 SM_COUNT = {"a100_80": 108, "h100_pcie": 114}
-
-
-# -- readers of the raw files ---------------------------------------------------------------------------
-def read_chase(path: Path) -> pd.DataFrame:
-    """``iters clock_MHz footprint_kB total_ms cycles_per_access`` rows after a ``clock: ...`` line.
-
-    Footprints are KiB (gpu-latency/main.cu prints bytes / 1024, truncated); seconds per access are
-    total_ms / iters (total_ms equals ns per access only when iters = 1e6).
-    """
-    table = np.loadtxt(path, skiprows=1, ndmin=2)
-    return pd.DataFrame({"iters": table[:, 0], "clock_hz": table[:, 1] * MHz, "footprint_bytes": table[:, 2] * KiB,
-                         "seconds": table[:, 3] * 1e-3 / table[:, 0], "cycles": table[:, 4]})
-
-
-_SIZE_BW = re.compile(r"^\s*(?:\d+ kB\s+)?(\d+) kB\s+\d+ms\s+[\d.]+%\s+([\d.]+) GB/s")
-
-
-def read_bandwidth_sweep(path: Path) -> pd.DataFrame:
-    """gpu-cache (``size kB, time, spread, GB/s``) or gpu-l2-cache (``per-block kB, size kB, ...``) rows:
-    data-set bytes (KiB as printed, bytes / 1024) and effective bandwidth in B/s (GB = 10^9 B)."""
-    rows = [(float(m[1]) * KiB, float(m[2]) * GIGA) for m in map(_SIZE_BW.match, path.read_text().splitlines()) if m]
-    return pd.DataFrame(rows, columns=["bytes", "bytes_per_s"])
-
-
-_STREAM = re.compile(r"^\s*(\d+)\s+(\d+)\s+[\d.]+ %\s+\|\s+GB/s:\s+(.*)$")
-STREAM_KERNELS = ("init", "read", "scale", "triad", "3pt", "5pt")
-
-
-def read_stream(path: Path) -> pd.DataFrame:
-    """gpu-stream rows per block size (2 blocks per SM): B/s of each kernel (GB = 10^9 B; gpu-stream/main.cu
-    counts every array a kernel streams: init writes 1, read reads 1, scale reads 1 and writes 1)."""
-    rows = []
-    for m in map(_STREAM.match, path.read_text().splitlines()):
-        if m:
-            rates = [float(v) * GIGA for v in m[3].split()]
-            rows.append({"block_size": int(m[1]), "threads": int(m[2]), **dict(zip(STREAM_KERNELS, rates))})
-    return pd.DataFrame(rows)
-
-
-def read_clock(path: Path) -> float:
-    """The SM clock (Hz) of a ``clock: <MHz ...>`` first line (one value per sample, all equal)."""
-    first = path.read_text().splitlines()[0]
-    clocks = {float(v) for v in first.removeprefix("clock:").split()}
-    if len(clocks) != 1:
-        raise ValueError(f"{path}: the run reported several clocks {sorted(clocks)} MHz")
-    return clocks.pop() * MHz
-
-
-def read_strides(path: Path) -> dict[str, float]:
-    """gpu-strides: B/cycle/SM of the stride-1 float and double rows (one block on one SM)."""
-    found = {}
-    for line in path.read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 6 and parts[1] == "stride" and parts[2] == "1":
-            found[parts[0]] = float(parts[5])
-    return found
 
 
 # -- rows ------------------------------------------------------------------------------------------------
