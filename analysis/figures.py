@@ -9,8 +9,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import EngFormatter, FixedLocator, FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from analysis.latency import (ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE, access_bands,  # noqa: E402
-                              capacity_knees)
+from analysis.chase_levels import ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE  # noqa: E402
+from analysis.latency import capacity_knees  # noqa: E402
+from analysis.miss_latency import access_bands  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 

@@ -18,8 +18,8 @@ import pandas as pd
 
 from analysis import execution, figures
 from analysis.chapters import claims_chapter, has_repro, report_sections
+from analysis.chase_levels import frontend_agreement
 from analysis.compare import display
-from analysis.latency import frontend_agreement
 from analysis.page import write_page as _write_page
 from analysis.roofline import gap_explanation, roofline_table
 from analysis.shown import fmt_interval, fmt_measured, fmt_value

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from analysis.derive import derive
-from analysis.latency import frontend_agreement
+from analysis.chase_levels import frontend_agreement
 from analysis.render import drawn_figures
 from analysis.results import SCHEMA_VERSION, RunDir
 from conftest import COMMITTED_RUN
