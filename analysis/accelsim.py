@@ -11,11 +11,12 @@ docs/accel-sim.md explains each option.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import pandas as pd
 
 from analysis.accelsim_options import KNOWN
+from analysis.accelsim_run import Option, Run, measured, missing, whole
+from analysis.accelsim_sm import core_options, opcode_options, trace_options
 
 #: The CUDA C++ Programming Guide's shared-memory carve-outs (KiB) per compute capability.
 CARVEOUTS_KIB = {"7.0": (0, 8, 16, 32, 64, 96), "7.5": (32, 64), "8.0": (0, 8, 16, 32, 64, 100, 132, 164),
@@ -59,61 +60,6 @@ NOT_SET = {
 }
 #: The options that go to trace.config; the rest go to gpgpusim.config.
 TRACE_OPTIONS = tuple(name for name in KNOWN if name.startswith("-trace_opcode_"))
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option line: ``value`` None means not set; ``source`` measured, driver, default or not set."""
-
-    name: str
-    value: str | None
-    source: str
-    why: str
-
-    def line(self) -> str:
-        if self.value is None:
-            return f"# {self.name}: not set: {self.why}"
-        return f"{self.name} {self.value}  # {self.source}: {self.why}"
-
-
-class Run:
-    """A run's derived quantities (by id) and device properties, and how to cite them."""
-
-    def __init__(self, meta: dict, derived: pd.DataFrame):
-        self.device = meta["device"]
-        self.rows = {r.quantity: r for r in derived.itertuples() if math.isfinite(r.value)}
-
-    def has(self, *quantities: str) -> bool:
-        """Every quantity measured with a value (an undecided structure has none)."""
-        return all(q in self.rows and math.isfinite(float(self.rows[q].value)) for q in quantities)
-
-    def value(self, quantity: str) -> float:
-        return float(self.rows[quantity].value)
-
-    def cite(self, quantity: str) -> str:
-        """``id = value unit [low, high]``: what a measured option's comment names."""
-        r = self.rows[quantity]
-        return f"{quantity} = {r.value:.6g} {r.unit} [{r.ci_low:.6g}, {r.ci_high:.6g}]"
-
-    def cc(self) -> tuple[int, int]:
-        major, minor = str(self.device["compute_capability"]).split(".")
-        return int(major), int(minor)
-
-
-def whole(x: float) -> int:
-    """The nearest whole number, at least 1 (half up: cycles are counted, not rounded to even)."""
-    return max(1, math.floor(x + 0.5))
-
-
-def missing(name: str, *quantities: str) -> Option:
-    return Option(name, None, "not set", f"this run has no {', '.join(quantities)}")
-
-
-def measured(run: Run, name: str, quantities: tuple, value, how: str) -> Option:
-    if not run.has(*quantities):
-        return missing(name, *(q for q in quantities if not run.has(q)))
-    return Option(name, str(value(*(run.value(q) for q in quantities))), "measured",
-                  "; ".join(run.cite(q) for q in quantities) + f"; {how}")
 
 
 def latency_options(run: Run) -> list[Option]:
@@ -268,8 +214,6 @@ def _dl1(run: Run) -> Option:
 
 def options(meta: dict, derived: pd.DataFrame) -> list[Option]:
     """Every option Accel-Sim's tuner sets, each set from the run or marked not set with the reason."""
-    from analysis.accelsim_sm import core_options, opcode_options, trace_options
-
     run = Run(meta, derived)
     made = (core_options(run) + l1_options(run) + latency_options(run) + memory_options(run) + opcode_options(run)
             + trace_options(run))

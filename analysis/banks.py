@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.family import Family
-from analysis.stats import usable
+from analysis.quantities import derived_row
+from analysis.stats import median_ci, of_probe, select, usable
 
 LANES = 32
 CANDIDATES = tuple((banks, width) for banks in (16, 32, 64) for width in (4, 8))
@@ -172,9 +173,6 @@ def fit_banks(frame: pd.DataFrame, candidates=CANDIDATES, resamples: int = 2000,
 def bank_rows(measurements: pd.DataFrame) -> list[dict]:
     """Derived rows: the bank structure and cost per way from the latency form of ``smem.banks``, the
     pipeline's cost per way from its throughput form, and exercise 3's recovery factor."""
-    from analysis.quantities import derived_row as row
-    from analysis.stats import median_ci, of_probe, select
-
     rows = []
     banks = of_probe(measurements, "smem.banks")
     if not banks.empty and "form" in banks:
@@ -182,18 +180,19 @@ def bank_rows(measurements: pd.DataFrame) -> list[dict]:
         ranking = "; ".join(f"{int(b)}x{int(w)} B R2 {r:.4f}" for b, w, r in
                             fit["candidates"][["banks", "width_bytes", "r2"]].itertuples(index=False))
         method = "linear conflict model, cycles = a + b * degree, best of 16/32/64 banks x 4/8 B"
-        rows += [row("smem.banks", fit["banks"], fit["banks"], fit["banks"], method, "smem.banks", ranking),
-                 row("smem.bank_width_bytes", fit["width_bytes"], fit["width_bytes"], fit["width_bytes"], method,
-                     "smem.banks", f"R2 {fit['r2']:.4f} (worst access size)"),
-                 row("smem.conflict_cycles_per_way", fit["slope"], *fit["slope_ci"],
-                     f"slope of the latency form, {fit['access_bytes']}-byte loads (residual bootstrap 95% CI)",
-                     "smem.banks", f"conflict-free latency {fit['intercept'] + fit['slope']:.1f} cycles")]
+        rows += [derived_row("smem.banks", fit["banks"], fit["banks"], fit["banks"], method, "smem.banks", ranking),
+                 derived_row("smem.bank_width_bytes", fit["width_bytes"], fit["width_bytes"], fit["width_bytes"],
+                             method, "smem.banks", f"R2 {fit['r2']:.4f} (worst access size)"),
+                 derived_row("smem.conflict_cycles_per_way", fit["slope"], *fit["slope_ci"],
+                             f"slope of the latency form, {fit['access_bytes']}-byte loads (residual bootstrap 95% "
+                             "CI)", "smem.banks",
+                             f"conflict-free latency {fit['intercept'] + fit['slope']:.1f} cycles")]
         throughput = banks[banks["form"] == "throughput"]
         if not throughput.empty:
             tfit = fit_banks(throughput)
-            rows.append(row("smem.conflict_cycles_per_way_throughput", tfit["slope"], *tfit["slope_ci"],
-                            f"slope of the throughput form, {tfit['access_bytes']}-byte loads", "smem.banks",
-                            f"{tfit['banks']}x{tfit['width_bytes']} B, R2 {tfit['r2']:.4f}"))
+            rows.append(derived_row("smem.conflict_cycles_per_way_throughput", tfit["slope"], *tfit["slope_ci"],
+                                    f"slope of the throughput form, {tfit['access_bytes']}-byte loads", "smem.banks",
+                                    f"{tfit['banks']}x{tfit['width_bytes']} B, R2 {tfit['r2']:.4f}"))
     column = select(measurements, "smem.column_read", "useful_bandwidth")
     if not column.empty:
         side = column["matrix_side"].min()  # the lecture's 4096
@@ -201,9 +200,9 @@ def bank_rows(measurements: pd.DataFrame) -> list[dict]:
         direct, staged = (at.loc[at["method"] == m, "value"] for m in ("direct", "staged"))
         if len(direct) and len(staged):
             d, s = median_ci(direct), median_ci(staged)
-            rows.append(row("smem.column_read_recovery", s[0] / d[0], s[1] / d[2], s[2] / d[1],
-                            "staged over direct useful bandwidth of a fp16 column read", "smem.column_read",
-                            f"n = {int(side)}: direct {d[0] / 1e9:.0f} GB/s, staged {s[0] / 1e9:.0f} GB/s"))
+            rows.append(derived_row("smem.column_read_recovery", s[0] / d[0], s[1] / d[2], s[2] / d[1],
+                                    "staged over direct useful bandwidth of a fp16 column read", "smem.column_read",
+                                    f"n = {int(side)}: direct {d[0] / 1e9:.0f} GB/s, staged {s[0] / 1e9:.0f} GB/s"))
     return rows
 
 

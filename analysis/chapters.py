@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis import claims, execution, repro
 from analysis.page import Part
+from analysis.quantities import QUANTITIES
 from analysis.shown import fmt_interval, fmt_value
 
 
@@ -60,8 +61,6 @@ def has_repro(derived: pd.DataFrame) -> bool:
 
 def key_table(derived: pd.DataFrame, quantities) -> pd.DataFrame:
     """The chapter's key quantities the run has: what each is, its value, 95% CI and repro interval."""
-    from analysis.quantities import QUANTITIES
-
     rows = derived.set_index("quantity").reindex([q for q in quantities if q in set(derived["quantity"])])
     table = pd.DataFrame({
         "quantity": rows.index,

@@ -24,7 +24,6 @@ import pandas as pd
 from analysis.family import Family
 from analysis.quantities import derived_row, home_partition_rows
 from analysis.stats import median_ci, ratio_ci, select
-from analysis.units import plain_log_axis
 
 INST_PROBE, SCHEDULE_PROBE, DIVERGE_PROBE = "exec.inst", "exec.schedule", "exec.diverge"
 
@@ -286,86 +285,6 @@ def execution_rows(measurements: pd.DataFrame) -> list[dict]:
     _ffma_cross_check(rows, measurements)
     return (rows + schedule_rows(measurements) + diverge_rows(measurements) + mma_latency_rows(measurements)
             + atomics_rows(measurements) + sync_rows(measurements))
-
-
-# -- figures ------------------------------------------------------------------------------------------------
-
-def latency_throughput_figure(derived: pd.DataFrame):
-    """Per unit, each op's latency (cycles) against its throughput (instructions/clock/SM), CIs as bars."""
-    import matplotlib.pyplot as plt
-
-    d = derived.set_index("quantity")
-    units = [u for u in UNITS if any(f"inst.{op}.ops_per_clk_sm" in d.index for op, s in OPS.items() if s.unit == u)]
-    cols = 4
-    rows = max(1, -(-len(units) // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.4 * rows), squeeze=False)
-    for ax in axes.flat[len(units):]:
-        ax.set_axis_off()
-    for ax, unit in zip(axes.flat, units):
-        for op, spec in OPS.items():
-            lat, thr = f"inst.{op}.latency_cycles", f"inst.{op}.ops_per_clk_sm"
-            if spec.unit != unit or thr not in d.index:
-                continue
-            y = d.loc[thr]
-            x = d.loc[lat] if lat in d.index else None
-            xv = x["value"] if x is not None else 0.0
-            marker = "osD^v<>ph*X"[sum(OPS[o].unit == unit for o in list(OPS)[:list(OPS).index(op)]) % 11]
-            ax.errorbar(xv, y["value"], yerr=[[y["value"] - y["ci_low"]], [y["ci_high"] - y["value"]]],
-                        xerr=None if x is None else [[xv - x["ci_low"]], [x["ci_high"] - xv]], fmt=marker, ms=5,
-                        label=op)
-        ax.legend(fontsize=6, ncol=2, loc="best")  # ops of one unit often share a point: named in the legend
-        ax.set_title(unit, fontsize=9)
-        ax.set_xlabel("latency (cycles)", fontsize=8)
-        ax.set_ylabel("instructions / clock / SM", fontsize=8)
-        ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0)
-    return axes.flat[0]
-
-
-def schedule_figure(measurements: pd.DataFrame, derived: pd.DataFrame):
-    """FFMA warp instructions per clock per SM against resident warps, one line per ILP, with the fitted
-    scheduler count."""
-    import matplotlib.pyplot as plt
-
-    ax = plt.figure(figsize=(8, 4.5)).gca()
-    curve = schedule_curve(measurements)
-    for ilp, g in curve.groupby("ilp"):
-        g = g.sort_values("warps")
-        ax.plot(g["warps"], g["ipc"], "o-", ms=4, label=f"ILP {int(ilp)}")
-    d = derived.set_index("quantity")
-    if "sm.schedulers" in d.index and "sm.issue_per_clk_per_scheduler" in d.index:
-        n, issue = d.at["sm.schedulers", "value"], d.at["sm.issue_per_clk_per_scheduler", "value"]
-        ax.axhline(round(n) * issue, color="black", ls=":", lw=0.8,
-                   label=f"plateau: {n:.2f} schedulers x {issue:.3f} instr/clk")
-        ax.axvline(round(n), color="grey", ls="--", lw=0.8)
-    ax.set_xscale("log", base=2)
-    plain_log_axis(ax.xaxis)
-    ax.set_xlabel("resident warps per SM")
-    ax.set_ylabel("FFMA warp instructions / clock / SM")
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    return ax
-
-
-def divergence_figure(measurements: pd.DataFrame):
-    """Useful FFMA throughput of a split warp over the unsplit warp's, against the ways, beside 1/ways."""
-    import matplotlib.pyplot as plt
-
-    ax = plt.figure(figsize=(6, 4)).gca()
-    frame = select(measurements, DIVERGE_PROBE, "lane_ffma_per_clk_sm")
-    med = frame.groupby("ways")["value"].median()
-    if 1 in med.index:
-        ways = med.index.to_numpy(dtype=float)
-        ax.plot(ways, med.values / med.loc[1], "o-", label="measured")
-        ax.plot(ways, 1 / ways, "k:", lw=0.8, label="1 / ways")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    plain_log_axis(ax.xaxis)
-    plain_log_axis(ax.yaxis)
-    ax.set_xlabel("ways the warp is split")
-    ax.set_ylabel("useful FFMA throughput / unsplit (ratio)")
-    ax.legend(fontsize=8)
-    return ax
 
 
 _QUANTITIES: dict[str, tuple[str, str]] = {

@@ -11,8 +11,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.geometry import (MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, overfill_misses,  # noqa: E402
-                               walks)
+from analysis.geometry import CONST_PROBE  # noqa: E402
+from analysis.l1_sets import (MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, overfill_misses,  # noqa: E402
+                              walks)
+from analysis.l2_partitions import PARTITION_PROBE, miss_valley, sm_maps, sm_sides  # noqa: E402
+from analysis.l2_sets import balls_in_bins, curves  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
@@ -168,9 +171,6 @@ def l1_carveout(measurements: pd.DataFrame, derived: pd.DataFrame):
 def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):
     """One SM's cold L2-only misses in address order (first walk of the finest stride): latency against the
     address offset, near- and far-homed misses on either side of the clusters' split."""
-    from analysis.geometry import PARTITION_PROBE
-    from analysis.latency import miss_valley
-
     frame = usable(measurements[(measurements["probe"] == PARTITION_PROBE)])
     if frame.empty:
         return None
@@ -200,8 +200,6 @@ def l2_partition(measurements: pd.DataFrame, derived: pd.DataFrame):
 def l2_sm_map(measurements: pd.DataFrame):
     """Every SM's cold L2-only misses over the same lines: one row per SM (grouped by side, then SM id), one
     column per line in address order, coloured by latency; near-homed misses dark, far-homed light."""
-    from analysis.geometry import sm_maps, sm_sides
-
     maps = sm_maps(measurements)
     if maps is None:
         return None
@@ -225,8 +223,6 @@ def l2_sm_map(measurements: pd.DataFrame):
 def const_staircase(measurements: pd.DataFrame, derived: pd.DataFrame):
     """Cycles per dependent LDC against the footprint of the constant-memory chain (median, IQR bars), with
     the derived levels and capacities."""
-    from analysis.geometry import CONST_PROBE
-
     frame = usable(measurements[(measurements["probe"] == CONST_PROBE) & (measurements["metric"] == "latency")])
     if frame.empty:
         return None
@@ -256,8 +252,6 @@ def l2_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     """Hit fraction of steady-state L2-only chases against their footprint: one SM and every SM, contiguous
     and random lines; the balls-into-bins curve of the derived ways and sets over one SM's random lines; the
     half-hit footprints (l2.partition_bytes, l2.capacity_every_sm_bytes) as vertical marks."""
-    from analysis.l2_sets import balls_in_bins, curves
-
     table = curves(measurements)
     if table.empty:
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.l2_partitions import far_home_fraction
 from analysis.quantities import derived_row, structure_row
 from analysis.stats import of_probe, usable
 from analysis.units import fmt_bytes
@@ -136,8 +137,6 @@ def l2_set_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     if capacity is not None:
         note = []
         if partition is not None:
-            from analysis.geometry import far_home_fraction  # geometry imports latency, which imports this
-
             far = far_home_fraction(measurements)
             if far is not None:
                 predicted = 2 * partition[0] / (1 + far)

@@ -1,4 +1,4 @@
-"""Every level's latency and capacity from the pointer chases, and the CuPy/Numba agreement check.
+"""Every level's latency and capacity from the pointer chases: the chase family's rows.
 
 A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysis.plateaus): through-L1
 loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee where
@@ -7,24 +7,24 @@ curve has exactly one step between them (a far plateau), the knee where one SM's
 far-partition hits to HBM misses (``l2.far_reach_bytes``; the L2's capacity is the all-SM bandwidth fit of
 analysis.coalescing).  Past the partition the chase's average mixes far hits with misses in proportions that
 move with the footprint (on an H200 it is a ramp, cut into steps in different places run to run), so the far
-partition's latency comes from chase.access's access-by-access record instead (``access_bands``).  A sparse sweep
-(``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
-window, sized from the device's own properties.
+partition's latency comes from chase.access's access-by-access record instead (analysis.miss_latency).  A sparse
+sweep (``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
+window, sized from the device's own properties (analysis.chase_levels).
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
+from analysis.chase_levels import CUPY_PROBE, chase_levels
 from analysis.family import Family
 from analysis.l2_sets import l2_set_rows
 from analysis.linesize import fit_line_by_capacity, fit_line_size
-from analysis.plateaus import fit_staircase, noise_step
+from analysis.miss_latency import access_bands, access_rows, cold_miss_rows
+from analysis.plateaus import fit_staircase, plateau_text
 from analysis.quantities import derived_row, structure_row
-from analysis.stats import median_ci, of_probe, select, usable
+from analysis.stats import median_ci, of_probe, select
 from analysis.units import fmt_bytes
 
-CUPY_PROBE, NUMBA_PROBE, ACCESS_PROBE = "chase.latency", "chase.latency_numba", "chase.access"
 #: A sweep with at least this many footprints is fitted as a staircase.
 DENSE_FOOTPRINTS = 16
 #: An every-SM chase after every SM walked the whole chain is swept at half the density (its warm walk is
@@ -32,73 +32,6 @@ DENSE_FOOTPRINTS = 16
 SPARSE_FOOTPRINTS = 10
 #: Plateaus within this factor of the first are sub-steps of L1 (translation effects), not another level.
 SAME_LEVEL = 2.0
-
-
-def level_windows(device: dict) -> dict[str, tuple[float, float]]:
-    """Footprint windows (bytes, inclusive) in which only one level can hold a chase's chain."""
-    smem, l2 = device["smem_per_sm_bytes"], device["l2_bytes"]
-    return {"l1": (0, smem / 8), "l2": (2 * smem, l2 / 4), "dram": (2 * l2, float("inf"))}
-
-
-def level_of(footprint_bytes: float, device: dict) -> str | None:
-    for level, (lo, hi) in level_windows(device).items():
-        if lo <= footprint_bytes <= hi:
-            return level
-    return None
-
-
-def chase_levels(measurements: pd.DataFrame, device: dict, probe: str = CUPY_PROBE,
-                 flavour: str = "default") -> pd.DataFrame:
-    """Per level: median latency (cycles and seconds) with bootstrap CIs, footprints used, samples."""
-    rows = []
-    chase = of_probe(measurements, probe)
-    chase = usable(chase[chase["flavour"] == flavour])
-    if chase.empty:
-        return pd.DataFrame(columns=["level", "metric", "median", "ci_low", "ci_high", "footprints", "n"])
-    levels = chase["footprint_bytes"].map(lambda f: level_of(f, device))
-    for level in level_windows(device):
-        for metric in ("latency", "latency_time"):
-            values = chase.loc[(levels == level) & (chase["metric"] == metric)]
-            if values.empty:
-                continue
-            med, lo, hi = median_ci(values["value"])
-            rows.append({"level": level, "metric": metric, "median": med, "ci_low": lo, "ci_high": hi,
-                         "footprints": sorted(values["footprint_bytes"].astype(int).unique()),
-                         "n": len(values)})
-    return pd.DataFrame(rows)
-
-
-def frontend_agreement(measurements: pd.DataFrame, tolerance_octaves: float = 1 / 8) -> pd.DataFrame:
-    """CuPy against Numba chase (median cycles) at each footprint Numba measured.
-
-    The CuPy side is the same footprint, or in a jittered sweep the nearest one within ``tolerance_octaves``
-    (footprints that close lie on the same plateau); ``cupy_footprint`` says which was used."""
-    columns = ["footprint_bytes", "flavour", "cupy_footprint", "cupy", "numba", "ratio"]
-    if not measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE]).any():
-        return pd.DataFrame(columns=columns)
-    chase = usable(measurements[measurements["probe"].isin([CUPY_PROBE, NUMBA_PROBE])
-                                & (measurements["metric"] == "latency")])
-    if "stride_bytes" in chase:
-        chase = chase[chase["stride_bytes"] == 128]
-    medians = chase.groupby(["probe", "flavour", "footprint_bytes"])["value"].median()
-    if NUMBA_PROBE not in medians.index.get_level_values(0) or CUPY_PROBE not in medians.index.get_level_values(0):
-        return pd.DataFrame(columns=columns)
-    rows = []
-    for (flavour, footprint), numba in medians[NUMBA_PROBE].items():
-        if flavour not in medians[CUPY_PROBE].index.get_level_values(0):
-            continue
-        cupy = medians[CUPY_PROBE][flavour]
-        distance = np.abs(np.log2(cupy.index.to_numpy(dtype=float) / footprint))
-        nearest = int(np.argmin(distance))
-        if distance[nearest] <= tolerance_octaves:
-            rows.append({"footprint_bytes": footprint, "flavour": flavour, "cupy_footprint": cupy.index[nearest],
-                         "cupy": cupy.iloc[nearest], "numba": numba, "ratio": numba / cupy.iloc[nearest]})
-    return pd.DataFrame(rows, columns=columns)
-
-
-def _plateau_text(fit) -> str:
-    return "; ".join(f"{p.latency:.1f} cycles over {fmt_bytes(p.lo_bytes)}..{fmt_bytes(p.hi_bytes)}"
-                     for p in fit.plateaus)
 
 
 def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
@@ -115,8 +48,8 @@ def hierarchy_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     elif not through_l1.empty:
         rows += _window_rows(measurements, device, {r["quantity"] for r in rows})
     bands, lines = access_bands(measurements, device), _line_fits(measurements)  # each read twice below
-    rows += _access_rows(bands)
-    rows += _cold_miss_rows(measurements, device, bands, lines.get("cg"))
+    rows += access_rows(bands)
+    rows += cold_miss_rows(measurements, device, bands, lines.get("cg"))
     rows += _every_sm_rows(select(measurements, "chase.every_sm", "latency"), device, rows)
     rows += _smem_rows(select(measurements, "chase.smem", "latency", stride_bytes=4))
     rows += _smem_rows(select(measurements, "chase.smem_index", "latency", stride_bytes=4), "smem.index_latency_cycles",
@@ -147,7 +80,7 @@ def _l1_rows(frame) -> list[dict]:
         flat = (f"; medians from {fmt_bytes(medians.index.min())} to 3/4 of the capacity span "
                 f"{medians.min():.2f}..{medians.max():.2f} cycles ({medians.max() / medians.min() - 1:.2%})")
     rows = [derived_row("l1.latency_cycles", first.latency, first.ci_low, first.ci_high, method, CUPY_PROBE,
-                 f"plateaus: {_plateau_text(fit)}{flat}")]
+                 f"plateaus: {plateau_text(fit)}{flat}")]
     if last is not None:
         lo, hi = fit.knee_ci[last]
         rows.append(derived_row("l1.capacity_bytes", fit.knees_bytes[last], lo, hi,
@@ -161,7 +94,7 @@ def _l2_rows(frame, partition: bool = True) -> list[dict]:
     fit = fit_staircase(frame["footprint_bytes"], frame["value"])
     plateaus, knees = fit.plateaus, fit.knees_bytes
     method = "staircase fit of the L2-only (ld.global.cg) chase"
-    note = f"plateaus: {_plateau_text(fit)}"
+    note = f"plateaus: {plateau_text(fit)}"
     near = plateaus[0]
     rows = [derived_row("l2.latency_cycles", near.latency, near.ci_low, near.ci_high, method, CUPY_PROBE, note)]
     if len(plateaus) >= 2 and partition:
@@ -294,201 +227,6 @@ def _line_capacity_rows(measurements, rows: list[dict]) -> list[dict]:
     return out
 
 
-#: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
-#: near hit); the miss band starts at this percentile of the cold paths of 2x the L2 or more (misses only).
-NEAR_EDGE_PERCENTILE, MISS_EDGE_PERCENTILE = 99.5, 0.1
-
-
-def access_bands(measurements: pd.DataFrame, device: dict) -> dict | None:
-    """Split chase.access's recorded intervals into near hits, far-partition hits and misses.
-
-    Footprints up to L2/4 hold only near-partition hits; from 2x the L2 on, chains are cold paths (the L2
-    flushed, no line visited twice), so every access misses.
-    Between one partition and the whole L2, the accesses that are slower than every near hit and faster than
-    all but ``MISS_EDGE_PERCENTILE`` % of misses are far-partition hits.  The recording's own cost (the store
-    and clock read per access) is the recording loop's cycles per step less the plain chase's over the
-    near-only chain, where both walk identical hits.  ``None`` unless all three kinds of footprint were run."""
-    frame = usable(of_probe(measurements, ACCESS_PROBE)) if "probe" in measurements else None
-    if frame is None or frame.empty:
-        return None
-    l2 = device["l2_bytes"]
-    footprint = frame["footprint_bytes"]
-    near_only, mixed, beyond = frame[footprint <= l2 / 4], frame[(footprint > l2 / 2) & (footprint <= l2)], \
-        frame[footprint >= 2 * l2]
-    if near_only.empty or mixed.empty or beyond.empty:
-        return None
-
-    def metric(part, name):
-        return part.loc[part["metric"] == name, "value"].to_numpy(dtype=float)
-
-    near_edge = float(np.percentile(metric(near_only, "access"), NEAR_EDGE_PERCENTILE))
-    miss_edge = float(np.percentile(metric(beyond, "access"), MISS_EDGE_PERCENTILE))
-    if miss_edge <= near_edge:  # no gap between the near hits and the misses for far hits to fill
-        return None
-    offset = float(np.median(metric(near_only, "record_step")) - np.median(metric(near_only, "latency")))
-    accesses = mixed[mixed["metric"] == "access"]
-    far = accesses[(accesses["value"] > near_edge) & (accesses["value"] < miss_edge)]
-    misses = metric(beyond, "access")
-    return {"near_edge": near_edge, "miss_edge": miss_edge, "offset": offset, "far": far,
-            "far_share": len(far) / max(len(accesses), 1), "mixed_footprints": sorted(mixed["footprint_bytes"].unique()),
-            "misses": misses[misses >= miss_edge], "miss_split": miss_valley(misses[misses >= miss_edge])}
-
-
-#: Bin width (cycles) of the miss histogram, and the least distance between the two miss clusters' peaks.
-MISS_BIN, MISS_PEAK_SEPARATION = 5, 60
-
-
-def miss_valley(misses: np.ndarray) -> float | None:
-    """The emptiest bin between the two most populated clusters of miss latencies (misses to addresses the
-    near L2 partition homes, and slower ones the far partition homes), or None if there is one cluster."""
-    if misses.size < 200:
-        return None
-    edges = np.arange(misses.min(), np.percentile(misses, 99) + MISS_BIN, MISS_BIN)
-    if edges.size < 4:
-        return None
-    counts = np.convolve(np.histogram(misses, edges)[0], np.ones(3) / 3, mode="same")
-    first = int(np.argmax(counts))
-    apart = np.abs(np.arange(counts.size) - first) * MISS_BIN >= MISS_PEAK_SEPARATION
-    if not apart.any():
-        return None
-    second = int(np.argmax(np.where(apart, counts, -1)))
-    lo, hi = sorted((first, second))
-    valley = lo + int(np.argmin(counts[lo:hi + 1]))
-    if counts[valley] > 0.5 * min(counts[lo], counts[hi]):  # no dip: one broad cluster, not two
-        return None
-    return float(edges[valley] + MISS_BIN / 2)
-
-
-#: Fewest far-hit accesses a far latency is read from.
-MIN_FAR_HITS = 100
-
-
-def _access_rows(bands) -> list[dict]:
-    """The far latency and the two miss latencies from chase.access (``access_bands``), each when its cluster
-    is there."""
-    if bands is None:
-        return []
-    return _far_row(bands) + _miss_rows(bands)
-
-
-def _far_row(bands) -> list[dict]:
-    if len(bands["far"]) < MIN_FAR_HITS:
-        return []
-    far, offset = bands["far"], bands["offset"]
-    med, lo, hi = median_ci(far["value"])
-    by_footprint = ", ".join(f"{fmt_bytes(f)}: {g.median() - offset:.0f}"
-                             for f, g in far.groupby("footprint_bytes")["value"])
-    spans = bands["mixed_footprints"]
-    return [derived_row(
-        "l2.far_latency_cycles", med - offset, lo - offset, hi - offset,
-        "median of one SM's L2-only accesses, recorded one by one, that are slower than every near-partition hit "
-        "and faster than nearly every miss, less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
-        f"{bands['far_share']:.0%} of accesses at {fmt_bytes(spans[0])}..{fmt_bytes(spans[-1])} are far hits, "
-        f"between {bands['near_edge']:.0f} and {bands['miss_edge']:.0f} recorded cycles; recording cost "
-        f"{offset:.1f} cycles; per footprint: {by_footprint}")]
-
-
-def _miss_rows(bands) -> list[dict]:
-    valley, misses, offset = bands["miss_split"], bands["misses"], bands["offset"]
-    if valley is None:
-        return []
-    rows = []
-    for quantity, part, which in (("dram.near_latency_cycles", misses[misses < valley], "faster"),
-                                  ("dram.far_latency_cycles", misses[misses >= valley], "slower")):
-        med, lo, hi = median_ci(part)
-        rows.append(derived_row(
-            quantity, med - offset, lo - offset, hi - offset,
-            f"median of the {which} of the two clusters of one SM's L2-only misses (chains of 2x the L2 or more, "
-            "recorded access by access), less the recording's cost (bootstrap 95% CI)", ACCESS_PROBE,
-            f"{part.size / misses.size:.0%} of {misses.size} misses; clusters split at {valley:.0f} recorded cycles"))
-    return rows
-
-
-MISS_PROBE = "chase.miss"
-#: Noise multiple a step of the miss chase must exceed to count as a TLB level.
-MISS_STEP_SIGMAS = 3.0
-
-
-def last_octave_slope(frame) -> float:
-    """Relative change of the median latency per octave of footprint over the sweep's last octave (a
-    plateau is flat when this is well under 1%)."""
-    medians = frame.groupby("footprint_bytes")["value"].median()
-    last = medians[medians.index >= medians.index.max() / 2]
-    if last.size < 2:
-        return float("nan")
-    slope = np.polyfit(np.log2(last.index.to_numpy(dtype=float)), np.log(last.to_numpy(dtype=float)), 1)[0]
-    return float(np.expm1(slope))
-
-
-def _span(frame, lo: float, hi: float):
-    return frame[(frame["footprint_bytes"] >= lo) & (frame["footprint_bytes"] <= hi)]
-
-
-def _cold_miss_rows(measurements, device, bands, line_fit) -> list[dict]:
-    """HBM latency of a plain dependent load from chase.miss's cold paths (every access a miss): the first
-    plateau, inside the TLBs' reach, and the last, where translations miss too; with the L2-only path beside
-    it and the other methods' figures in the note."""
-    plain = select(measurements, MISS_PROBE, "latency", flavour="default")
-    if plain.empty:
-        return []
-    times = select(measurements, MISS_PROBE, "latency_time", flavour="default")
-    method = "cold path chase: a random walk through distinct lines of a footprint past the L2, L2 flushed first"
-    if plain["footprint_bytes"].nunique() >= 6:
-        fit = fit_staircase(plain["footprint_bytes"], plain["value"], min_step=noise_step(
-            plain["footprint_bytes"], plain["value"], sigmas=MISS_STEP_SIGMAS))
-        inside, past = fit.plateaus[0], (fit.plateaus[-1] if len(fit.plateaus) > 1 else None)
-        spans = [(inside.lo_bytes, inside.hi_bytes)] + ([(past.lo_bytes, past.hi_bytes)] if past else [])
-        plateaus = f"; plateaus: {_plateau_text(fit)}"
-    else:
-        spans, plateaus, past = [(plain["footprint_bytes"].min(), plain["footprint_bytes"].max())], "", None
-    checks = "; ".join(_miss_cross_checks(measurements, device, bands, line_fit))
-    rows = []
-    for (lo, hi), cycles_id, ns_id in zip(spans, ("dram.latency_cycles", "dram.latency_tlb_miss_cycles"),
-                                          ("dram.latency_ns", "dram.latency_tlb_miss_ns")):
-        level = _span(plain, lo, hi)
-        where = f"{fmt_bytes(lo)}..{fmt_bytes(hi)}"
-        note = f"footprints {where}{plateaus}"
-        if cycles_id == "dram.latency_tlb_miss_cycles" or past is None:
-            note += f"; last octave's slope {last_octave_slope(plain):+.2%} per octave"
-        if cycles_id == "dram.latency_cycles":
-            note += f"; {checks}" if checks else ""
-        rows.append(derived_row(cycles_id, *median_ci(level["value"]), f"{method} (ld.global), over {where}",
-                                MISS_PROBE, note))
-        rows.append(derived_row(ns_id, *median_ci(_span(times, lo, hi)["value"]),
-                                "globaltimer seconds per load of the same samples", MISS_PROBE))
-    cg = _span(select(measurements, MISS_PROBE, "latency", flavour="cg"), *spans[0])
-    if not cg.empty:
-        rows.append(derived_row("dram.latency_cg_cycles", *median_ci(cg["value"]),
-                                f"{method} (ld.global.cg, L2 only), over the same footprints", MISS_PROBE))
-    return rows
-
-
-def _miss_cross_checks(measurements, device, bands, line_fit) -> list[str]:
-    """The other methods' HBM latency, and the L2 hits the cold paths' access record shows (``bands``, of
-    ``access_bands``; ``line_fit``, the L2-only address-order chase's, or None)."""
-    out = []
-    if bands is not None:
-        cold = select(measurements, ACCESS_PROBE, "access")
-        cold = cold[cold["footprint_bytes"] >= 2 * device["l2_bytes"]]["value"]
-        misses = bands["misses"]
-        valley = bands["miss_split"]
-        near = misses[misses < valley] if valley is not None else misses
-        edge = np.median(near) - 5 * 1.4826 * np.median(np.abs(near - np.median(near)))
-        out.append(f"cold paths' recorded accesses faster than every miss cluster (L2 hits): "
-                   f"{np.mean(cold.to_numpy() < edge):.2%} of {cold.size}")
-        out.append(f"access clusters' mean miss {np.mean(misses) - bands['offset']:.0f} cycles (L2-only, "
-                   "recording cost taken off)")
-    warm = select(measurements, CUPY_PROBE, "latency", flavour="default", stride_bytes=128)
-    warm = warm[warm["footprint_bytes"] >= 2 * device["l2_bytes"]]
-    if not warm.empty:
-        out.append(f"the warm staircase (chain just written, walked in part, so partly L2-resident) reads "
-                   f"{warm['value'].median():.0f} cycles at {fmt_bytes(warm['footprint_bytes'].min())}.."
-                   f"{fmt_bytes(warm['footprint_bytes'].max())}")
-    if line_fit is not None:
-        out.append(f"address-order line chase past the L2: {line_fit['miss']:.0f} cycles (L2-only)")
-    return out
-
-
 def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
     """The L2's capacity as every SM uses it: the knee before the miss plateau of the chase run from every SM
     at once (both partitions), beside the driver's size.  Where one SM's near and far hit latencies are in
@@ -514,7 +252,7 @@ def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
     out = [derived_row("l2.capacity_chase_bytes", knee, lo, hi,
                        "knee before the miss plateau of an L2-only chase run from every SM at once, each SM walking "
                        "its own stretch of one random cycle (bootstrap 95% CI)", "chase.every_sm",
-                       f"plateaus: {_plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
+                       f"plateaus: {plateau_text(fit)}; {knee / device['l2_bytes']:.1%} of the driver's "
                        f"{fmt_bytes(device['l2_bytes'])}{hits}")]
     every = _every_sm_knee(frame[readers == "all"], SPARSE_FOOTPRINTS)
     if every is not None:
@@ -523,7 +261,7 @@ def _every_sm_rows(frame, device, rows: list[dict]) -> list[dict]:
             "l2.capacity_chase_all_readers_bytes", knee_all, lo_all, hi_all,
             "knee before the miss plateau of the every-SM L2-only chase after every SM walked the whole cycle "
             "(every line read from both partitions; bootstrap 95% CI)", "chase.every_sm",
-            f"plateaus: {_plateau_text(fit_all)}; {knee_all / knee:.2f} of the knee when each line is read by "
+            f"plateaus: {plateau_text(fit_all)}; {knee_all / knee:.2f} of the knee when each line is read by "
             f"about one SM ({fmt_bytes(knee)}); the timed walks are each SM's own stretch, so copies the "
             f"whole-cycle walk made may age out first: no test of lines held in both partitions; "
             f"{knee_all / device['l2_bytes']:.1%} of the driver's {fmt_bytes(device['l2_bytes'])}"))

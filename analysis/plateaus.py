@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.units import fmt_bytes
+
 MIN_STEP = 0.05
 """Smallest relative change between adjacent levels that makes them two levels: a real level change on
 GPUs is over 10%, noise and clock wobble within a level a few percent."""
@@ -249,3 +251,9 @@ def fit_staircase(footprint_bytes, latency, max_plateaus: int = 6, min_points: i
         lo, hi = _percentiles(_crossing(x, boot, target))
         knee_ci.append((2.0 ** lo, 2.0 ** hi))
     return StaircaseFit(plateaus, knees, knee_ci, float(bic))
+
+
+def plateau_text(fit: StaircaseFit) -> str:
+    """Each plateau's level and the footprints it spans, as a derived row's note gives them."""
+    return "; ".join(f"{p.latency:.1f} cycles over {fmt_bytes(p.lo_bytes)}..{fmt_bytes(p.hi_bytes)}"
+                     for p in fit.plateaus)

@@ -10,6 +10,10 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from analysis.family import vocabulary
+from analysis.stats import mean_ci, near_far
+from analysis.units import fmt_value
+
 
 class _Vocabulary(Mapping):
     """id -> (unit, meaning), read from every family's declaration when first used (a family module imports
@@ -17,8 +21,6 @@ class _Vocabulary(Mapping):
 
     @staticmethod
     def _all() -> dict[str, tuple[str, str]]:
-        from analysis.family import vocabulary
-
         return vocabulary()
 
     def __getitem__(self, quantity: str) -> tuple[str, str]:
@@ -47,8 +49,6 @@ def home_partition_rows(quantity: str, samples, method: str, probe: str) -> list
     over every placement.  ``quantity`` is the id without its ``_cycles`` unit.  A mode's value is the mean of
     its placements: the slices of one partition lie at a few distances from the SM, and a median would jump
     between those levels as their shares among the addresses move."""
-    from analysis.stats import mean_ci, near_far
-
     values = np.asarray(samples["value"], dtype=float)
     split = near_far(values)
     if split is None:
@@ -69,8 +69,6 @@ def structure_row(quantity: str, best, ci: tuple, method: str, probe: str, note:
     low, high = ci
     if low == high:
         return derived_row(quantity, best, low, high, method, probe, note)
-    from analysis.units import fmt_value
-
     unit = QUANTITIES[quantity][0]
     why = why or f"the best, {fmt_value(best, unit)}, in fewer than 95% of resamples"
     undecided = f"undecided: between {fmt_value(low, unit)} and {fmt_value(high, unit)} ({why})"

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.family import Family
-from analysis.geometry import overfill_misses
+from analysis.l1_sets import overfill_misses
 from analysis.quantities import derived_row, structure_row
 from analysis.stats import select
 from analysis.units import fmt_bytes

@@ -221,8 +221,9 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import shutil
 
-    from analysis.compare import (common_only, comparison, csv_table, left_out, plot, render_text,
-                                  resolve_baseline)
+    from analysis.compare import common_only, comparison, left_out, resolve_baseline
+    from analysis.compare_figure import plot
+    from analysis.compare_text import csv_table, render_text
 
     if args.plot:
         writable_file(args.plot, "--plot", figure_suffixes())

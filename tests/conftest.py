@@ -114,14 +114,15 @@ def committed_figures(committed_run):
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from analysis.render import _figure_specs, draw_figures
+    from analysis.figure_job import draw_figures
+    from analysis.report_figures import figure_specs
     from analysis.results import RunDir
 
     meta, measurements = committed_run
     # every report figure stays open for the session: more than matplotlib's 20 is the point, not a leak
     previous, matplotlib.rcParams["figure.max_open_warning"] = matplotlib.rcParams["figure.max_open_warning"], 0
     drawn = {spec.stem: fig for spec, fig in draw_figures(meta, measurements, RunDir(COMMITTED_RUN).read_derived(),
-                                                          _figure_specs(measurements))}
+                                                          figure_specs(measurements))}
     yield drawn
     for fig in drawn.values():
         plt.close(fig)

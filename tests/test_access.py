@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.latency import access_bands, hierarchy_rows
+from analysis.latency import hierarchy_rows
+from analysis.miss_latency import access_bands
 from probes import chain, chase_l2
 from probes.cuda import compile_cubin, resource_usage, sass
 
@@ -139,7 +140,7 @@ def test_misses_split_into_near_and_far_homed_clusters():
 
 
 def test_one_broad_miss_cluster_is_not_split():
-    from analysis.latency import miss_valley
+    from analysis.l2_partitions import miss_valley
 
     rng = np.random.default_rng(3)
     assert miss_valley(rng.normal(600, 30, 5000)) is None

@@ -123,7 +123,8 @@ def test_compare_of_the_readme_fits_a_reader_at_80_columns(monkeypatch, capsys):
     """`COLUMNS=80 gpuatlas compare reports/h200 ref:h100-sxm ref:a100-sxm4-80gb`: the quantities all three
     have, at most 200 lines of at most 80 columns, every value, CI and mark whole; `--all` adds the rest."""
     import analysis.compare
-    from analysis.compare import _cell_tokens, common_only, comparison, format_value
+    from analysis.compare import common_only, comparison, format_value
+    from analysis.compare_text import _cell_tokens
 
     derived_for, derived = analysis.compare.derived_for, {}
 

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from analysis.capacity import bandwidth_model
-from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, footprint_table, l2_share_bound,
-                                 moved_bytes, predicted_efficiency, relative_efficiency, stride_table,
-                                 touched_blocks, useful_bytes, write_variants)
+from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes, predicted_efficiency,
+                                 relative_efficiency, stride_table, touched_blocks, useful_bytes)
+from analysis.hbm_bandwidth import footprint_table, l2_share_bound, write_variants
 from analysis.quantities import QUANTITIES
 from analysis.stats import ratio_ci
 from tests.conftest import COMMITTED_RUN

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from analysis.derive import derive
-from analysis.latency import frontend_agreement
-from analysis.render import drawn_figures
+from analysis.chase_levels import frontend_agreement
+from analysis.report_figures import drawn_figures
 from analysis.results import SCHEMA_VERSION, RunDir
 from conftest import COMMITTED_RUN
 from probes.registry import all_probes

@@ -7,8 +7,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis.compare import (common_only, comparison, csv_table, display, format_value, kind, left_out, level,
-                              ratios, render_text, resolve_baseline)
+from analysis.compare import common_only, comparison, format_value, kind, left_out, level, ratios, resolve_baseline
+from analysis.compare_text import csv_table, display, render_text
 from analysis.errors import UsageError
 from gpuatlas.cli import main
 
@@ -282,7 +282,7 @@ def test_the_shared_memory_chase_is_set_against_a_published_chase_like_for_like(
 def test_every_marker_printed_is_explained_where_it_is_printed():
     """The references' provenance markers ([R], [R2], [I]) appear in caveats; each one the text and HTML views
     print is explained among their notes, and a marker not printed is not."""
-    from analysis.compare import MARKERS
+    from analysis.compare_text import MARKERS
 
     long = comparison(["ref:a100-pcie", "ref:h100-sxm", "ref:h800-pcie"])
     text = render_text(long, 100)

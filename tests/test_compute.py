@@ -365,7 +365,7 @@ def test_lecture_claims_of_issue_7_are_judged_from_these_quantities():
 
 def test_peak_figure_draws_every_measured_peak_and_the_library_bars():
     from analysis.compute import compute_rows
-    from analysis.figures import compute_peaks
+    from analysis.compute_figures import compute_peaks
 
     derived = pd.DataFrame(compute_rows(simulated_measurements()))
     ax = compute_peaks(derived)

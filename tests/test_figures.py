@@ -9,12 +9,12 @@ import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from analysis.figures import _level_labels  # noqa: E402
-from analysis.render import (  # noqa: E402
+from analysis.report_figures import (  # noqa: E402
     FIGURES,
     HOPPER_FIGURES,
     SUMMARY_FIGURES,
     TELEMETRY_FIGURES,
-    _figure_specs,
+    figure_specs,
 )
 from analysis.units import plain_log_axis  # noqa: E402
 
@@ -166,7 +166,7 @@ def test_every_report_figure_is_drawn_from_the_committed_run(committed_figures, 
     """Every figure whose probe the committed run measured (a probe newer than that run is drawn by its own
     module's tests on simulated data until the run is re-measured)."""
     measured = set(committed_run[1]["probe"].unique())
-    expected = {spec.stem for spec in _figure_specs(committed_run[1]) if spec.probe in measured or spec.probe is None}
+    expected = {spec.stem for spec in figure_specs(committed_run[1]) if spec.probe in measured or spec.probe is None}
     assert set(committed_figures) == expected and {"latency-staircase", "clock-power"} <= expected
 
 
@@ -212,7 +212,7 @@ def test_the_figures_palettes_are_seaborns(name, n):
 
 def test_only_figures_that_read_the_derived_quantities_wait_for_them():
     """A figure whose draw never reads the derived quantities is started before they are derived."""
-    from analysis.render import FigureSpec, uses_derived
+    from analysis.report_figures import FigureSpec, uses_derived
 
     def spec(draw):
         return FigureSpec("x", None, "title", "caption", draw)
@@ -226,7 +226,7 @@ def test_only_figures_that_read_the_derived_quantities_wait_for_them():
 
 def _labelled_svg(dpi: int) -> bytes:
     """A small figure with a title, labels and ticks, laid out at ``dpi`` and saved as the report saves."""
-    from analysis import render
+    from analysis import figure_job
 
     with matplotlib.rc_context({"figure.dpi": dpi}):
         fig, ax = plt.subplots(figsize=(3, 2))
@@ -236,27 +236,27 @@ def _labelled_svg(dpi: int) -> bytes:
         ax.set_ylabel("cycles per load")
         fig.tight_layout()
     fig.set_layout_engine(None)
-    svg = render._svg(fig)
+    svg = figure_job.figure_svg(fig)
     plt.close(fig)
     return svg
 
 
 def test_shared_text_metrics_draw_what_matplotlib_draws(monkeypatch):
     """Extents measured by earlier figures (at another dpi, under another hinting) never reach a later one."""
-    from analysis import render
+    from analysis import figure_job
 
-    monkeypatch.setattr(render, "_TEXT_METRICS", {})
+    monkeypatch.setattr(figure_job, "_TEXT_METRICS", {})
     plain = {dpi: _labelled_svg(dpi) for dpi in (100, 200)}
     with matplotlib.rc_context({"text.hinting": "no_hinting"}):
         unhinted = _labelled_svg(100)
     assert plain[100] != unhinted
     for order in ((200, 100, 100, 200), (100, 200)):
         for dpi in order:
-            with render.shared_text_metrics():
+            with figure_job.shared_text_metrics():
                 assert _labelled_svg(dpi) == plain[dpi]
-    with matplotlib.rc_context({"text.hinting": "no_hinting"}), render.shared_text_metrics():
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}), figure_job.shared_text_metrics():
         assert _labelled_svg(100) == unhinted
-    assert len(render._TEXT_METRICS) == 5  # Agg at 100 and 200 dpi, SVG, and Agg at 100 dpi unhinted, SVG unhinted
+    assert len(figure_job._TEXT_METRICS) == 5  # Agg at 100 and 200 dpi, SVG, and Agg at 100 dpi unhinted, SVG unhinted
 
 
 def test_shared_text_metrics_is_a_no_op_on_a_matplotlib_without_the_hook(monkeypatch):
@@ -265,33 +265,33 @@ def test_shared_text_metrics_is_a_no_op_on_a_matplotlib_without_the_hook(monkeyp
     through the renderer as 3.8's does."""
     import matplotlib.text as mtext
 
-    from analysis import render
+    from analysis import figure_job
 
     plain = _labelled_svg(100)
-    monkeypatch.setattr(render, "_TEXT_METRICS", {})
+    monkeypatch.setattr(figure_job, "_TEXT_METRICS", {})
     monkeypatch.delattr(mtext, "_get_text_metrics_function")
     monkeypatch.setattr(mtext, "_get_text_metrics_with_cache",
                         lambda renderer, text, fontprop, ismath, dpi:
                         renderer.get_text_width_height_descent(text, fontprop, ismath))
-    with render.shared_text_metrics():
+    with figure_job.shared_text_metrics():
         assert _labelled_svg(100) == plain
-    assert render._TEXT_METRICS == {} and not hasattr(mtext, "_get_text_metrics_function")
+    assert figure_job._TEXT_METRICS == {} and not hasattr(mtext, "_get_text_metrics_function")
 
 
 def test_text_metrics_shared_across_hintings_would_change_a_figure(monkeypatch):
     """Negative control: extents measured with hinting served to a figure drawn without it (a cache keyed
     without the rc settings) change the figure, so the test above sees such a key."""
-    from analysis import render
+    from analysis import figure_job
 
-    monkeypatch.setattr(render, "_TEXT_METRICS", {})
+    monkeypatch.setattr(figure_job, "_TEXT_METRICS", {})
     with matplotlib.rc_context({"text.hinting": "no_hinting"}):
         unhinted = _labelled_svg(100)
-        rc = tuple(matplotlib.rcParams[key] for key in render._TEXT_RC)
-    with render.shared_text_metrics():
+        rc = tuple(matplotlib.rcParams[key] for key in figure_job._TEXT_RC)
+    with figure_job.shared_text_metrics():
         _labelled_svg(100)
-    for kind, dpi, _ in list(render._TEXT_METRICS):
-        render._TEXT_METRICS[(kind, dpi, rc)] = render._TEXT_METRICS[(kind, dpi, _)]
-    with matplotlib.rc_context({"text.hinting": "no_hinting"}), render.shared_text_metrics():
+    for kind, dpi, _ in list(figure_job._TEXT_METRICS):
+        figure_job._TEXT_METRICS[(kind, dpi, rc)] = figure_job._TEXT_METRICS[(kind, dpi, _)]
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}), figure_job.shared_text_metrics():
         assert _labelled_svg(100) != unhinted
 
 
@@ -345,7 +345,7 @@ def ratio_figure():
     from conftest import COMMITTED_RUN
 
     from analysis.compare import comparison, run_label
-    from analysis.compare import ratio_figure as draw
+    from analysis.compare_figure import ratio_figure as draw
     from analysis.results import RunDir
 
     run = RunDir(COMMITTED_RUN)  # its committed derived.csv: test_committed_run checks it is what derive() gives

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.geometry import classify_policy, geometry_rows, lines_held, set_geometry, walks
+from analysis.geometry import geometry_rows
+from analysis.l1_sets import classify_policy, lines_held, set_geometry, walks
 from probes.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset, set_strides,
                              sweep_lines)
 from tests import fakes
@@ -244,7 +245,7 @@ def partition_frame(stride, values, lines):
 
 @pytest.mark.parametrize("interleave", [256, 2048, 16384])
 def test_partition_interleave_of_a_hashed_map(interleave):
-    from analysis.geometry import partition_rows
+    from analysis.l2_partitions import partition_rows
 
     values = fakes.partition_walks(LINE, 4096, 3, interleave)
     rows = {r["quantity"]: r for r in partition_rows(partition_frame(LINE, values, 4096))}
@@ -255,7 +256,7 @@ def test_partition_interleave_of_a_hashed_map(interleave):
 
 def test_one_home_gives_no_interleave():
     """Negative control: a walk whose lines one partition homes shows one miss cluster and no interleave."""
-    from analysis.geometry import interleave_lines, partition_rows
+    from analysis.l2_partitions import interleave_lines, partition_rows
 
     values = fakes.partition_walks(LINE, 4096, 3, interleave=None)
     assert partition_rows(partition_frame(LINE, values, 4096)) == []
@@ -264,7 +265,7 @@ def test_one_home_gives_no_interleave():
 
 
 def test_the_simulated_probe_recovers_its_interleave():
-    from analysis.geometry import partition_rows
+    from analysis.l2_partitions import partition_rows
 
     class Ctx:
         device = fakes.DEVICE
@@ -283,7 +284,7 @@ def test_partition_figure():
     import matplotlib.pyplot as plt
 
     from analysis import geometry_figures
-    from analysis.geometry import partition_rows
+    from analysis.l2_partitions import partition_rows
 
     values = fakes.partition_walks(LINE, 4096, 3)
     m = partition_frame(LINE, values, 4096)
@@ -316,7 +317,7 @@ def sm_map_frame(values, ids, lines):
 
 
 def test_two_sides_of_complementary_maps_are_found():
-    from analysis.geometry import sm_map_rows
+    from analysis.l2_partitions import sm_map_rows
 
     ids = list(range(0, 40, 2))
     sides = [int(i >= 16) for i in ids]  # 8 SMs on side 0, 12 on side 1
@@ -331,7 +332,7 @@ def test_the_sides_majority_map_gives_the_interleave_one_noisy_sm_misses():
     """Every SM of a side voting on each line recovers the simulated 4 KiB interleave even when each SM misreads
     a tenth of its lines; one SM's walk with that noise splits the blocks down to single lines, and the
     partition row's note then names the voted interleave beside it."""
-    from analysis.geometry import consensus_interleave_bytes, partition_rows
+    from analysis.l2_partitions import consensus_interleave_bytes, partition_rows
 
     rng = np.random.default_rng(3)
     ids = list(range(40))
@@ -350,7 +351,7 @@ def test_the_sides_majority_map_gives_the_interleave_one_noisy_sm_misses():
 
 def test_maps_with_no_sides_are_not_called_two():
     """Negative control: SMs whose near lines are drawn at random share no map, so they are not two sides."""
-    from analysis.geometry import sm_map_rows
+    from analysis.l2_partitions import sm_map_rows
 
     rng = np.random.default_rng(1)
     ids, lines = list(range(20)), 256
@@ -364,7 +365,7 @@ def test_the_simulated_probe_and_its_figure():
     import matplotlib.pyplot as plt
 
     from analysis import geometry_figures
-    from analysis.geometry import sm_map_rows
+    from analysis.l2_partitions import sm_map_rows
 
     class Ctx:
         device = fakes.DEVICE

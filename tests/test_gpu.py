@@ -7,7 +7,7 @@ pytestmark = pytest.mark.gpu
 
 
 def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_path):
-    from analysis.latency import frontend_agreement
+    from analysis.chase_levels import frontend_agreement
     from analysis.results import RunDir
 
     assert main(["run", "--profile", "quick", "--out", str(tmp_path)]) == 0

@@ -180,7 +180,7 @@ def test_the_wave_and_decode_figures_draw_a_simulated_run_and_nothing_without_on
     import matplotlib
 
     matplotlib.use("Agg")
-    from analysis import figures
+    from analysis import compute_figures
     from analysis.lecture import lecture_rows
     from analysis.quantities import derived_row
     from tests import fakes
@@ -192,8 +192,8 @@ def test_the_wave_and_decode_figures_draw_a_simulated_run_and_nothing_without_on
     m = pd.DataFrame(rows)
     hbm = derived_row("dram.read_bandwidth_bytes_per_s", fakes.HBM_READ, fakes.HBM_READ, fakes.HBM_READ, "m", "p")
     d = pd.DataFrame([hbm, *lecture_rows(m, [hbm], fakes.DEVICE)])
-    ax = figures.wave_quantization(m, fakes.DEVICE, d)
+    ax = compute_figures.wave_quantization(m, fakes.DEVICE, d)
     assert any("fitted wave: 132" in t.get_text() for t in ax.get_legend().get_texts())
-    assert figures.decode_gemm(m, d).get_lines()
+    assert compute_figures.decode_gemm(m, d).get_lines()
     empty = m.iloc[:0]
-    assert figures.wave_quantization(empty, fakes.DEVICE, d) is None and figures.decode_gemm(empty, d) is None
+    assert compute_figures.wave_quantization(empty, fakes.DEVICE, d) is None and compute_figures.decode_gemm(empty, d) is None

@@ -219,7 +219,7 @@ def part_run(request, tmp_path_factory):
 
 
 def test_a_part_without_wgmma_has_its_tensor_peak_from_mma_sync_and_a_roofline(part_run, tmp_path):
-    from analysis import figures
+    from analysis import compute_figures
     from analysis.claims import judge
 
     device, measurements, derived = part_run
@@ -228,7 +228,7 @@ def test_a_part_without_wgmma_has_its_tensor_peak_from_mma_sync_and_a_roofline(p
     assert row["value"] == pytest.approx(width.mma_sync_per_clk["bf16"] * device["sm_count"]
                                          * device["sm_clock_max_hz"], rel=0.01)
     assert row["method"].startswith("the best tensor path that ran: mma.sync") and row["probe"] == "compute.mma_sync"
-    figures.roofline(measurements, derived).figure.savefig(tmp_path / "roofline.svg")
+    compute_figures.roofline(measurements, derived).figure.savefig(tmp_path / "roofline.svg")
     svg = (tmp_path / "roofline.svg").read_text()
     assert f"BF16 peak {row['value'] / 1e12:.0f} TFLOP/s" in svg
     verdicts = judge(derived, device).set_index("id")["verdict"]

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from analysis import chapters
-from analysis.render import (
+from analysis.render import derived_table
+from analysis.report_figures import (
     FIGURES,
     HOPPER_FIGURES,
     SUMMARY_FIGURES,
     TELEMETRY_FIGURES,
-    derived_table,
 )
 from analysis.shown import fmt_interval, fmt_measured, fmt_value
 

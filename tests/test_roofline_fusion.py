@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis import claims, figures
+from analysis import claims, compute_figures
 from analysis.fusion import fusion_rows, softmax_bytes, total_bytes, traversals
 from analysis.quantities import QUANTITIES, derived_row
 from analysis.roofline import (attainable, feasible_blocks, gap_explanation, matmul_flops, matmul_rows,
@@ -168,11 +168,11 @@ def test_figures_draw_with_and_without_the_runs_ceilings():
 
     m = roofline_measurements({32: 90e12, 128: 300e12})
     for derived in (pd.DataFrame(ceilings()), pd.DataFrame(columns=["quantity", "value"])):
-        ax = figures.roofline(m, derived)
+        ax = compute_figures.roofline(m, derived)
         assert len(ax.lines) >= 1 and math.isfinite(ax.get_ylim()[1])
         plt.close(ax.figure)
     soft = pd.concat([samples("fusion.softmax", "seconds", [50e-6], launch="graph", variant=v, matrix_side=4096)
                       for v in ("unfused", "fused")])
-    ax = figures.fusion(soft)
+    ax = compute_figures.fusion(soft)
     assert len(ax.patches) >= 2
     plt.close(ax.figure)

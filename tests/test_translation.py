@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.latency import last_octave_slope
+from analysis.miss_latency import last_octave_slope
 from analysis.translation import tlb_rows
 from analysis.plateaus import MIN_STEP, fit_staircase
 from probes import chain, chase

@@ -17,15 +17,12 @@ from its own data (``mechanisms``).  A number this hardware cannot test says why
 like for like with the lecture's says so instead of a verdict.
 
 Modules: ``model`` (the claim, the precision table, the measures), ``numbers`` (the lecture's table),
-``lecture_a`` (§7.1-7.5), ``lecture_b`` (§7.6-7.13), ``mechanisms``, ``verdict``.
+``lecture_a`` (§7.1-7.5), ``lecture_b`` (§7.6-7.13), ``catalogue`` (all of them, in order), ``mechanisms``,
+``verdict``.
 """
-from analysis.claims.lecture_a import SECTIONS_1_TO_5
-from analysis.claims.lecture_b import SECTIONS_6_TO_13
+from analysis.claims.catalogue import CLAIMS
 from analysis.claims.model import PRECISION, Claim, band, first_of, product, quantity, ratio, tolerance
-from analysis.claims.numbers import NUMBERS
 from analysis.claims.verdict import VERDICTS, _inputs, decide, intervals, judge, summary, tolerance_text
-
-CLAIMS = NUMBERS + SECTIONS_1_TO_5 + SECTIONS_6_TO_13
 
 __all__ = ["CLAIMS", "PRECISION", "VERDICTS", "Claim", "_inputs", "band", "decide", "first_of", "intervals", "judge",
            "product", "quantity", "ratio", "summary", "tolerance", "tolerance_text"]

@@ -9,8 +9,10 @@ import math
 
 import pandas as pd
 
+from analysis.claims.catalogue import CLAIMS
 from analysis.claims.mechanisms import in_words
 from analysis.claims.model import PRECISION, Claim, band, reference, tolerance
+from analysis.quantities import QUANTITIES
 from analysis.units import fmt_value
 
 VERDICTS = ("holds", "deviates", "undecided", "cannot be tested", "not measured")
@@ -44,8 +46,6 @@ def _inputs(claim: Claim) -> tuple[str, ...]:
 
 
 def _unit_of(name: str) -> str:
-    from analysis.quantities import QUANTITIES
-
     return QUANTITIES.get(name.split(":")[-1], ("",))[0] if "." in name else ""
 
 
@@ -126,8 +126,6 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
     """One row per claim, grouped by section: the lecture's words and value, the unit convention and tolerance,
     what tests it (with a recomputation's inputs), the measured value with its interval, ratio, verdict and its
     reason, and the figure that shows a deviation."""
-    from analysis.claims import CLAIMS
-
     d, source = intervals(derived)
     rows = []
     for claim in CLAIMS:
