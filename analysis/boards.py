@@ -61,7 +61,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
-from scipy import stats
+from scipy.special import stdtrit
 
 from analysis.errors import UsageError
 from analysis.repro import read_spread_table
@@ -126,7 +126,7 @@ def z_threshold(boards, quantities, dof=None, sides: int = 2) -> np.ndarray:
     ``dof`` degrees of freedom (default MAD_EFFICIENCY x boards, the model's own boards)."""
     boards, quantities = np.asarray(boards, float), np.maximum(np.asarray(quantities, float), 1)
     dof = MAD_EFFICIENCY * boards if dof is None else np.asarray(dof, float)
-    return stats.t.isf(FALSE_ALARMS / (sides * boards * quantities), dof)
+    return -stdtrit(dof, FALSE_ALARMS / (sides * boards * quantities))  # t's upper quantile, by its symmetry
 
 
 def panel_z(value, median, spread, boards) -> np.ndarray:

@@ -96,7 +96,7 @@ def strip_figure(rows: list[tuple[str, pd.DataFrame]], name_outliers: bool, ever
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    height = 0.8 + 0.24 * len(rows)
+    height = 0.9 + 0.24 * len(rows)
     fig, ax = plt.subplots(figsize=(11, height), dpi=80)
     rng = np.random.default_rng(0)
     thresholds = np.array([f["threshold"].iat[0] for _, f in rows], float)
@@ -133,10 +133,12 @@ def strip_figure(rows: list[tuple[str, pd.DataFrame]], name_outliers: bool, ever
     ax.set_xscale("symlog", linthresh=5)
     ax.set_xlim(-edge * 1.3, edge * 1.3)
     ax.set_xlabel(f"z = (board - centre) / σ (the model's boards, or its panel: analysis/boards.py); a group: its "
-                  f"members' mean z; linear within ±5, beyond ±{edge:.3g} at the edge\nred ticks: the threshold",
+                  f"members' mean z\nlinear within ±5, beyond ±{edge:.3g} at the edge; red ticks: the threshold",
                   fontsize=8)
     ax.grid(axis="x", color="0.9")
-    fig.tight_layout()
+    # margins from the labels' length (DejaVu Sans: under 0.6 em a character), not tight_layout's extra draw
+    left = (0.6 * 7 * max(len(label) for label, _ in rows) + 12) / 72
+    fig.subplots_adjust(left=min(left / 11, 0.6), right=0.98, top=1 - 0.1 / height, bottom=0.62 / height)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)

@@ -197,7 +197,7 @@ def markdown(r: dict) -> str:
              "; ".join(f"{g}: threshold {sc['group_threshold'][g]}, the injected boards' highest "
                        f"{sc['injected_group_z_max'].get(g)}, the healthy boards' lowest {sc['healthy_group_z_min'][g]}"
                        for g in sc["group_threshold"])),
-            ("margins, quantities", f"threshold {sc['quantity_threshold']}; the healthy boards' largest |z| is "
+            ("margins, quantities", f"threshold {sc['quantity_threshold']}; the healthy boards' largest absolute z is "
                                     f"{sc['healthy_quantity_largest_z_over_threshold']} of its threshold")]
     return "| | tools/fleet_bench.py |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows) + "\n"
 
