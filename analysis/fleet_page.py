@@ -1,6 +1,6 @@
-"""The fleet page, made for a thousand boards: the boards with the most outlier quantities first, then every
-outlier, each screened quantity's distribution over the boards (robust z, outliers marked and named) and a
-page per flagged board, linked, not inlined.  It reads the fleet summary (``fleet.csv``, ``fleet.json``) only.
+"""The fleet page, made for a thousand boards: the boards with the most outliers (quantities and mechanism
+groups) first, then every outlier, each judged quantity's distribution over the boards (z, outliers marked and
+named) and a page per flagged board, linked, not inlined.  It reads the fleet summary (``fleet.csv``, ``fleet.json``) only.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.boards import MIN_BOARDS, distribution, pct, rule_line, z_text
+from analysis.boards import distribution, is_group, pct, rule_line, spread_text, z_text
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.units import fmt_value
 
@@ -56,46 +56,47 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 
 def top_boards(compared: pd.DataFrame) -> pd.DataFrame:
-    """Boards by how many quantities flag them (most first), with those quantities and deviations."""
+    """Boards by how many quantities and groups flag them (most first), with those and their deviations."""
     flagged = compared[compared["outlier"].astype(bool)].copy()
     if flagged.empty:
-        return pd.DataFrame(columns=["board", "gpu", "outlier quantities", "quantities", "run"])
+        return pd.DataFrame(columns=["board", "gpu", "outliers", "quantities", "run"])
     flagged["_abs"] = flagged["z"].abs()
     flagged = flagged.sort_values("_abs", ascending=False)
     g = flagged.groupby(["board", "gpu"], sort=False)
-    table = pd.DataFrame({"outlier quantities": g.size(),
+    table = pd.DataFrame({"outliers": g.size(),
                           "quantities": g.apply(lambda f: ", ".join(f"{q} {pct(d)}" for q, d in
                                                                     zip(f["quantity"][:4], f["deviation"][:4]))
                                                 + (f", and {len(f) - 4} more" if len(f) > 4 else ""),
                                                 include_groups=False),
                           "run": g["run_id"].first(), "_z": g["_abs"].max()}).reset_index()
-    return table.sort_values(["outlier quantities", "_z"], ascending=False).drop(columns="_z")
+    return table.sort_values(["outliers", "_z"], ascending=False).drop(columns="_z")
 
 
 def _rows(compared: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """(label, that quantity's boards) per screened model and quantity, most flagged first."""
+    """(label, that quantity's boards) per judged model and quantity or group, most flagged first."""
     several = compared["gpu"].nunique() > 1
     rows = []
     for (gpu, quantity), f in compared.groupby(["gpu", "quantity"], sort=False):
-        if f["boards"].iat[0] < MIN_BOARDS or not f["z"].abs().gt(0).any():
+        if f["threshold"].isna().all() or not f["z"].abs().gt(0).any():
             continue
         n = int(f["outlier"].astype(bool).sum())
         sigma, median = f["sigma"].iat[0], f["median"].iat[0]
-        spread = "" if pd.isna(sigma) or not median else f"  σ {100 * sigma / abs(median):.2g}%"
+        spread = spread_text(sigma, median, quantity) and f"  σ {spread_text(sigma, median, quantity)}"
         rows.append((n, f"{gpu}: {quantity}" if several else quantity, spread, f))
     rows.sort(key=lambda r: (-r[0], r[1]))
     return [(label + spread, f) for _, label, spread, f in rows]
 
 
 def strip_figure(rows: list[tuple[str, pd.DataFrame]], name_outliers: bool, every_board: bool) -> bytes:
-    """Each row one quantity: its boards' robust z, outliers red (and named); every board a grey dot, or (for
-    many rows) the range as a line, the quartiles as a bar and only boards beyond |z| = 3 as dots.  PNG bytes."""
+    """Each row one quantity or group: its boards' z, outliers red (and named); every board a grey dot, or (for
+    many rows) the range as a line, the quartiles as a bar and only boards beyond |z| = 3 as dots; the
+    threshold as red ticks (a group's on its slow side only).  PNG bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    height = 0.8 + 0.24 * len(rows)
+    height = 0.9 + 0.24 * len(rows)
     fig, ax = plt.subplots(figsize=(11, height), dpi=80)
     rng = np.random.default_rng(0)
     thresholds = np.array([f["threshold"].iat[0] for _, f in rows], float)
@@ -113,7 +114,9 @@ def strip_figure(rows: list[tuple[str, pd.DataFrame]], name_outliers: bool, ever
     ax.scatter(z[dots], jitter[dots], s=3 if every_board else 6, color="0.45", alpha=0.5, linewidths=0)
     ax.scatter(z[out], y[out], s=30, color="#c0392b", zorder=3)
     rows_y = np.arange(len(rows))
-    ax.scatter(np.r_[-thresholds, thresholds], np.r_[rows_y, rows_y], marker="|", s=60, color="#c0392b", lw=1)
+    two_sided = np.array([not is_group(f["quantity"].iat[0]) for _, f in rows])
+    ax.scatter(np.r_[-thresholds, thresholds[two_sided]], np.r_[rows_y, rows_y[two_sided]], marker="|", s=60,
+               color="#c0392b", lw=1)
     if name_outliers:  # one label per row: its outliers by |z|, the first three named
         for k, (_, f) in enumerate(rows):
             named = f[f["outlier"].astype(bool)].assign(_abs=f["z"].abs()).sort_values("_abs", ascending=False)
@@ -129,10 +132,13 @@ def strip_figure(rows: list[tuple[str, pd.DataFrame]], name_outliers: bool, ever
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xscale("symlog", linthresh=5)
     ax.set_xlim(-edge * 1.3, edge * 1.3)
-    ax.set_xlabel(f"robust z = (board - median of the model's boards) / (1.4826 MAD); linear within ±5, beyond "
-                  f"±{edge:.3g} at the edge\nred ticks: the threshold", fontsize=8)
+    ax.set_xlabel(f"z = (board - centre) / σ (the model's boards, or its panel: analysis/boards.py); a group: its "
+                  f"members' mean z\nlinear within ±5, beyond ±{edge:.3g} at the edge; red ticks: the threshold",
+                  fontsize=8)
     ax.grid(axis="x", color="0.9")
-    fig.tight_layout()
+    # margins from the labels' length (DejaVu Sans: under 0.6 em a character), not tight_layout's extra draw
+    left = (0.6 * 7 * max(len(label) for label, _ in rows) + 12) / 72
+    fig.subplots_adjust(left=min(left / 11, 0.6), right=0.98, top=1 - 0.1 / height, bottom=0.62 / height)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -152,8 +158,8 @@ def board_page(summary: dict, board: pd.DataFrame, out: Path, fleet_name: str) -
     board = board.assign(_abs=board["z"].abs()).sort_values(["outlier", "_abs"], ascending=False)
     shown = pd.DataFrame({"quantity": board["quantity"], "value": [fmt_value(v, u) for v, u in
                                                                    zip(board["value"], board["unit"])],
-                          "median of the model": [fmt_value(v, u) for v, u in zip(board["median"], board["unit"])],
-                          "deviation": [pct(v) for v in board["deviation"]], "robust z": [z_text(v) for v in board["z"]],
+                          "centre": [fmt_value(v, u) for v, u in zip(board["median"], board["unit"])],
+                          "deviation": [pct(v) for v in board["deviation"]], "z": [z_text(v) for v in board["z"]],
                           "boards": board["boards"], "outlier": ["outlier" if o else "" for o in board["outlier"]]})
     facts = " · ".join(f"{k}: {html.escape(str(meta.get(k)))}" for k in ("uuid", "gpu", "run_id", "pci_bus_id")
                        if meta.get(k))
@@ -179,26 +185,27 @@ def render_fleet_page(folder: Path, summary: dict, compared: pd.DataFrame, out_d
     top = top_boards(compared) if len(compared) else top_boards(pd.DataFrame(columns=["outlier", "z"]))
     screened = _rows(compared) if len(compared) else []
     lead = (f"{len(summary['boards'])} boards ({', '.join(f'{n} {g}' for g, n in models.items())}); "
-            f"{len(screened)} quantities screened; {top['board'].nunique()} boards stand out in {len(flagged)} "
-            f"board-quantities. Rule: {rule_line(summary)} (analysis/boards.py).")
+            f"{len(screened)} quantities and groups judged; {top['board'].nunique()} boards stand out in "
+            f"{len(flagged)} board-quantities and board-groups. Rule: {rule_line(summary)} (analysis/boards.py).")
     md = [f"# gpuatlas: fleet of {len(summary['boards'])} boards ({name})", "", lead, ""]
     body = [f"<p class='lead'>{html.escape(lead)}</p>"]
 
-    head = "Outliers: the boards with the most outlier quantities"
+    head = "Outliers: the boards with the most outlier quantities and groups"
     md += [f"## {head}", ""]
     body.append(f"<h2>{html.escape(head)}</h2>")
     if len(top):
         shown = top.head(TOP_BOARDS)
         md += [_md_table(shown), ""]
-        body.append(_table(shown, {"board": [board_file(b) for b in shown["board"]]}, marked="outlier quantities"))
+        body.append(_table(shown, {"board": [board_file(b) for b in shown["board"]]}, marked="outliers"))
         if len(top) > TOP_BOARDS:
             body.append(f"<p>{len(top) - TOP_BOARDS} more boards with outliers: fleet.csv, fleet.json.</p>")
         rows = flagged.assign(_abs=flagged["z"].abs()).sort_values("_abs", ascending=False).head(MAX_OUTLIER_ROWS)
         table = pd.DataFrame({"board": rows["board"], "quantity": rows["quantity"],
                               "value": [fmt_value(v, u) for v, u in zip(rows["value"], rows["unit"])],
-                              "median of the model": [fmt_value(v, u) for v, u in zip(rows["median"], rows["unit"])],
+                              "centre": [fmt_value(v, u) for v, u in zip(rows["median"], rows["unit"])],
                               "deviation": [pct(v) for v in rows["deviation"]],
-                              "robust z": [z_text(v) for v in rows["z"]], "boards": rows["boards"]})
+                              "z": [z_text(v) for v in rows["z"]], "threshold": rows["threshold"].round(2),
+                              "rule": rows["rule"]})
         head = f"Every outlier ({len(flagged)}" + (f", the {MAX_OUTLIER_ROWS} largest shown)" if
                                                    len(flagged) > MAX_OUTLIER_ROWS else ")")
         md += [f"## {head}", "", _md_table(table), ""]
@@ -212,29 +219,31 @@ def render_fleet_page(folder: Path, summary: dict, compared: pd.DataFrame, out_d
 
     with_outliers = [r for r in screened if r[1]["outlier"].any()]
     if with_outliers:
-        caption = "The quantities with outliers: every board's robust z; outliers red and named."
+        caption = "The quantities and groups with outliers: every board's z; outliers red and named."
         body += ["<h2>The quantities with outliers, over the boards</h2>",
                  _figure(out_dir, "outlier-quantities", strip_figure(with_outliers, True, True), caption)]
         md += ["## The quantities with outliers, over the boards", "", "![](outlier-quantities.png)", ""]
     if screened:
-        caption = (f"Every screened quantity ({len(screened)}): the boards' robust z, their range (line), quartiles "
-                   "(bar), boards beyond |z| = 3 (grey dots) and outliers (red).")
-        body += ["<h2>Every screened quantity over the boards</h2>",
+        caption = (f"Every judged quantity and group ({len(screened)}): the boards' z, their range (line), "
+                   "quartiles (bar), boards beyond |z| = 3 (grey dots) and outliers (red).")
+        body += ["<h2>Every judged quantity over the boards</h2>",
                  _figure(out_dir, "screened-quantities", strip_figure(screened, False, False), caption)]
-        md += ["## Every screened quantity over the boards", "", "![](screened-quantities.png)", ""]
+        md += ["## Every judged quantity over the boards", "", "![](screened-quantities.png)", ""]
     table = distribution(compared) if len(compared) else pd.DataFrame()
     if len(table):
         shown = pd.DataFrame({"gpu": table["gpu"], "quantity": table["quantity"], "boards": table["boards"],
                               **{c: [fmt_value(v, u) for v, u in zip(table[c], table["unit"])]
                                  for c in ("median", "min", "q25", "q75", "max")},
-                              "σ / median": ["" if pd.isna(s) or not m else f"{s / abs(m):.2%}"
-                                             for s, m in zip(table["sigma"], table["median"])],
+                              "σ / median": [spread_text(s, m, q) for s, m, q in
+                                             zip(table["sigma"], table["median"], table["quantity"])],
                               "outliers": table["outliers"]})
         shown = shown.iloc[np.argsort(-table["outliers"].to_numpy(), kind="stable")]
-        head = "Each quantity over the boards (σ: 1.4826 MAD; blank where more than half the boards agree exactly)"
+        head = ("Each quantity over the boards (σ: 1.4826 MAD of the model's boards, or its panel's standard "
+                "deviation; groups: their members' mean z)")
         body += [f"<h2>{html.escape(head)}</h2>", _table(shown)]
         md += [f"## {head}", "", _md_table(shown), ""]
-    files = (f"fleet.csv (the screen: one row per board and quantity), fleet.json (boards, outliers), dataset/ "
+    files = (f"fleet.csv (the screen: one row per board and quantity or group:<name>), fleet.json (boards, the "
+             f"rule per model, outliers), dataset/ "
              f"(every run's measurements, partitioned by run_id), runs/ (the runs: `gpuatlas report runs/RUN_ID` "
              f"renders one board's full report)")
     body += ["<h2>Files</h2>", f"<p>{html.escape(files)}</p>"]

@@ -95,11 +95,12 @@ def test_runs_made_elsewhere_are_gathered_by_the_same_command(cluster, tmp_path)
 
 def _boards(fleet, n, start=0):
     """``n`` copies of the committed quick run under ``fleet/runs``, each its own board (tools/fleet_bench.py's
-    builder), their derived quantities cut to the HBM and clock ones (a small page), each spread by 1%."""
+    builder, no board slowed), their derived quantities cut to the HBM and clock ones (a small page), each
+    spread by 1%."""
     from tools.fleet_bench import build_fleet
 
     quantities = pd.read_csv(next((HERE.parent / "reports" / "h200-quick").glob("*/derived.csv")))["quantity"]
-    build_fleet(fleet, n, pd.Series(0.01, index=quantities.unique()), seed=3, start=start)
+    build_fleet(fleet, n, pd.Series(0.01, index=quantities.unique()), seed=3, start=start, slow=0.0)
     for run in sorted((fleet / "runs").iterdir())[start:]:
         derived = pd.read_csv(run / "derived.csv")
         derived[derived["quantity"].str.startswith(("dram.", "clock."))].to_csv(run / "derived.csv", index=False)
@@ -162,8 +163,9 @@ def test_the_schema_is_the_union_of_the_footers(tmp_path):
 
 
 def test_the_fleet_page_shows_the_slow_boards_first_and_links_their_pages(tmp_path):
-    """Forty boards, one with half the HBM read bandwidth: the page's first table names it and links its page;
-    the healthy boards are not listed on the page.  (The summary and page only: no dataset.)"""
+    """Forty boards, one with half the HBM read bandwidth: it is flagged in that quantity and in the HBM group
+    (the mean of its HBM rates' z is far low too); the page's first table names it and links its page; the
+    healthy boards are not listed on the page.  (The summary and page only: no dataset.)"""
     from analysis.boards import render_boards, run_dirs, write_summary
 
     fleet = tmp_path / "fleet"
@@ -177,7 +179,9 @@ def test_the_fleet_page_shows_the_slow_boards_first_and_links_their_pages(tmp_pa
     render_boards(fleet, "fleet", fleet / "report")
     label = json.loads((slow / "run.json").read_text())["device"]["uuid"].removeprefix("GPU-")[:8]
     summary = json.loads((fleet / "fleet.json").read_text())
-    assert {(o["board"], o["quantity"]) for o in summary["outliers"]} == {(label, "dram.read_bandwidth_bytes_per_s")}
+    assert {(o["board"], o["quantity"]) for o in summary["outliers"]} == {
+        (label, "dram.read_bandwidth_bytes_per_s"), (label, "group:hbm")}
+    assert summary["screen"]["models"][summary["boards"][0]["gpu"]]["rule"] == "fleet"
     page = (fleet / "report" / "index.html").read_text()
     first_table = page[page.index("<table"):page.index("</table>")]
     assert f'<a href="boards/{label}.html">{label}</a>' in first_table

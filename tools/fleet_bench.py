@@ -1,28 +1,29 @@
 """A synthetic fleet, gathered: what ``gpuatlas fleet --gather`` costs at N boards and what the outlier screen
 finds (not a timed test: run it by hand, on a quiet machine, and commit its output).
 
-    python3 tools/fleet_bench.py --boards 1000 --work /tmp/fleet-bench --out reports/fleet-synthetic
+    python3 -m tools.fleet_bench --boards 1000 --work /tmp/fleet-bench --out reports/fleet-synthetic
 
 Each synthetic board is the committed quick run (``reports/h200-quick``) under its own UUID and run id.  Its
-derived.csv values (with their CIs) are scaled by 1 + σ_q ε, ε standard normal and σ_q the quantity's
-board-to-board spread over a panel: the sample standard deviation over |median| of its boards' values (one per
-board, the median of its runs), as analysis.repro defines it.  The panel (``--spread``) is ``reports/h200-boards``
-by default when it holds at least three boards; ``history`` takes the H200 boards kept in git history
-(``reports/h200-dev`` at PANEL_COMMIT) and the committed runs, each quantity over the runs whose probe version
-is the quick run's (so the spread is the boards', not the code's).  A quantity with fewer than three boards in
-the panel is not spread.  One board in SLOW_EVERY has its HBM read bandwidth at (1 - SLOW) of the quick run's,
-another its tensor-core peak rate: a board that far below the model's centre.
-The measurements are the quick run's file as it is (the screen reads derived.csv, and the gather's cost does
-not depend on the values).
+derived.csv values (with their CIs) are scaled by 1 + s_q ε_q, ε_q standard normal, drawn independently per
+board and quantity, and s_q the quantity's board-to-board spread in the committed panel table
+(analysis/board-spread.csv, the quick run's model: the relative standard deviation of the panel's boards).
+Independent draws are the conservative choice for the group screen's margin: a board drawn low in one HBM
+rate is not drawn low in the others, so no healthy board imitates a slow one.  A quantity the table lacks
+is not spread.
+
+Slow boards are faithful: one board in SLOW_EVERY has every quantity of the ``hbm`` group (analysis/boards.py
+GROUPS: the HBM-bound rates) at (1 - SLOW) of its healthy draw, another every quantity of the ``tensor``
+group (the tensor rates per second a clock held down under load scales).  The measurements are the quick
+run's file as it is (the screen reads derived.csv, and the gather's cost does not depend on the values).
 
 Reported: the first gather's wall time and peak memory (its own process), a re-gather with nothing new and with
-one new run, the page's render time, the screen's precision and recall against the injected boards, and two
-ways to query the dataset without loading it (pyarrow filters, DuckDB when installed).
+one new run, the page's render time, the screen's precision and recall against the injected boards (by board,
+by board and group, by board and quantity) and its margins, and two ways to query the dataset without loading
+it (pyarrow filters, DuckDB when installed).
 """
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
@@ -37,83 +38,40 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from analysis.boards import GROUP_PREFIX, group_of  # noqa: E402
+from analysis.repro import SPREAD_TABLE, read_spread_table  # noqa: E402
 from analysis.results import RunDir  # noqa: E402
 
 SOURCE = REPO / "reports" / "h200-quick"
-PANEL = REPO / "reports" / "h200-boards"
-#: The commit whose reports/h200-dev holds full and quick runs on H200 boards other than the committed one.
-PANEL_COMMIT, PANEL_FOLDER = "73ac797", "reports/h200-dev"
-#: One board in SLOW_EVERY is slow in each injected quantity, by the fraction SLOW (default of --slow).
+#: One board in SLOW_EVERY is slow in each injected group, by the fraction SLOW (default of --slow).
 SLOW_EVERY, SLOW = 100, 0.05
-SLOW_QUANTITIES = {"hbm": "dram.read_bandwidth_bytes_per_s", "tensor": "tc.bf16.peak_flops"}
+SLOW_GROUPS = ("hbm", "tensor")
 
 
 def source_run() -> RunDir:
     return RunDir(next(p for p in sorted(SOURCE.iterdir()) if (p / "run.json").is_file()))
 
 
-def _panel_runs_from_history() -> list[tuple[dict, pd.DataFrame]]:
-    """(run.json, derived) of the runs under PANEL_FOLDER at PANEL_COMMIT, read through git."""
-    def show(path):
-        return subprocess.run(["git", "-C", str(REPO), "show", f"{PANEL_COMMIT}:{path}"], capture_output=True,
-                              check=True).stdout
-
-    names = subprocess.run(["git", "-C", str(REPO), "ls-tree", "--name-only", f"{PANEL_COMMIT}:{PANEL_FOLDER}"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    runs = []
-    for name in names:
-        try:
-            meta = json.loads(show(f"{PANEL_FOLDER}/{name}/run.json"))
-            derived = pd.read_csv(io.BytesIO(show(f"{PANEL_FOLDER}/{name}/derived.csv")))
-        except subprocess.CalledProcessError:  # a folder that is not a finished run
-            continue
-        runs.append((meta, derived))
-    return runs
-
-
-def _committed_runs(folders) -> list[tuple[dict, pd.DataFrame]]:
-    runs = []
-    for folder in folders:
-        for path in [folder] + sorted(folder.iterdir()):
-            if (path / "run.json").is_file() and (path / "derived.csv").is_file():
-                run = RunDir(path)
-                runs.append((run.read_meta(), run.read_derived()))
-    return runs
-
-
-def board_spread(source: dict, which: str) -> tuple[pd.Series, str]:
-    """quantity -> relative board-to-board σ over a panel's boards (one value per board, the median of its
-    runs; the sample standard deviation over |median|, as analysis.repro defines a panel's spread; three
-    boards at least), and which panel: ``panel`` (reports/h200-boards) or ``history`` (the boards in git
-    history at the quick run's probe versions)."""
-    if which == "panel":
-        runs, where = _committed_runs([PANEL]), str(PANEL.relative_to(REPO))
-        same_version = None
-    else:
-        runs = _panel_runs_from_history() + _committed_runs(
-            [REPO / "reports" / f for f in ("h200", "h200-repeat", "h200-quick")])
-        where = f"{PANEL_FOLDER} at {PANEL_COMMIT} and reports/h200*, at the quick run's probe versions"
-        same_version = {p: s["version"] for p, s in source["probes"].items()}
-    rows = []
-    for meta, derived in runs:
-        if same_version is not None:
-            kept = {p for p, s in meta["probes"].items() if s.get("version") == same_version.get(p)}
-            derived = derived[derived["probe"].isin(kept)]
-        rows.append(derived[["quantity", "value"]].assign(board=meta["device"].get("uuid")))
-    values = pd.concat(rows).groupby(["quantity", "board"])["value"].median().reset_index()
-    g = values.groupby("quantity")["value"]
-    sigma = (g.std(ddof=1) / g.median().abs()).where(g.size() >= 3).replace([np.inf, -np.inf], np.nan).fillna(0.0)
-    return sigma.rename("sigma"), f"{where} ({values['board'].nunique()} boards)"
+def board_spread(model: str) -> tuple[pd.Series, str]:
+    """quantity -> relative board-to-board standard deviation of ``model``'s panel (analysis/board-spread.csv),
+    and which panel."""
+    table = read_spread_table()
+    own = table[table["model"] == model]
+    if own.empty:
+        raise SystemExit(f"fleet_bench: error: {SPREAD_TABLE.name} has no panel of {model}")
+    where = f"{own['panel'].iat[0]} ({int(own['boards'].max())} boards), {SPREAD_TABLE.relative_to(REPO)}"
+    return own.set_index("quantity")["spread"].rename("sigma"), where
 
 
 def build_fleet(work: Path, n: int, sigma: pd.Series, seed: int = 0, start: int = 0,
                 slow: float = SLOW) -> dict[str, list[str]]:
     """Runs ``start .. start + n - 1`` of the synthetic fleet under ``work/runs``; returns the injected boards'
-    labels per injected quantity.  Board i is the same board whatever ``n`` (its draws are seeded by i)."""
+    labels per injected group.  Board i is the same board whatever ``n`` (its draws are seeded by i)."""
     src = source_run()
     meta, derived = src.read_meta(), src.read_derived()
     spread = derived["quantity"].map(sigma).fillna(0.0).to_numpy()
-    injected: dict[str, list[str]] = {q: [] for q in SLOW_QUANTITIES.values()}
+    members = {g: derived["quantity"].map(group_of).eq(g).to_numpy() for g in SLOW_GROUPS}
+    injected: dict[str, list[str]] = {g: [] for g in SLOW_GROUPS}
     for i in range(start, start + n):
         rng = np.random.default_rng([seed, i])
         label = f"{i:04x}{rng.bytes(2).hex()}"  # the board's label (analysis.boards.board_label): unique
@@ -121,10 +79,10 @@ def build_fleet(work: Path, n: int, sigma: pd.Series, seed: int = 0, start: int 
         run_id = f"{meta['run_id']}-b{i:05d}"
         scale = 1 + spread * rng.standard_normal(len(derived))
         slot = i % SLOW_EVERY
-        for k, quantity in enumerate(SLOW_QUANTITIES.values()):
-            if slot == (k + 1) * SLOW_EVERY // (len(SLOW_QUANTITIES) + 1):
-                scale = np.where(derived["quantity"] == quantity, 1 - slow, scale)
-                injected[quantity].append(label)
+        for k, group in enumerate(SLOW_GROUPS):
+            if slot == (k + 1) * SLOW_EVERY // (len(SLOW_GROUPS) + 1):
+                scale = np.where(members[group], scale * (1 - slow), scale)
+                injected[group].append(label)
         out = work / "runs" / run_id
         out.mkdir(parents=True, exist_ok=True)
         rows = derived.copy()
@@ -164,15 +122,23 @@ QUERY_DUCKDB = ("import sys, duckdb; print(len(duckdb.sql(f\"SELECT run_id, medi
 
 
 def score(fleet: Path, injected: dict[str, list[str]]) -> dict:
-    """Precision and recall of the screen against the injected boards, by board and by board-quantity, and the
-    margins: the injected boards' smallest |z|, the healthy boards' largest."""
+    """Precision and recall of the screen against the injected boards: by board, by board and group, by board
+    and quantity (an injected board's flagged quantity is true when its group was injected); and the margins:
+    the injected boards' group z against the healthy boards', each quantity's |z| against its threshold."""
     table = pd.read_csv(fleet / "fleet.csv")
+    groups = table["quantity"].str.startswith(GROUP_PREFIX)
     flagged = table[table["outlier"]]
-    truth = {(b, q) for q, boards in injected.items() for b in boards}
-    found = set(zip(flagged["board"], flagged["quantity"]))
-    boards_true, boards_found = {b for b, _ in truth}, set(flagged["board"])
-    inj = table[[(b, q) in truth for b, q in zip(table["board"], table["quantity"])]]
-    healthy = table[[(b, q) not in truth for b, q in zip(table["board"], table["quantity"])]]
+    truth_groups = {(b, GROUP_PREFIX + g) for g, boards in injected.items() for b in boards}
+    found_groups = {(b, q) for b, q in zip(flagged["board"], flagged["quantity"]) if q.startswith(GROUP_PREFIX)}
+    slow_in = {b: g for g, boards in injected.items() for b in boards}
+    found_pairs = {(b, q) for b, q in zip(flagged["board"], flagged["quantity"]) if not q.startswith(GROUP_PREFIX)}
+    true_pairs = {(b, q) for b, q in found_pairs if group_of(q) is not None and group_of(q) == slow_in.get(b)}
+    boards_true, boards_found = set(slow_in), set(flagged["board"])
+    group_rows = table[groups]
+    is_injected = [(b, q) in truth_groups for b, q in zip(group_rows["board"], group_rows["quantity"])]
+    injected_rows = group_rows[is_injected]
+    healthy_rows = group_rows[[not x for x in is_injected]]
+    quantities = table[~groups & ~table["board"].isin(boards_true)]
 
     def ratio(a, b):
         return round(len(a) / len(b), 4) if b else None
@@ -180,15 +146,23 @@ def score(fleet: Path, injected: dict[str, list[str]]) -> dict:
     return {"boards_flagged": len(boards_found), "boards_injected": len(boards_true),
             "precision_boards": ratio(boards_found & boards_true, boards_found),
             "recall_boards": ratio(boards_found & boards_true, boards_true),
-            "precision_pairs": ratio(found & truth, found), "recall_pairs": ratio(found & truth, truth),
-            "false_alarms": sorted(f"{b} {q}" for b, q in found - truth)[:20],
-            "injected_min_abs_z": round(float(inj["z"].abs().min()), 2),
-            "healthy_max_abs_z_finite": round(float(healthy["z"].abs().replace(np.inf, np.nan).max()), 2),
-            "healthy_max_abs_z_per_injected_quantity": {
-                q: round(float(healthy[healthy["quantity"] == q]["z"].abs().max()), 2) for q in injected},
-            "injected_abs_z": {q: round(float(inj[inj["quantity"] == q]["z"].abs().min()), 2) for q in injected},
-            "threshold": round(float(table["threshold"].min()), 2),
-            "board_quantities": len(table), "quantities": int(table["quantity"].nunique())}
+            "precision_groups": ratio(found_groups & truth_groups, found_groups),
+            "recall_groups": ratio(found_groups & truth_groups, truth_groups),
+            "board_quantities_flagged": len(found_pairs),
+            "precision_quantities": ratio(true_pairs, found_pairs),
+            "false_alarms": sorted(f"{b} {q}" for b, q in (found_groups - truth_groups) | (found_pairs - true_pairs))[:20],
+            "group_threshold": {q.removeprefix(GROUP_PREFIX): round(float(f["threshold"].min()), 2)
+                                for q, f in group_rows.groupby("quantity")},
+            "injected_group_z_max": {q.removeprefix(GROUP_PREFIX): round(float(f["z"].max()), 2)
+                                     for q, f in injected_rows.groupby("quantity")},
+            "healthy_group_z_min": {q.removeprefix(GROUP_PREFIX): round(float(f["z"].min()), 2)
+                                    for q, f in healthy_rows.groupby("quantity")},
+            "healthy_quantity_largest_z_over_threshold": round(float(
+                (quantities["z"].abs() / quantities["threshold"]).replace(np.inf, np.nan).max()), 3),
+            "quantity_threshold": round(float(table.loc[~groups, "threshold"].min()), 2),
+            "rule": sorted(set(table["rule"])),
+            "board_quantities": int((~groups).sum()), "board_groups": int(groups.sum()),
+            "quantities": int(table.loc[~groups, "quantity"].nunique())}
 
 
 def markdown(r: dict) -> str:
@@ -208,20 +182,23 @@ def markdown(r: dict) -> str:
             *((f"query: bw.dram per run, {k}", f"{v['wall_s']} s wall, {v['cpu_s']} s CPU, peak memory "
                                                f"{v['peak_gb']} GB ({v['runs']} runs)")
               for k, v in r["query_bw_dram_per_run_median"].items()),
-            ("spread", f"{r['spread_from']}; σ of " + ", ".join(f"{q} {s:.2%}" for q, s in
-                                                                 r["spread_of_injected"].items())),
-            ("injected", f"1 board in {r['slow_every']} {r['slow']:.0%} low in each of "
-                         + ", ".join(r["spread_of_injected"]) + f": {sc['boards_injected']} boards"),
+            ("spread", f"{r['spread_from']}; each board and quantity drawn independently"),
+            ("injected", f"1 board in {r['slow_every']} with every quantity of a group {r['slow']:.0%} low, for "
+                         + ", ".join(f"{g} ({len(q)} quantities)" for g, q in r["injected_quantities"].items())
+                         + f": {sc['boards_injected']} boards"),
+            ("rule", ", ".join(sc["rule"]) + " (analysis/boards.py)"),
             ("screen, boards", f"{sc['boards_flagged']} flagged; precision {sc['precision_boards']}, recall "
                                f"{sc['recall_boards']}"),
-            ("screen, board-quantities", f"{sc['board_quantities']} screened; precision {sc['precision_pairs']}, "
-                                         f"recall {sc['recall_pairs']}"),
-            ("margins (robust z, absolute)", f"the injected boards' smallest {sc['injected_min_abs_z']}; the healthy "
-                                             f"boards' largest {sc['healthy_max_abs_z_finite']} (in "
-                                             + ", ".join(f"{q} {z}" for q, z in
-                                                         sc["healthy_max_abs_z_per_injected_quantity"].items())
-                                             + ")"),
-            ("threshold", f"{sc['threshold']} (analysis/boards.py)")]
+            ("screen, board-groups", f"{sc['board_groups']} judged; precision {sc['precision_groups']}, "
+                                     f"recall {sc['recall_groups']}"),
+            ("screen, board-quantities", f"{sc['board_quantities']} judged; {sc['board_quantities_flagged']} flagged, "
+                                         f"precision {sc['precision_quantities']}"),
+            ("margins, groups (z; slow below -threshold)",
+             "; ".join(f"{g}: threshold {sc['group_threshold'][g]}, the injected boards' highest "
+                       f"{sc['injected_group_z_max'].get(g)}, the healthy boards' lowest {sc['healthy_group_z_min'][g]}"
+                       for g in sc["group_threshold"])),
+            ("margins, quantities", f"threshold {sc['quantity_threshold']}; the healthy boards' largest absolute z is "
+                                    f"{sc['healthy_quantity_largest_z_over_threshold']} of its threshold")]
     return "| | tools/fleet_bench.py |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows) + "\n"
 
 
@@ -233,8 +210,6 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", type=Path, help="only print the table of this bench.json")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--slow", type=float, default=SLOW, help="how far below the model the slow boards are")
-    ap.add_argument("--spread", choices=("panel", "history"), help="whose board-to-board spread (default: the "
-                    "panel reports/h200-boards when it has three boards, else history)")
     ap.add_argument("--screen-only", action="store_true", help="build and screen (fleet.csv) only: no gather")
     args = ap.parse_args(argv)
     if args.markdown:
@@ -244,29 +219,25 @@ def main(argv=None) -> int:
         ap.error(f"--boards must be at least {SLOW_EVERY}, and --work a new or empty folder")
     load = os.getloadavg()
     source = source_run().read_meta()
-    which = args.spread or ("panel" if PANEL.is_dir() and len({m["device"].get("uuid") for m, _ in
-                                                                _committed_runs([PANEL])}) >= 3 else "history")
-    sigma, panel = board_spread(source, which)
+    sigma, panel = board_spread(source["gpu"])
     t0 = time.perf_counter()
     injected = build_fleet(args.work, args.boards, sigma, args.seed, slow=args.slow)
     built = time.perf_counter() - t0
+    quantities = source_run().read_derived()["quantity"]
     head = {"boards": args.boards, "seed": args.seed, "source_run": source["run_id"], "spread_from": panel,
-            "spread_of_injected": {q: round(float(sigma.get(q, 0.0)), 5) for q in SLOW_QUANTITIES.values()},
-            "slow": args.slow, "slow_every": SLOW_EVERY}
+            "slow": args.slow, "slow_every": SLOW_EVERY,
+            "injected_quantities": {g: {q: round(float(sigma.get(q, 0.0)), 5) for q in quantities
+                                        if group_of(q) == g} for g in SLOW_GROUPS}}
     if args.screen_only:
         from analysis.boards import run_dirs, write_summary
 
         write_summary(args.work, run_dirs(args.work / "runs"), "fleet")
-        result = {**head, "screen": score(args.work, injected)}
-        print(json.dumps(result, indent=2))
-        if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / f"screen-{which}-slow{args.slow:g}.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps({**head, "screen": score(args.work, injected)}, indent=2))
         return 0
     first = timed(GATHER, str(args.work))
     again = timed(GATHER, str(args.work))
-    for quantity, boards in build_fleet(args.work, 1, sigma, args.seed, start=args.boards, slow=args.slow).items():
-        injected[quantity] += boards
+    for group, boards in build_fleet(args.work, 1, sigma, args.seed, start=args.boards, slow=args.slow).items():
+        injected[group] += boards
     one_new = timed(GATHER, str(args.work))
     render = timed(RENDER, str(args.work))
     queries = {"pyarrow": timed(QUERY_ARROW, str(args.work))}
