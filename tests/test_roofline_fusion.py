@@ -11,7 +11,7 @@ from analysis.quantities import QUANTITIES, derived_row
 from analysis.roofline import (attainable, feasible_blocks, gap_explanation, matmul_flops, matmul_rows,
                                roofline_table, tile_intensity, tile_smem_bytes, tiled_hbm_bytes)
 from fakes import DEVICE
-from probes.fusion import ring_slots
+from probes.families.fusion import ring_slots
 from probes.registry import all_probes
 
 H100_HBM, H100_PEAK = 3.35e12, 989e12
