@@ -11,8 +11,7 @@ from pathlib import Path
 
 from analysis.errors import UsageError
 from gpuatlas import COMMITTED_RUN
-from gpuatlas.checks import (checked_run_request, checked_sources, figure_suffixes, writable_file,
-                             writable_folder)
+from gpuatlas.checks import checked_run_request, checked_sources, figure_suffixes, writable_file, writable_folder
 
 #: The committed H200 run: the default for ``gpuatlas report`` and the reference device for ``list``.
 DEFAULT_RUN = COMMITTED_RUN
@@ -221,8 +220,7 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import shutil
 
-    from analysis.compare import (common_only, comparison, csv_table, left_out, plot, render_text,
-                                  resolve_baseline)
+    from analysis.compare import common_only, comparison, csv_table, left_out, plot, render_text, resolve_baseline
 
     if args.plot:
         writable_file(args.plot, "--plot", figure_suffixes())

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from analysis.latency import access_bands, hierarchy_rows
-from probes.kit import chain
 from probes.families import chase_l2
+from probes.kit import chain
 from probes.kit.cuda import compile_cubin, resource_usage, sass
 
 DEVICE = {"l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10}

@@ -8,11 +8,10 @@ import re
 import numpy as np
 import pytest
 
+from conftest import COMMITTED_RUN
 from probes.families.bandwidth import dram
-
 from probes.kit import samplers as kit
 from probes.kit.cuda import compile_cubin, resource_usage, sass
-from conftest import COMMITTED_RUN
 
 H200 = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
 #: Another GPU's properties (an A100-40GB-like part): nothing about the sweeps may be H200-specific.

@@ -9,10 +9,8 @@ import pandas as pd
 import pytest
 
 from probes.families import compute
-
-from probes.kit import samplers as kit
-
 from probes.families.compute import wgmma
+from probes.kit import samplers as kit
 from probes.kit.cuda import compile_cubin, resource_usage, sass
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from probes.families import compute
-
 from probes.families.compute import wgmma
 from probes.kit.cuda import KERNEL_DIR
 from probes.kit.harness import Budget, Context

@@ -7,9 +7,9 @@ import sys
 import pandas as pd
 import pytest
 
+from analysis import repro
 from analysis.derive import derive
 from analysis.quantities import QUANTITIES
-from analysis import repro
 from analysis.results import DERIVED_COLUMNS, atomic_write_parquet
 from fakes import DEVICE, simulated_probes
 from gpuatlas.machinery import runner

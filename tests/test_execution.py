@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from analysis.execution import OPS, UNITS, execution_rows, inst_table, sass_step
-from probes.families.execution import exec_chains
 from probes.families import execution
+from probes.families.execution import exec_chains
 from probes.kit.cuda import compile_cubin, resource_usage, sass
 from probes.registry import all_probes
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from analysis.geometry import classify_policy, geometry_rows, lines_held, set_geometry, walks
-from probes.families.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset, set_strides,
-                             sweep_lines)
+from probes.families.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset,
+                                      set_strides, sweep_lines)
 from tests import fakes
 from tests.fakes import SetCache, cache_walk
 

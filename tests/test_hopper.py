@@ -10,8 +10,8 @@ import pytest
 from analysis.hopper import dpx_rows, dsmem_rows, refused_cluster_sizes, tma_rows
 from analysis.stats import ratio_ci
 from probes.families import hopper
-from probes.kit import tensor_map
 from probes.families.hopper import tma
+from probes.kit import tensor_map
 from probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
 from test_kernels import assert_dependent_chain, timed_region
 

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.geometry import (fit_ways, geometry_rows, hashed_geometry, onset_policy, onset_positions,
-                               overfill_misses, walks)
+from analysis.geometry import (fit_ways, geometry_rows, hashed_geometry, onset_policy, onset_positions, overfill_misses,
+                               walks)
 from probes.families.geometry import RECORD_BYTES, chain_blocks, sweep_lines
 from tests import fakes
 from tests.fakes import SetCache, cache_walk, set_index

@@ -11,16 +11,16 @@ import fakes
 import pytest
 
 from analysis.occupancy import ALLOCATION
+from gpuatlas.machinery.runner import skip_reason
 from probes.families import chase
-from probes.families.bandwidth import dram
 from probes.families import hopper
-from probes.kit import samplers as kit
 from probes.families import occupancy
-from probes.families.hopper import tma
+from probes.families.bandwidth import dram
 from probes.families.bandwidth import full_occupancy_warps, stride_layout
+from probes.families.hopper import tma
+from probes.kit import samplers as kit
 from probes.kit.cuda import KERNEL_DIR, compile_cubin, sass
 from probes.registry import all_probes
-from gpuatlas.machinery.runner import skip_reason
 from tests_support import cubin_kernels
 
 ROOT = Path(__file__).resolve().parents[1]

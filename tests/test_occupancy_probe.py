@@ -15,8 +15,8 @@ from analysis.littles_law import littles_rows, model
 from analysis.occupancy import occupancy
 from analysis.render import render
 from conftest import COMMITTED_RUN
-from probes.families import occupancy as occ
 from gpuatlas.machinery import runner
+from probes.families import occupancy as occ
 from probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_bandwidth import assert_issued_before_use, assert_loads_in_the_loop, instructions, opcode
 

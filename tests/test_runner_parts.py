@@ -11,8 +11,8 @@ import fakes
 from analysis import results
 from analysis.results import RunDir, config_filename
 from gpuatlas.machinery import runner
-from probes.kit import telemetry
 from gpuatlas.machinery import workers
+from probes.kit import telemetry
 from probes.kit.harness import Budget, Context
 
 META = {"run_id": "r", "gpu": "g"}

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from probes.families import barriers
-
 from probes.families import smem_atomics
 from probes.kit.cuda import compile_cubin, resource_usage, sass, source
 from probes.registry import all_probes

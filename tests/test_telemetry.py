@@ -11,8 +11,8 @@ import pytest
 
 from analysis.results import TELEMETRY_COLUMNS, load_run
 from gpuatlas.machinery import runner
-from probes.kit import telemetry
 from gpuatlas.machinery import workers
+from probes.kit import telemetry
 from probes.kit.harness import Sample
 
 REPO = Path(__file__).resolve().parents[1]

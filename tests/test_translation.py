@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 
 from analysis.latency import last_octave_slope
-from analysis.translation import tlb_rows
 from analysis.plateaus import MIN_STEP, fit_staircase
-from probes.kit import chain
+from analysis.translation import tlb_rows
 from probes.families import chase
+from probes.kit import chain
 
 PAGE = 2 << 20
 

@@ -20,10 +20,10 @@ from typing import Callable
 
 from analysis.errors import UsageError
 from analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from gpuatlas.machinery.workers import (ProbeFailed, Worker, compile_jobs, lanes, measure_configs, start_compiles,
+                                        start_lanes)
 from probes.kit.harness import Budget, Context
 from probes.registry import PROFILES, Probe, all_probes, select
-from gpuatlas.machinery.workers import (ProbeFailed, Worker, compile_jobs, lanes, measure_configs, start_compiles,
-                            start_lanes)
 
 REPO = Path(__file__).resolve().parents[1]
 

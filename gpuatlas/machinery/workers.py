@@ -19,8 +19,8 @@ import pyarrow as pa
 from analysis.results import TELEMETRY_COLUMNS, RunDir, config_filename, config_key
 from probes.kit import telemetry
 from probes.kit.harness import Budget, Context
-from probes.registry import Probe
 from probes.kit.telemetry import EMPTY as TELEMETRY_EMPTY, POLL_S
+from probes.registry import Probe
 
 
 def telemetry_windows(samples, start: float, poll_s: float = POLL_S) -> list[tuple[float, float]]:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.cuda import blocks_per_sm
 from probes.kit.clusters import ClusterRefused, cluster_launch, refused_samples
+from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import PLACEMENTS, random_lines
 from probes.registry import probe

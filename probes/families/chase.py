@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from probes.kit.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, cupy_launcher,
-                          measure_chase, smem_footprints, steps_for, three_footprints)
+                              measure_chase, smem_footprints, steps_for, three_footprints)
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import STRIDE_WARMUP_S
 from probes.registry import geom, probe

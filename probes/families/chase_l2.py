@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chain import (CALIBRATION_STEPS, chain_on_gpu, chase_samples, cupy_launcher, expected_address,
-                          flush_l2, steps_for)
+from probes.kit.chain import (CALIBRATION_STEPS, chain_on_gpu, chase_samples, cupy_launcher, expected_address, flush_l2,
+                              steps_for)
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 

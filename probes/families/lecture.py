@@ -16,8 +16,7 @@ import math
 import numpy as np
 
 from analysis.roofline import matmul_flops, smem_budget
-from probes.kit.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints,
-                          steps_for)
+from probes.kit.chain import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints, steps_for
 from probes.kit.harness import repeat_until_stable
 from probes.registry import probe
 

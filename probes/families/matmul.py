@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from analysis.roofline import feasible_blocks, matmul_flops, smem_budget, tile_smem_bytes
 from probes.kit.harness import Sample, launch_seconds
-from probes.registry import probe
 from probes.kit.torch_kit import check_product, measure_flops, operands, torch_stream, triton_matmul
+from probes.registry import probe
 
 RUN_ORDER = 200
 

@@ -147,8 +147,8 @@ def tex_samples(ctx, footprint_bytes: int) -> list[Sample]:
     import cupy
     from cupy.cuda import runtime, texture
 
-    from probes.kit.chain import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, element_offsets, \
-        steps_for, warm_steps
+    from probes.kit.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, element_offsets,
+                                  steps_for, warm_steps)
     from probes.kit.cuda import kernel
 
     elements = footprint_bytes // STRIDE

@@ -26,8 +26,9 @@ import numpy as np
 
 from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import Sample, calibrate
-from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION, STRIDE_MAX_REPEATS,
-                        STRIDE_WARMUP_S, Filled, Sink, bandwidth_bound, bandwidth_samples, fill_hash, sum32)
+from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION,
+                                 STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, Filled, Sink, bandwidth_bound, bandwidth_samples,
+                                 fill_hash, sum32)
 from probes.registry import geom, probe
 
 RUN_ORDER = 90

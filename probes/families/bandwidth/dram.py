@@ -19,7 +19,7 @@ import numpy as np
 from probes.families.bandwidth import BLOCK_THREADS, LAUNCH_S, SAMPLE_S, bandwidth_kernel, resident_blocks
 from probes.kit.harness import Sample, calibrate, launch_seconds
 from probes.kit.samplers import (HBM_FOOTPRINT_L2, MEMORY_FRACTION, Sink, bandwidth_bound, bandwidth_samples, fill_hash,
-                        mismatches, sum32)
+                                 mismatches, sum32)
 from probes.registry import geom, probe
 
 RUN_ORDER = 100

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.families.compute import check_identical, measure_rate, occupancy_sample
+from probes.families.compute.wgmma import wgmma_fragment_to_matrix
 from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import Sample, calibrate
-from probes.families.compute import check_identical, measure_rate, occupancy_sample
 from probes.registry import probe
-from probes.families.compute.wgmma import wgmma_fragment_to_matrix
 
 RUN_ORDER = 140
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.families.compute import (LAUNCH_S, MAX_TRIPS, TC_DTYPES, TC_SHAPES, check_identical, e4m3_value,
+                                     measure_rate, occupancy_sample, random_operand, tensor_bound_per_clk_sm)
 from probes.kit import telemetry
-from probes.families.compute import (LAUNCH_S, MAX_TRIPS, TC_DTYPES, TC_SHAPES, check_identical, e4m3_value, measure_rate,
-                            occupancy_sample, random_operand, tensor_bound_per_clk_sm)
 from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import Budget, Sample, calibrate
 from probes.kit.samplers import kernel_clock_hz

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.clusters import (ClusterRefused, MAX_DYNAMIC_SHARED_SIZE_BYTES, cluster_launch, refused_samples,
-                                 set_attribute)
-from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.families.hopper import (CHASE_ELEMENTS, CHASE_MODES, CHASE_THREADS, CLUSTER_AXES, CLUSTER_SIZES,
                                     DSMEM_BUFFER_BYTES, DSMEM_THREADS, HOPPER, LAUNCH_S, READ_PATTERNS, SAMPLE_S,
                                     UNROLL, chase_next_index, checked_bandwidth, hopper_kernel, known_sum)
+from probes.kit.clusters import (ClusterRefused, MAX_DYNAMIC_SHARED_SIZE_BYTES, cluster_launch, refused_samples,
+                                 set_attribute)
+from probes.kit.cuda import blocks_per_sm
+from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import MAX_BYTES_PER_CLK_SM, Sink, steps_for
 from probes.registry import probe
 

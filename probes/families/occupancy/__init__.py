@@ -28,7 +28,7 @@ import numpy as np
 from analysis.occupancy import allocation, occupancy
 from probes.kit.harness import calibrate
 from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, Filled, Sink,
-                        bandwidth_bound, bandwidth_samples, sum32)
+                                 bandwidth_bound, bandwidth_samples, sum32)
 from probes.registry import probe
 
 RUN_ORDER = 110

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 
+from probes.families.smem_banks import (ACCESS_BYTES, AXES, CHAIN_UNROLL, FORMS, LANES, batch, measure_banks,
+                                        stride_sweep)
 from probes.kit.harness import Sample
 from probes.registry import probe
-from probes.families.smem_banks import (ACCESS_BYTES, AXES, CHAIN_UNROLL, FORMS, LANES, batch, measure_banks,
-                               stride_sweep)
 
 RUN_ORDER = 70
 
