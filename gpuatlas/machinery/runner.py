@@ -25,7 +25,7 @@ from gpuatlas.machinery.workers import (ProbeFailed, Worker, compile_jobs, lanes
 from probes.kit.harness import Budget, Context
 from probes.registry import PROFILES, Probe, all_probes, select
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class RunInterrupted(KeyboardInterrupt):
