@@ -147,7 +147,7 @@ def checked_run_request(args, reference_device: dict | None) -> dict:
     writable_folder(args.out, "--out")
     device = reference_device
     if overrides and device is None:  # no committed run installed: the GPU's own description, before a run is made
-        from probes.device import device_properties
+        from gpuatlas.machinery.device import device_properties
 
         device = device_properties()
     check_axis_values(overrides, probes, device)

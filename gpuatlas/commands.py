@@ -11,8 +11,7 @@ from pathlib import Path
 
 from analysis.errors import UsageError
 from gpuatlas import COMMITTED_RUN
-from gpuatlas.checks import (checked_run_request, checked_sources, figure_suffixes, writable_file,
-                             writable_folder)
+from gpuatlas.checks import checked_run_request, checked_sources, figure_suffixes, writable_file, writable_folder
 
 #: The committed H200 run: the default for ``gpuatlas report`` and the reference device for ``list``.
 DEFAULT_RUN = COMMITTED_RUN
@@ -56,9 +55,9 @@ def cmd_run(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from analysis.stats import SPREAD_WARNING, unstable_configs
-    from probes import runner
-    from probes.harness import Budget
-    from probes.workers import start_lanes
+    from gpuatlas.machinery import runner
+    from probes.kit.harness import Budget
+    from gpuatlas.machinery.workers import start_lanes
 
     console = _console()
     if args.gpus:
@@ -264,7 +263,7 @@ def cmd_fleet(args) -> int:
 def cmd_doctor(args) -> int:
     from rich.text import Text
 
-    from probes.doctor import run_checks
+    from gpuatlas.machinery.doctor import run_checks
 
     checks = run_checks()
     console = _console()

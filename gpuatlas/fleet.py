@@ -56,11 +56,11 @@ def measure_board(probe_names, profile: str, seed: int, done_uuids, spool: str, 
                   probes_fn=None, isolate: bool = True) -> dict:
     """One Ray task: measure the GPU this task holds (Ray set CUDA_VISIBLE_DEVICES) into the spool, resuming
     this board's unfinished run there if it has one; return the run's files, or that it was done before."""
-    from probes import runner
+    from gpuatlas.machinery import runner
     from probes.registry import select
 
     if device_fn is None:
-        from probes.device import device_properties, require_gpu, software_versions
+        from gpuatlas.machinery.device import device_properties, require_gpu, software_versions
 
         require_gpu()
         device, software = device_properties(), software_versions()

@@ -38,7 +38,7 @@ def parse_gpus(spec: str, visible: list[str]) -> list[str]:
 
 def visible_devices() -> list[str]:
     """CUDA_VISIBLE_DEVICES entries of this process's GPUs (their ordinals when it is unset)."""
-    from probes.device import require_gpu
+    from gpuatlas.machinery.device import require_gpu
 
     count = require_gpu().cuda.runtime.getDeviceCount()
     listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]

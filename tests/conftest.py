@@ -18,7 +18,7 @@ def _compile_once_per_content() -> None:
     edits.  Installed before any test module imports these names."""
     import functools
 
-    import probes.cuda as cuda
+    import probes.kit.cuda as cuda
 
     compile_cubin, sass = cuda.compile_cubin, cuda.sass
     compiled = functools.lru_cache(maxsize=None)(lambda name, text, arch, options: compile_cubin(name, arch))
@@ -159,7 +159,7 @@ def simulated_quick_run(tmp_path_factory):
     """A quick run of every simulated probe (tests/fakes.py), measured once for the test run by the runner as
     `gpuatlas run` measures, in its worker process: ``(RunDir, probes)``.  Read it; damage only a copy."""
     from fakes import DEVICE, simulated_probes
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     probes = simulated_probes()
     run, meta = runner.new_run(tmp_path_factory.mktemp("simulated-quick"), DEVICE, {"python": "3"}, probes,

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from probes.harness import Sample
+from probes.kit.harness import Sample
 from probes.registry import all_probes
 
 CLOCK_HZ = 1.98e9
@@ -310,7 +310,7 @@ def _compute_tensor_units(ctx, op):
 IDLE_W, POWER_LIMIT_W, BURST_LIMIT_W, POWER_LAG_S = 80.0, 700.0, 850.0, 0.12
 JOULE_PER_FLOP = {"bf16": 0.7e-12, "fp16": 0.7e-12, "tf32": 1.4e-12, "e4m3": 0.4e-12}
 OPERAND_ACTIVITY = {"signed": 1.0, "unit": 0.8}
-#: wgmma's burst launches and back-to-back run, as the probe's full profile makes them (probes/wgmma.py).
+#: wgmma's burst launches and back-to-back run, as the probe's full profile makes them (probes/families/compute/wgmma.py).
 WGMMA_BURSTS, SUSTAINED_S, SUSTAINED_SAMPLE_S = 5, 1.5, 0.05
 
 
@@ -519,7 +519,7 @@ CROSSING = FAR_L2 - LEVELS["l2"]
 def placed(ctx, near: float, salt: int) -> list[Sample]:
     """One sample per random line (as the probe draws them): ``near`` where the line is homed near, plus
     CROSSING where it is homed far (the simulated L2's partition hash)."""
-    from probes.kit import PLACEMENTS, random_lines
+    from probes.kit.samplers import PLACEMENTS, random_lines
 
     offsets = random_lines(ctx, PLACEMENTS, salt)
     cycles = np.where(far_homed(offsets), near + CROSSING, near)
@@ -778,7 +778,7 @@ def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, bloc
 
 
 def _geometry_l1(ctx, stride_bytes, smem_bytes, placement):
-    from probes.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
+    from probes.families.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
 
     sets = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_WAYS
     n_max = max_lines(ctx.device, stride_bytes)
@@ -812,7 +812,7 @@ def partition_walks(stride_bytes, lines, walks, interleave=PARTITION_INTERLEAVE,
 
 
 def _l2_partition(ctx, stride_bytes):
-    from probes.l2_partition import PARTITION_LINES, PARTITION_WALKS
+    from probes.families.geometry.l2_partition import PARTITION_LINES, PARTITION_WALKS
 
     values = partition_walks(stride_bytes, PARTITION_LINES, PARTITION_WALKS, seed=stride_bytes)
     return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(values)]
@@ -834,7 +834,7 @@ def sm_map_walks(lines, sm_ids, sides, seed=0):
 
 
 def _l2_sm_map(ctx, sm_stride):
-    from probes.l2_partition import SM_MAP_LINES
+    from probes.families.geometry.l2_partition import SM_MAP_LINES
 
     ids = [i for i in range(2 * DEVICE["sm_count"]) if i % SM_ID_GAP != 3][:DEVICE["sm_count"]:int(sm_stride)]
     values = sm_map_walks(SM_MAP_LINES, ids, [i % 2 for i in ids], seed=sm_stride)
@@ -875,7 +875,7 @@ def l2_set_hits(blocks: np.ndarray, walkers: int, ways: int = L2_SET_WAYS,
 
 
 def _l2_sets(ctx, walkers, placement, lengths=12, ways=L2_SET_WAYS):
-    from probes.l2_sets import LINE_BYTES as LINE, TIMED_PASSES, chain_blocks, chain_lengths, walker_count
+    from probes.families.l2_sets import LINE_BYTES as LINE, TIMED_PASSES, chain_blocks, chain_lengths, walker_count
 
     count = walker_count(DEVICE, walkers)
     rng = np.random.default_rng(count)
@@ -907,7 +907,7 @@ def _const(ctx, footprint_bytes):
 def _l2_persist(ctx, hint):
     """Each round re-reads the hot set after an L2-sized stream: under LRU the stream evicts it (read from HBM)
     unless its lines persist (evict_last: read from the L2); the stream always comes from HBM."""
-    from probes.geometry import PERSIST_ROUNDS, persist_hot_bytes
+    from probes.families.geometry import PERSIST_ROUNDS, persist_hot_bytes
 
     hot, stream = persist_hot_bytes(DEVICE), DEVICE["l2_bytes"]
     seconds = PERSIST_ROUNDS * (hot / (L2_READ if hint == "evict_last" else HBM_READ) + stream / HBM_READ)
@@ -977,7 +977,7 @@ def write_chase_cycles(access: str, keeps: bool = L1_KEEPS_STORES) -> float:
 def allocate_cycles(device: dict, allocates: bool = L2_WRITE_ALLOCATES) -> tuple[float, float, float]:
     """Per-block cycles of the first, second and cold reads: each block's share of the L2's read rate, or of
     the HBM's, over the bytes it reads."""
-    from probes.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
+    from probes.families.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
 
     blocks = ALLOCATE_BLOCKS_PER_SM * device["sm_count"]
     per_block = ALLOCATE_ROUNDS * allocate_slice_bytes(device)
@@ -986,7 +986,7 @@ def allocate_cycles(device: dict, allocates: bool = L2_WRITE_ALLOCATES) -> tuple
 
 
 def written_bytes(device: dict) -> float:
-    from probes.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
+    from probes.families.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
 
     return float(ALLOCATE_ROUNDS * ALLOCATE_BLOCKS_PER_SM * device["sm_count"] * allocate_slice_bytes(device))
 
@@ -1028,7 +1028,7 @@ ICACHE_L1_FETCH, ICACHE_BEYOND_FETCH = 8.0, 96.0
 def icache_cycles_per_instruction(code_bytes: int) -> float:
     """A loop of ``code_bytes`` (and the loop's own instructions) walked cyclically: under LRU it hits the
     smallest level that holds it on every line and misses every smaller level on every line."""
-    from probes.icache import INSTRUCTION_BYTES, LOOP_INSTRUCTIONS
+    from probes.families.icache import INSTRUCTION_BYTES, LOOP_INSTRUCTIONS
 
     size = code_bytes + LOOP_INSTRUCTIONS * INSTRUCTION_BYTES
     per_line = ICACHE_LINE // INSTRUCTION_BYTES

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import fakes
 from analysis.results import RunDir
-from probes import runner
+from gpuatlas.machinery import runner
 
 
 def slowed(func):

@@ -174,7 +174,7 @@ def simulated_a100(tmp_path_factory):
     """A quick simulated run (tests/fakes.py) of the probes the export reads, on an A100's device properties."""
     import fakes
 
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     devices = json.loads((REPO / "tests" / "fixtures" / "devices.json").read_text())
     device = {k: v for k, v in devices["a100-40gb"].items() if not k.startswith("_")}

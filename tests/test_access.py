@@ -8,8 +8,9 @@ import pytest
 
 from analysis.latency import hierarchy_rows
 from analysis.miss_latency import access_bands
-from probes import chain, chase_l2
-from probes.cuda import compile_cubin, resource_usage, sass
+from probes.families import chase_l2
+from probes.kit import chain
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 
 DEVICE = {"l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10}
 #: Cluster centres (cycles, before the recording's cost) like the H200's, and that cost.

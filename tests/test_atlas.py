@@ -98,7 +98,7 @@ def simulated_a100(tmp_path_factory):
     import fakes
 
     from analysis.derive import derive
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     a100 = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text())["a100-40gb"].items()
             if not k.startswith("_")}

@@ -13,7 +13,7 @@ from analysis.errors import UsageError
 from analysis.results import load_run
 from gpuatlas import commands
 from gpuatlas.cli import main
-from probes import runner
+from gpuatlas.machinery import runner
 from tests_support import tree_digest
 
 TOKENS = ["list", "run", "report", "compare", "-p", "--probe", "--profile", "quick", "full", "nope", "-a",

@@ -1,4 +1,4 @@
-"""probes/bandwidth.py and bandwidth.cu without a GPU: every kernel compiled for sm_90 (no local memory, the
+"""probes/families/bandwidth/__init__.py and bandwidth.cu without a GPU: every kernel compiled for sm_90 (no local memory, the
 intended load width, several loads in flight before use), the sweeps sized from device dicts, the stride
 layout's invariants, and the host's checksum accounting against a replay of the kernels' indexing."""
 import importlib
@@ -8,9 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from probes import dram, kit
-from probes.cuda import compile_cubin, resource_usage, sass
 from conftest import COMMITTED_RUN
+from probes.families.bandwidth import dram
+from probes.kit import samplers as kit
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 
 H200 = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
 #: Another GPU's properties (an A100-40GB-like part): nothing about the sweeps may be H200-specific.
@@ -21,7 +22,7 @@ OTHER = {**H200, "name": "Other GPU", "sm_count": 108, "l2_bytes": 40 << 20, "to
 
 @pytest.fixture(scope="module")
 def bw():
-    return importlib.import_module("probes.bandwidth")
+    return importlib.import_module("probes.families.bandwidth")
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +211,7 @@ def test_dram_kernels_are_the_declared_ones(cubin, bw):
 
 
 @pytest.mark.parametrize("name, unroll, contiguous",
-                         [k[:3] for k in importlib.import_module("probes.dram").DRAM_KERNELS["read"]])
+                         [k[:3] for k in importlib.import_module("probes.families.bandwidth.dram").DRAM_KERNELS["read"]])
 def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
     loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
@@ -218,7 +219,7 @@ def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     assert_issued_before_use(code, READ_OPS[contiguous], unroll)
 
 
-BLOCK_READS = [(name, unroll) for name, unroll, *_ in importlib.import_module("probes.dram").DRAM_KERNELS["read"]
+BLOCK_READS = [(name, unroll) for name, unroll, *_ in importlib.import_module("probes.families.bandwidth.dram").DRAM_KERNELS["read"]
                if "block" in name]
 
 
@@ -246,7 +247,7 @@ def test_block_read_in_flight_check_fails_when_ptxas_sums_early():
     has ptxas sum loads before the eighth is issued, and the in-flight check must fail on it."""
     from cupy.cuda import nvrtc
 
-    from probes.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, source
+    from probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, source
 
     src = source("bandwidth.cu") + r'''
 extern "C" __global__ void __launch_bounds__(256, 8)
@@ -279,7 +280,7 @@ def store_op(store_bytes: int, streaming: bool) -> str:
     return "STG.E" + (".EF" if streaming else "") + (".64" if store_bytes == 8 else f".{store_bytes * 8}")
 
 
-@pytest.mark.parametrize("variant", list(importlib.import_module("probes.dram").WRITE_VARIANTS))
+@pytest.mark.parametrize("variant", list(importlib.import_module("probes.families.bandwidth.dram").WRITE_VARIANTS))
 def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin, bw, variant):
     """Grid-stride: WRITE_U stores a trip; once: exactly one store, no loop.  The other width and the other
     hint are the negative controls: each variant's SASS must fail to match them."""
@@ -317,7 +318,7 @@ def test_once_grids_write_every_element_once(bw):
 
 
 @pytest.mark.parametrize("name, unroll, contiguous, block_contiguous",
-                         [k for k in importlib.import_module("probes.dram").DRAM_KERNELS["copy"]])
+                         [k for k in importlib.import_module("probes.families.bandwidth.dram").DRAM_KERNELS["copy"]])
 def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous, block_contiguous):
     code = sass(cubin[0])[name]
     ops = [opcode(l) for l in instructions(code) if opcode(l).startswith(("STG", "LDG"))]
@@ -580,7 +581,7 @@ def test_dram_bound_comes_from_the_device_properties(bw):
 
 class FakeCtx:
     def __init__(self, hz=1.98e9):
-        from probes.harness import Budget
+        from probes.kit.harness import Budget
 
         self.device = H200
         self.budget = Budget(warmup_s=0.0, min_repeats=3, max_repeats=3)
@@ -648,7 +649,7 @@ def test_a_simulated_run_recovers_the_fakes_write_and_footprint_physics(tmp_path
     """The fakes' fastest write variant and their largest-footprint read come back as the headlines."""
     import fakes
     from analysis.derive import derive
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id in ("bw.dram", "bw.dram_footprint")]
     run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])

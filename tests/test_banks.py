@@ -7,7 +7,7 @@ import pytest
 from analysis.banks import CANDIDATES, conflict_degree, degree_of, fit_banks
 import importlib
 
-smem_banks = importlib.import_module("probes.smem_banks")
+smem_banks = importlib.import_module("probes.families.smem_banks")
 ACCESS_BYTES = smem_banks.ACCESS_BYTES
 
 

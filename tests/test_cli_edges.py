@@ -49,13 +49,13 @@ def test_report_of_references_alone_is_refused(tmp_path, capsys):
 def no_work(monkeypatch):
     """Fails a command that gets as far as asking for a GPU, deriving a run or loading a comparison."""
     import analysis.compare
-    import probes.device
+    import gpuatlas.machinery.device
     from gpuatlas import commands
 
     def started(*args, **kwargs):
         raise AssertionError("work started before the arguments were checked")
 
-    monkeypatch.setattr(probes.device, "require_gpu", started)
+    monkeypatch.setattr(gpuatlas.machinery.device, "require_gpu", started)
     monkeypatch.setattr(commands, "_derived_with_figures", started)
     monkeypatch.setattr(analysis.compare, "comparison", started)
 
@@ -198,11 +198,11 @@ def test_without_the_committed_run_a_numeric_axis_is_checked_against_this_gpu(tm
     """An installed wheel has no committed run: the sweeps are then sized for the GPU's own description, read
     before a run directory is made."""
     import fakes
-    import probes.device
+    import gpuatlas.machinery.device
     from gpuatlas import commands
 
     monkeypatch.setattr(commands, "DEFAULT_RUN", tmp_path / "not-installed")
-    monkeypatch.setattr(probes.device, "device_properties", lambda index=0: dict(fakes.DEVICE))
+    monkeypatch.setattr(gpuatlas.machinery.device, "device_properties", lambda index=0: dict(fakes.DEVICE))
     err = one_line_error(capsys, ["run", "-a", "footprint_bytes=abc", "--out", str(tmp_path / "r")])
     assert "'abc' is not a number" in err
     assert not (tmp_path / "r").exists()

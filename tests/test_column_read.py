@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 
 from analysis.banks import degree_of
-from probes.cuda import compile_cubin, resource_usage, sass
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 import importlib
 
-column_read = importlib.import_module("probes.column_read")
+column_read = importlib.import_module("probes.families.column_read")
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 
 import fakes
-from probes import cuda, runner, workers
-from probes.icache import INSTRUCTION_BYTES, SOURCE_NAME, kernel_sources, loop_source
+from gpuatlas.machinery import runner
+from gpuatlas.machinery import workers
+from probes.families.icache import INSTRUCTION_BYTES, SOURCE_NAME, kernel_sources, loop_source
+from probes.kit import cuda
 from probes.registry import all_probes
 
 pytest.importorskip("cupy")

@@ -1,4 +1,4 @@
-"""probes/compute.py, compute.cu and wgmma.cu without a GPU: every kernel compiled (sm_90, and sm_90a for
+"""probes/families/compute/__init__.py, compute.cu and wgmma.cu without a GPU: every kernel compiled (sm_90, and sm_90a for
 wgmma) with the instructions that make it the probe it claims to be, in the counts intended; the host's FLOP
 accounting, bounds and reference arithmetic; and the derivation on synthetic measurements with known answers."""
 import re
@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes import compute, kit, wgmma
-from probes.cuda import compile_cubin, resource_usage, sass
+from probes.families import compute
+from probes.families.compute import wgmma
+from probes.kit import samplers as kit
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 

@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes import compute, wgmma
-from probes.harness import Budget, Context
+from probes.families import compute
+from probes.families.compute import wgmma
+from probes.kit.cuda import KERNEL_DIR
+from probes.kit.harness import Budget, Context
 
 pytestmark = pytest.mark.skipif(shutil.which("cpp") is None, reason="needs the C preprocessor")
 
-KERNEL_DIR = Path(compute.__file__).parent
 CLOCK_HZ, SMS, BLOCKS_PER_SM = 1.98e9, 2, 2
 #: C parameter type -> (numpy dtype of the argument or of the array's elements, is a pointer)
 C_TYPES = {"float": (np.float32, False), "double": (np.float64, False), "int": (np.int32, False),
@@ -29,7 +30,7 @@ C_TYPES = {"float": (np.float32, False), "double": (np.float64, False), "int": (
 
 def signatures(filename: str) -> dict[str, list[str]]:
     # preprocessed as for sm_90, the target the host logic here is exercised for
-    text = subprocess.run(["cpp", "-P", "-D__CUDA_ARCH__=900", str(KERNEL_DIR / filename)], capture_output=True,
+    text = subprocess.run(["cpp", "-P", "-D__CUDA_ARCH__=900", f"-I{KERNEL_DIR.kit}", str(KERNEL_DIR / filename)], capture_output=True,
                           text=True, check=True).stdout
     out = {}
     for m in re.finditer(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\)\s*)?(\w+)\(([^)]*)\)', text):
@@ -231,7 +232,7 @@ def test_mma_sync_probe(ctx, dtype):
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
 @pytest.mark.parametrize("n", (64, 256))
 def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n, monkeypatch):
-    from probes import telemetry
+    from probes.kit import telemetry
 
     monkeypatch.setattr(wgmma, "QUICK_PLAN", (3, 2, 0.05))  # 3 bursts per operand set, 2 short, 0.05 s
     monkeypatch.setattr(wgmma, "REST_MAX_S", 0.01)
@@ -274,7 +275,7 @@ def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n, mo
 
 
 def test_the_profiles_plans_and_the_unit_operands():
-    from probes.harness import Budget
+    from probes.kit.harness import Budget
 
     assert wgmma.plan(Budget.for_profile("quick")) == wgmma.QUICK_PLAN
     assert wgmma.plan(Budget.for_profile("full")) == wgmma.FULL_PLAN != wgmma.QUICK_PLAN

@@ -1,16 +1,19 @@
 """What each probe declares it derives is true: derive emits, for a probe's own measurements, only quantities
 it declares, and every declared quantity is in the vocabulary."""
+import importlib
 import os
+import sys
 
 import pandas as pd
 import pytest
 
+from analysis import repro
 from analysis.derive import derive
 from analysis.quantities import QUANTITIES
-from analysis import repro
 from analysis.results import DERIVED_COLUMNS, atomic_write_parquet
 from fakes import DEVICE, simulated_probes
-from probes import runner, workers
+from gpuatlas.machinery import runner
+from gpuatlas.machinery import workers
 
 
 def test_every_declared_quantity_is_in_the_vocabulary():
@@ -98,27 +101,42 @@ def _module(folder, name: str, text: str):
 
 
 def test_a_probe_module_is_found_by_its_run_order_and_refused_without_one(tmp_path, monkeypatch):
-    import probes
+    """Discovery imports every module of probes.families and orders those that declare a probe by their
+    RUN_ORDER; a module that declares none (a family's shared part) needs none."""
+    import probes.families
+    from probes import registry
     from probes.registry import probe_modules
 
     today = probe_modules()
-    monkeypatch.setattr(probes, "__path__", [*probes.__path__, str(tmp_path)])
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.setattr(probes.families, "__path__", [*probes.families.__path__, str(tmp_path)])
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    declared = ('from probes.registry import probe\n\n@probe("widget.rate", sweeps={"quick": dict, "full": dict}, '
+                'axes={})\ndef widget(ctx): ...\n')
+
+    def found(widget: str):
+        _module(tmp_path, "widget", widget)
+        sys.modules.pop("probes.families.widget", None)
+        registry._REGISTRY.pop("widget.rate", None)
+        importlib.invalidate_caches()
+        return probe_modules.__wrapped__()
+
     _module(tmp_path, "kit_like", "RUN_ORDER = 1\n")  # declares no probe: not a probe module
-    _module(tmp_path, "widget", '@probe("widget.rate", sweeps={}, axes={})\ndef widget(ctx): ...\n\nRUN_ORDER = 15\n')
-    found = probe_modules.__wrapped__()
-    assert found == (today[0], "probes.widget", *today[1:])
-    _module(tmp_path, "widget", '@probe("widget.rate", sweeps={}, axes={})\ndef widget(ctx): ...\n')
-    with pytest.raises(ValueError, match="widget.py declares probes but 0 RUN_ORDER lines"):
-        probe_modules.__wrapped__()
-    _module(tmp_path, "widget", '@probe("widget.rate", sweeps={}, axes={})\ndef widget(ctx): ...\n\nRUN_ORDER = 10\n')
-    with pytest.raises(ValueError, match="same RUN_ORDER"):
-        probe_modules.__wrapped__()
+    try:
+        assert found(declared + "\nRUN_ORDER = 15\n") == (today[0], "probes.families.widget", *today[1:])
+        with pytest.raises(ValueError, match="probes.families.widget declares probes but no RUN_ORDER"):
+            found(declared)
+        with pytest.raises(ValueError, match="same RUN_ORDER"):
+            found(declared + "\nRUN_ORDER = 10\n")
+    finally:
+        for name in ("probes.families.widget", "probes.families.kit_like"):
+            sys.modules.pop(name, None)
 
 
-#: A new family's two Python files: the probe module (probes/widget.py) and its analysis module
+#: A new family's two Python files: the probe module (probes/families/widget.py) and its analysis module
 #: (analysis/widget.py), run between the clock and the launch probes.
 WIDGET_PROBE = '''
-from probes.harness import Sample
+from probes.kit.harness import Sample
 from probes.registry import probe
 
 RUN_ORDER = 15
@@ -144,21 +162,22 @@ def widget_rows(measurements, device):
 FAMILY = Family(order=15, rows=widget_rows, quantities={"widget.rate_hz": ("Hz", "a widget's rate, one copy")})
 '''
 #: Run in a fresh interpreter (the vocabulary and derive's families are gathered once): with the folder
-#: holding the two files on the packages' paths (as if they were dropped into probes/ and analysis/), or not;
+#: holding the two files on the packages' paths (as if they were dropped into probes/families/ and analysis/), or not;
 #: the clock and launch probes measured by their fakes, the widget by itself (it needs no GPU).
 WIDGET_RUN = '''
 import sys, tempfile
 from pathlib import Path
 import pandas as pd
-import analysis, probes
+import analysis, probes.families
 if sys.argv[1] == "with":
-    probes.__path__.append(sys.argv[2] + "/probes")
+    probes.families.__path__.append(sys.argv[2] + "/probes")
     analysis.__path__.append(sys.argv[2] + "/analysis")
 from analysis.derive import derive
 from analysis.quantities import QUANTITIES
 from analysis.results import atomic_write_parquet
 from fakes import DEVICE, FAKES
-from probes import runner, workers
+from gpuatlas.machinery import runner
+from gpuatlas.machinery import workers
 from probes.registry import all_probes
 
 probes_ = all_probes()
@@ -220,7 +239,7 @@ def test_the_recipe_shows_its_five_files_as_they_are():
 
     doc = (REPO / "docs" / "adding-a-probe.md").read_text()
     shown = _shown_files(doc)
-    assert [path for path, _ in shown] == ["probes/clock.cu", "probes/clock.py", "tests/fakes.py",
+    assert [path for path, _ in shown] == ["probes/kit/clock.cu", "probes/families/clock.py", "tests/fakes.py",
                                            "tests/test_kernels.py", "analysis/clock.py"]
     for path, code in shown:
         assert code in (REPO / path).read_text(), path

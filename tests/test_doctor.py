@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuatlas.cli import main
-from probes import doctor
+from gpuatlas.machinery import doctor
 
 PYPROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
 EXTRAS = PYPROJECT["project"]["optional-dependencies"]

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from analysis.execution import OPS, UNITS, execution_rows, inst_table, sass_step
-from probes import exec_chains, execution
-from probes.cuda import compile_cubin, resource_usage, sass
+from probes.families import execution
+from probes.families.execution import exec_chains
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 from probes.registry import all_probes
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
@@ -174,7 +175,7 @@ def test_checker_sees_a_wide_pair_and_a_carry():
 
 def _broken_source() -> str:
     """execution.cu with the latency template's chain cut: every step starts again from the loaded value."""
-    from probes.cuda import source
+    from probes.kit.cuda import source
 
     text = source("execution.cu")
     cut = text.replace("for (int u = 0; u < LAT_UNROLL; ++u) x = Op::step(x, a, b);",
@@ -186,7 +187,7 @@ def _broken_source() -> str:
 
 
 def test_a_compiled_broken_chain_is_rejected(tmp_path, monkeypatch):
-    import probes.cuda as cuda
+    import probes.kit.cuda as cuda
 
     (tmp_path / "execution.cu").write_text(_broken_source())
     monkeypatch.setattr(cuda, "KERNEL_DIR", tmp_path)
@@ -429,7 +430,7 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     import fakes
     from analysis.derive import derive
     from analysis.render import render
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id.startswith("exec.")]
     run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])
@@ -548,7 +549,7 @@ def _emulated(monkeypatch, kernels: dict):
     """Context on an emulated device: ``kernels`` maps names to Python functions of (grid, block, args)."""
     import sys
 
-    from probes.harness import Budget, Context
+    from probes.kit.harness import Budget, Context
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
 

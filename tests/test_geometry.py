@@ -8,8 +8,8 @@ import pytest
 
 from analysis.geometry import geometry_rows
 from analysis.l1_sets import classify_policy, lines_held, set_geometry, walks
-from probes.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset, set_strides,
-                             sweep_lines)
+from probes.families.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset,
+                                      set_strides, sweep_lines)
 from tests import fakes
 from tests.fakes import SetCache, cache_walk
 
@@ -44,7 +44,7 @@ def held_by_stride(measurements):
 # -- the kernel -------------------------------------------------------------------------------------------
 
 def record_loop(kernel_name: str, filename: str) -> list[str]:
-    from probes.cuda import compile_cubin, sass
+    from probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin(filename)[0])[kernel_name]
     lines = [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in code.splitlines()
@@ -297,7 +297,7 @@ def test_partition_figure():
 # -- the partition map from every SM ----------------------------------------------------------------------
 
 def test_the_per_sm_recorder_times_each_l2_only_load_on_the_chosen_sm():
-    from probes.cuda import compile_cubin, sass
+    from probes.kit.cuda import compile_cubin, sass
 
     assert_timed_loads(record_loop("l2_record_on_sm", "geometry.cu"), "LDG.E.64.STRONG.GPU")
     code = sass(compile_cubin("geometry.cu")[0])
@@ -385,7 +385,7 @@ def test_the_simulated_probe_and_its_figure():
 # -- the constant caches ----------------------------------------------------------------------------------
 
 def const_frame(levels=None):
-    from probes.geometry import const_footprints
+    from probes.families.geometry import const_footprints
 
     class Ctx:
         device = fakes.DEVICE
@@ -435,7 +435,7 @@ def test_a_level_that_holds_the_whole_space_has_no_capacity():
 def test_the_constant_chase_is_a_dependent_ldc_chain():
     """Each LDC's address register is the previous LDC's destination (no index arithmetic between them);
     negative control: the L1 record kernel has no such chain."""
-    from probes.cuda import compile_cubin, sass
+    from probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin("geometry.cu")[0])
 
@@ -455,8 +455,8 @@ def test_the_constant_chase_is_a_dependent_ldc_chain():
 
 @pytest.fixture(scope="module")
 def gpu_ctx():
-    from probes.device import device_properties
-    from probes.harness import Budget, Context
+    from gpuatlas.machinery.device import device_properties
+    from probes.kit.harness import Budget, Context
 
     return Context(device=device_properties(), budget=Budget())
 
@@ -464,7 +464,7 @@ def gpu_ctx():
 @pytest.mark.gpu
 def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx):
     """The 128-B chain's lines held fit the unified array's bound, and a one-set stride holds far fewer."""
-    from probes.geometry import geometry_l1, set_strides
+    from probes.families.geometry import geometry_l1, set_strides
 
     device = gpu_ctx.device
     strides = (LINE, set_strides(device)[-1])
@@ -476,8 +476,8 @@ def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx)
 
 @pytest.mark.gpu
 def test_gpu_partition_walk_and_constant_chase_pass_their_checks(gpu_ctx):
-    from probes.geometry import const_footprints, geometry_const
-    from probes.l2_partition import geometry_l2_partition
+    from probes.families.geometry import const_footprints, geometry_const
+    from probes.families.geometry.l2_partition import geometry_l2_partition
 
     accesses = [s.value for s in geometry_l2_partition(gpu_ctx, LINE) if s.metric == "access"]
     assert len(accesses) >= 4096 and min(accesses) > 0
@@ -491,7 +491,7 @@ def test_gpu_persistence_runs_read_every_word(gpu_ctx):
     """Both hints pass the checksum of every word read, and the set-aside is given back."""
     import cupy
 
-    from probes.geometry import PERSISTING_LIMIT, geometry_l2_persist
+    from probes.families.geometry import PERSISTING_LIMIT, geometry_l2_persist
 
     before = cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT)
     for hint in ("normal", "evict_last"):
@@ -512,7 +512,7 @@ def persist_frame(hints=("normal", "evict_last"), fake=None):
 
 def test_persisting_speedup_of_the_simulated_l2():
     from analysis.geometry import persist_rows
-    from probes.geometry import persist_hot_bytes
+    from probes.families.geometry import persist_hot_bytes
 
     (row,) = persist_rows(persist_frame())
     hot, stream = persist_hot_bytes(fakes.DEVICE), fakes.DEVICE["l2_bytes"]
@@ -533,7 +533,7 @@ def test_no_speedup_without_both_hints():
 def test_the_persist_kernels_differ_only_in_the_hot_loads_policy():
     """The three kernels compile to the same code but for one constant, the L2 policy in the descriptor of the
     hot set's 16-byte loads (LDG.E.128 desc[URn]); the stream's loads use the default descriptor."""
-    from probes.cuda import compile_cubin, sass
+    from probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin("geometry.cu")[0])
 

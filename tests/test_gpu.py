@@ -28,9 +28,9 @@ def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_p
 
 
 def test_chase_refuses_a_kernel_that_does_not_follow_the_chain():
-    from probes.chain import measure_chase
-    from probes.harness import Budget, Context
-    from probes.device import device_properties
+    from probes.kit.chain import measure_chase
+    from probes.kit.harness import Budget, Context
+    from gpuatlas.machinery.device import device_properties
 
     ctx = Context(device=device_properties(), budget=Budget())
 
@@ -47,8 +47,8 @@ def test_a_faulting_probe_is_isolated_and_the_rest_of_the_suite_completes(tmp_pa
     import dataclasses
 
     from gpu_faults import illegal_address
-    from probes import runner
-    from probes.device import device_properties
+    from gpuatlas.machinery import runner
+    from gpuatlas.machinery.device import device_properties
     from probes.registry import all_probes
 
     registry = all_probes()
@@ -74,7 +74,7 @@ def test_a_real_run_killed_with_sigkill_mid_probe_resumes_to_exactly_its_configs
     import pandas as pd
 
     from analysis.results import RunDir
-    from probes import runner
+    from gpuatlas.machinery import runner
     from probes.registry import all_probes
 
     probes = ("chase.latency", "smem.banks")
@@ -114,8 +114,8 @@ def test_a_real_run_killed_with_sigkill_mid_probe_resumes_to_exactly_its_configs
 def test_compute_probes_pass_their_own_result_checks(probe_id, params):
     """Each kernel's stored results match the host's recomputation (the wgmma layout check included), and
     no rate exceeds its physical bound."""
-    from probes.device import device_properties
-    from probes.harness import Budget, Context
+    from gpuatlas.machinery.device import device_properties
+    from probes.kit.harness import Budget, Context
     from probes.registry import all_probes
 
     device = device_properties()
@@ -132,7 +132,7 @@ def test_every_gpu_of_the_node_is_measured_and_the_links_recorded(tmp_path):
     import json
 
     from analysis.results import RunDir
-    from probes.device import require_gpu
+    from gpuatlas.machinery.device import require_gpu
 
     gpus = require_gpu().cuda.runtime.getDeviceCount()
     assert main(["run", "--gpus", "all", "-p", "clock.sm", "-p", "link", "-p", "nccl", "--out", str(tmp_path)]) == 0
@@ -153,7 +153,7 @@ def test_a_fleet_on_a_local_ray_cluster_measures_every_gpu(tmp_path):
     import json
 
     pytest.importorskip("ray", reason="Ray is not installed here (pip install -e '.[fleet]', or carry its wheels)")
-    from probes.device import require_gpu
+    from gpuatlas.machinery.device import require_gpu
 
     gpus = require_gpu().cuda.runtime.getDeviceCount()
     out = tmp_path / "fleet"

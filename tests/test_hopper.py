@@ -9,8 +9,10 @@ import pytest
 
 from analysis.hopper import dpx_rows, dsmem_rows, refused_cluster_sizes, tma_rows
 from analysis.stats import ratio_ci
-from probes import hopper, tensor_map, tma
-from probes.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
+from probes.families import hopper
+from probes.families.hopper import tma
+from probes.kit import tensor_map
+from probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
 from test_kernels import assert_dependent_chain, timed_region
 
 LD_GENERIC_64 = re.compile(r"(LD\.E\.64) (R\d+), desc\[\w+\]\[(R\d+)\.64\]")
@@ -245,7 +247,7 @@ def test_hopper_probes_need_compute_capability_9():
 
 def test_an_ampere_gpu_records_the_family_as_skipped(tmp_path):
     from fakes import DEVICE, simulated_probes
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     probes = [p for p in simulated_probes() if p.id.startswith("hopper.") or p.id == "clock.sm"]
     ampere = {**DEVICE, "compute_capability": "8.0"}

@@ -7,8 +7,9 @@ import pytest
 from analysis.errors import UsageError
 from analysis.results import config_filename, config_key
 from analysis.units import fmt_bytes, fmt_value
-from probes import chain, chase
-from probes.harness import Budget, Sample, calibrate, launch_seconds, rel_iqr, repeat_until_stable
+from probes.families import chase
+from probes.kit import chain
+from probes.kit.harness import Budget, Sample, calibrate, launch_seconds, rel_iqr, repeat_until_stable
 from probes.registry import all_probes, geom, parse_override, select
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from probes.cuda import resource_usage, sass
+from probes.kit.cuda import KERNEL_DIR, resource_usage, sass
 from tests.test_kernels import LDG, LDS, assert_dependent_chain, timed_region
 from tests.test_new_gpu import SPECIFIC_FILES
 
 ROOT = Path(__file__).parents[1]
-KERNEL_FILES = sorted(p.name for p in (ROOT / "probes").glob("*.cu"))
+KERNEL_FILES = [p.name for p in KERNEL_DIR.files()]
 
 #: The unit each kernel file is built to exercise, as SASS opcodes: tensor cores (HMMA, IMMA, DMMA; wgmma's
 #: HGMMA, IGMMA and FP8 QGMMA), shared-memory atomics (ATOMS), warp match (MATCH), bulk and tensor-map copies

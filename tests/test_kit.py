@@ -1,16 +1,15 @@
 """The probe kit: one sampler, one clock-sample builder, one steps_for, and families that borrow nothing."""
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-from probes import kit
-from probes.harness import Budget, Context
+from probes.kit import samplers as kit
+from probes.kit.harness import Budget, Context
 
 PROBES = Path(__file__).resolve().parent.parent / "probes"
-#: Modules every family may import from: the kit and the house, not another family.
-SHARED = {"probes.kit", "probes.chain", "probes.torch_kit", "probes.numba_kit", "probes.triton_kernels",
-          "probes.harness", "probes.cuda", "probes.registry", "probes.telemetry", "probes.device", "probes.doctor"}
+KIT, FAMILIES_DIR = PROBES / "kit", PROBES / "families"
 
 
 def _ctx(sm_clock_max_hz=2e9):
@@ -67,6 +66,23 @@ def test_bounds_come_from_the_device_properties():
     assert kit.bandwidth_bound({}, "dram") is None
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PROBES.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def family_of(path: Path) -> str | None:
+    """The family a module under probes/families belongs to: its own name, or its package's (a family's units
+    and shared part live in one package); None for a module elsewhere."""
+    parts = path.relative_to(PROBES).parts
+    return parts[1].removesuffix(".py") if parts[0] == "families" and len(parts) > 1 else None
+
+
+#: Every family module, found in its folder: probes/families/<family>.py or probes/families/<family>/*.py.
+FAMILY_MODULES = sorted(p for p in FAMILIES_DIR.rglob("*.py") if family_of(p) is not None)
+FAMILIES = sorted({family_of(p) for p in FAMILY_MODULES})
+
+
 def _imports(path: Path):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -75,43 +91,74 @@ def _imports(path: Path):
             yield from ((a.name, []) for a in node.names)
 
 
+def _may_import(path: Path, module: str) -> bool:
+    """A family module imports the kit, the registry and its own family; nothing else of the project."""
+    family = family_of(path)
+    own = f"probes.families.{family}"
+    return (not module.startswith(("probes", "gpuatlas")) or module == "probes.registry"
+            or module.split(".")[:2] == ["probes", "kit"] or module == own or module.startswith(own + "."))
+
+
 def _borrowed(path: Path) -> list:
-    """(module, names) a probe module imports from another probe module that is not part of the kit."""
-    own = f"probes.{path.stem}"
-    return [(m, names) for m, names in _imports(path) if m.startswith("probes.") and m not in SHARED and m != own]
-
-
-def test_no_probe_module_borrows_another_ones_private_names():
-    private = {p.name: [(m, [n for n in names if n.startswith("_")]) for m, names in _borrowed(p)]
-               for p in sorted(PROBES.glob("*.py"))}
-    assert not {k: v for k, v in private.items() if any(names for _, names in v)}
-
-
-#: Probe modules of one family share its public parts (HBM's streams share bandwidth.py's kernel loader, the
-#: Hopper units hopper.py's mirrors and launch helpers, exec.barriers its cluster launch, the TMA probes the
-#: tensor-map encoder, the Numba bank probe the CuPy one's sweep and checks, wgmma the tensor-core operands,
-#: bounds and rate sampler of compute.py, tensor_units the same and wgmma's fragment layout, the L2 partition
-#: maps the geometry recorder's line stride and record size); nothing else.
-OWN_FAMILY = {"dram": {"probes.bandwidth"}, "dsmem": {"probes.hopper"}, "tma": {"probes.hopper", "probes.tensor_map"},
-              "dpx": {"probes.hopper"}, "barriers": {"probes.hopper"}, "tensor_units": {"probes.compute", "probes.wgmma"},
-              "l2_partition": {"probes.geometry"},
-              "smem_banks_numba": {"probes.smem_banks"}, "wgmma": {"probes.compute"}}
-#: Every module under probes/ that is not the kit or the house: a family, or a unit of one.
-FAMILIES = sorted(p.stem for p in PROBES.glob("*.py")
-                  if f"probes.{p.stem}" not in SHARED | {"probes.runner", "probes.__init__"})
+    """(module, names) a module imports from a family module other than itself."""
+    return [(m, names) for m, names in _imports(path) if m.startswith("probes.families") and m != _module_name(path)]
 
 
 def test_the_family_list_is_every_probe_module():
-    assert {"chase", "chase_l2", "geometry", "lecture", "execution", "fusion", "matmul", "chase_numba"} <= set(FAMILIES)
+    """The folders say what is a family: every module that declares a probe is in one, and the kit declares none."""
+    from probes.registry import all_probes
+
+    declaring = {p.func.__module__ for p in all_probes().values()}
+    assert declaring == {_module_name(p) for p in FAMILY_MODULES} & declaring
+    assert {"chase", "chase_l2", "geometry", "lecture", "execution", "fusion", "matmul", "hopper"} <= set(FAMILIES)
+    assert not any(m.startswith("probes.kit") for m in declaring)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_the_measuring_families_import_only_the_kit(family):
-    assert [m for m, _ in _borrowed(PROBES / f"{family}.py") if m not in OWN_FAMILY.get(family, set())] == []
+def test_no_probe_module_borrows_another_ones_private_names():
+    private = {str(p): [(m, [n for n in names if n.startswith("_")]) for m, names in _borrowed(p)]
+               for p in sorted(KIT.glob("*.py")) + FAMILY_MODULES}
+    assert not {k: v for k, v in private.items() if any(names for _, names in v)}
 
 
-def test_the_import_check_sees_a_borrowed_private_name(tmp_path):
-    """Negative control for the check above: a module that borrows is seen."""
-    bad = tmp_path / "bad.py"
-    bad.write_text("from probes.bandwidth import _Filled\n")
-    assert _borrowed(bad) == [("probes.bandwidth", ["_Filled"])]
+@pytest.mark.parametrize("path", FAMILY_MODULES, ids=lambda p: str(p.relative_to(FAMILIES_DIR)))
+def test_the_measuring_families_import_only_the_kit(path):
+    assert [m for m, _ in _imports(path) if not _may_import(path, m)] == []
+
+
+def test_the_kit_imports_no_family_and_nothing_above_it():
+    for path in sorted(KIT.glob("*.py")):
+        assert [m for m, _ in _imports(path) if m.startswith(("probes.families", "gpuatlas"))] == [], path
+
+
+def test_the_import_check_sees_a_borrowed_private_name_and_a_neighbour(tmp_path):
+    """Negative controls for the checks above: a module that borrows is seen, and so is a family that imports
+    another family, while its own family's parts pass."""
+    bad = FAMILIES_DIR / "dram_like.py"
+    assert family_of(bad) == "dram_like"
+    assert not _may_import(bad, "probes.families.bandwidth")
+    assert _may_import(FAMILIES_DIR / "bandwidth" / "dram.py", "probes.families.bandwidth")
+    assert not _may_import(FAMILIES_DIR / "bandwidth" / "dram.py", "gpuatlas.machinery.device")
+    text = tmp_path / "bad.py"
+    text.write_text("from probes.families.bandwidth import _Filled\n")
+    assert [(m, n) for m, n in _imports(text)] == [("probes.families.bandwidth", ["_Filled"])]
+
+
+_NAMED = re.compile(r"[\"']([\w.-]+\.(?:cuh|cu))[\"']")
+
+
+def test_each_kernel_file_lives_with_the_modules_that_name_it():
+    """Kernel file names are unique over the kit and the families (the kit finds a file by its name); a file
+    the kit names is the kit's, and one a family names is its own or the kit's."""
+    from probes.kit.cuda import KERNEL_DIR
+
+    files = KERNEL_DIR.files(".cu", ".cuh")
+    assert len({p.name for p in files}) == len(files) > 20
+    where = {p.name: p.parent for p in files}
+    for path in sorted(KIT.glob("*.py")) + FAMILY_MODULES:
+        family = family_of(path)
+        home = KIT if family is None else (FAMILIES_DIR / family if (FAMILIES_DIR / family).is_dir() else FAMILIES_DIR)
+        for name in set(_NAMED.findall(path.read_text())) & set(where):
+            assert where[name] in (home, KIT), (path.name, name, where[name])
+    for path in files:  # an include is found beside the including file or in the kit
+        for name in re.findall(r'#include\s+"([^"]+)"', path.read_text()):
+            assert (path.parent / name).is_file() or (KIT / name).is_file(), (path.name, name)

@@ -7,7 +7,7 @@ import pytest
 
 from analysis.geometry import geometry_rows
 from analysis.l1_sets import fit_ways, hashed_geometry, onset_policy, onset_positions, overfill_misses, walks
-from probes.geometry import RECORD_BYTES, chain_blocks, sweep_lines
+from probes.families.geometry import RECORD_BYTES, chain_blocks, sweep_lines
 from tests import fakes
 from tests.fakes import SetCache, cache_walk, set_index
 

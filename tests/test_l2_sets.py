@@ -10,7 +10,7 @@ import pytest
 import fakes
 import inspect
 from analysis.l2_sets import balls_in_bins, even_fill_capacity, half_crossing, l2_set_rows
-from probes.l2_sets import HIST_BINS, LINE_BYTES, LENGTHS, SPAN, chain_lengths, hit_split
+from probes.families.l2_sets import HIST_BINS, LINE_BYTES, LENGTHS, SPAN, chain_lengths, hit_split
 
 PARTITION = fakes.DEVICE["l2_bytes"] // 2
 
@@ -172,7 +172,7 @@ def assert_timed_loop(code: str, op: str) -> None:
 
 def test_the_walk_times_each_l2_only_load_alone():
     """Negative control: geometry.cu's L1 recorder has the same shape with L1-caching loads."""
-    from probes.cuda import compile_cubin, sass
+    from probes.kit.cuda import compile_cubin, sass
 
     assert_timed_loop(sass(compile_cubin("l2_sets.cu")[0])["l2_sets_walk"], "LDG.E.64.STRONG.GPU")
     with pytest.raises(AssertionError):
@@ -217,7 +217,7 @@ def fakes_configs():
 
 def test_the_fake_measures_the_probes_full_lengths_and_quick_halves_them():
     """The simulated backend's default is the probe's full sweep; quick measures half the lengths."""
-    from probes.l2_sets import geometry_l2_sets  # noqa: F401  (registers the probe)
+    from probes.families.l2_sets import geometry_l2_sets  # noqa: F401  (registers the probe)
     from probes.registry import all_probes
 
     probe = all_probes()["geometry.l2_sets"]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes.cuda import compile_cubin, resource_usage, sass
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 from tests.test_kernels import timed_region
 
 LDS = re.compile(r"\bLDS (R\d+), \[(R\d+)[^\]]*\]")
@@ -74,7 +74,7 @@ def test_a_simulated_index_chase_derives_its_quantity():
 def test_the_lecture_tile_compiles_to_wgmma_in_its_predicted_shared_memory_and_spills():
     """§7.8: BLOCK 256's double-buffered tiles fit (128 KiB) but its fp32 accumulator is the whole register file,
     so the compiler spills -- the lecture's feasibility check, seen in the SASS."""
-    from probes.lecture import LECTURE_STAGES, LECTURE_TILE, LECTURE_WARPS, lecture_tile_smem_bytes
+    from probes.families.lecture import LECTURE_STAGES, LECTURE_TILE, LECTURE_WARPS, lecture_tile_smem_bytes
     from tests.test_triton_kernels import compile_matmul, opcode_count
 
     kernel = compile_matmul(*LECTURE_TILE, 1, LECTURE_WARPS, LECTURE_STAGES)
@@ -112,7 +112,7 @@ def test_the_naive_matmul_is_one_fma_per_loaded_pair_and_no_tiling(cubins):
 
 def test_bf16_bits_round_to_nearest_and_a_simulated_naive_run_derives_its_time():
     from analysis.lecture import lecture_rows
-    from probes.lecture import bf16_bits, bf16_values
+    from probes.families.lecture import bf16_bits, bf16_values
     from tests import fakes
 
     x = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38], dtype=np.float32)
@@ -127,7 +127,7 @@ def test_bf16_bits_round_to_nearest_and_a_simulated_naive_run_derives_its_time()
 def test_decode_sizes_its_weights_past_the_l2_and_a_simulated_run_attains_about_m():
     from analysis.lecture import lecture_rows
     from analysis.quantities import derived_row
-    from probes.lecture import DECODE_K, decode_bytes, decode_n
+    from probes.families.lecture import DECODE_K, decode_bytes, decode_n
     from tests import fakes
 
     n = decode_n(fakes.DEVICE)
@@ -160,7 +160,7 @@ def test_the_decode_chain_kernel_adds_one_per_block_and_a_simulated_chain_derive
 @pytest.mark.parametrize("resident", [1, 2])
 def test_the_wave_size_is_the_step_that_explains_time_against_programs(resident):
     from analysis.lecture import wave_rows
-    from probes.lecture import wave_tiles
+    from probes.families.lecture import wave_tiles
     from tests import fakes
 
     sms = fakes.DEVICE["sm_count"]

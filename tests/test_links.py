@@ -9,8 +9,8 @@ from analysis.collectives import algbw, bus_factor, busbw
 from analysis.links import matrix
 from fakes import (COPY_FRACTION, DEVICE, KERNEL_FRACTION, LINK_PEAK, NVLINK_BYTES_PER_S, NVLINKS, REMOTE,
                    simulated_probes)
-from probes import runner
-from probes.links import chain, memcpy_configs, ordered_pairs
+from gpuatlas.machinery import runner
+from probes.families.links import chain, memcpy_configs, ordered_pairs
 
 LINK_PROBES = ("link.topology", "link.memcpy", "link.p2p_bandwidth", "link.p2p_latency", "nccl.collectives")
 
@@ -93,7 +93,7 @@ def test_a_wrong_bus_factor_would_be_caught():
 
 @pytest.fixture(scope="module")
 def links_sass():
-    from probes.cuda import compile_cubin, resource_usage, sass
+    from probes.kit.cuda import compile_cubin, resource_usage, sass
 
     cubin, log = compile_cubin("links.cu")
     return sass(cubin), resource_usage(log)
@@ -139,7 +139,7 @@ def test_a_pair_wired_directly_is_rated_by_its_own_links_only():
 def test_nvml_bus_ids_and_field_values_are_read_whatever_their_spelling():
     from types import SimpleNamespace
 
-    from probes.links import bus_key, field_value
+    from probes.families.links import bus_key, field_value
 
     assert bus_key(b"00000000:18:00.0\x00") == bus_key("0000:18:00.0") == (0, 0x18, 0, 0)
     assert bus_key("0000:19:00.0") != bus_key("0000:18:00.0")

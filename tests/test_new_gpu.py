@@ -11,18 +11,23 @@ import fakes
 import pytest
 
 from analysis.occupancy import ALLOCATION
-from probes import chase, dram, hopper, kit, occupancy, tma
-from probes.bandwidth import full_occupancy_warps, stride_layout
-from probes.cuda import compile_cubin, sass
+from gpuatlas.machinery.runner import skip_reason
+from probes.families import chase
+from probes.families import hopper
+from probes.families import occupancy
+from probes.families.bandwidth import dram
+from probes.families.bandwidth import full_occupancy_warps, stride_layout
+from probes.families.hopper import tma
+from probes.kit import samplers as kit
+from probes.kit.cuda import KERNEL_DIR, compile_cubin, sass
 from probes.registry import all_probes
-from probes.runner import skip_reason
 from tests_support import cubin_kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text()).items()
            if not k.startswith("_")}
 ARCHS = ("sm_80", "sm_89", "sm_90", "sm_100", "sm_120")
-KERNEL_FILES = sorted(p.name for p in (ROOT / "probes").glob("*.cu"))
+KERNEL_FILES = [p.name for p in KERNEL_DIR.files()]
 #: The files a run builds for the architecture-specific sm_90a as well: the kernels of probes with a max_cc.
 SPECIFIC_FILES = sorted({f for p in all_probes().values() if p.max_cc is not None for f in p.kernels
                          if f.endswith(".cu")})
@@ -163,7 +168,7 @@ def test_the_h200s_sweeps_are_the_configs_its_committed_runs_recorded(probes):
 
 @pytest.mark.parametrize("cc", sorted(occupancy.REGISTERS))
 def test_the_stream_kernels_registers_are_what_ptxas_builds_for_each_target(cc):
-    from probes.cuda import resource_usage
+    from probes.kit.cuda import resource_usage
 
     usage = resource_usage(compile_cubin("occupancy.cu", f"sm_{cc[0]}{cc[1]}")[1])
     assert {k: usage[occupancy.kernel_name(*k)]["registers"] for k in occupancy.REGISTERS[cc]} == \
@@ -209,7 +214,7 @@ def test_the_fit_check_catches_a_sweep_beyond_the_device(probes):
 def part_run(request, tmp_path_factory):
     """A simulated run of another part (tests/fakes.py's PARTS): ``(device, measurements, derived)``."""
     from analysis.derive import derive
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     device, probes = fakes.part_device(request.param), fakes.part_probes(request.param)
     run, meta = runner.new_run(tmp_path_factory.mktemp(request.param), device, {}, probes, "quick", {}, 0, ["t"])

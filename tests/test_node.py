@@ -12,7 +12,7 @@ from analysis.boards import load_boards, screen, z_threshold
 from analysis.errors import UsageError
 from fakes import DEVICE, SLOW_FACTOR, SLOW_UUID, fleet_probes, simulated_probes
 from gpuatlas import node
-from probes import runner
+from gpuatlas.machinery import runner
 
 
 def _derived_run(folder, uuid, values: dict, name, ci=0.0, repro=None, gpu=None):

@@ -1,4 +1,4 @@
-"""probes/occupancy.py, occupancy.cu and the Little's-law derivation without a GPU: the kernels compiled for
+"""probes/families/occupancy/__init__.py, occupancy.cu and the Little's-law derivation without a GPU: the kernels compiled for
 sm_90 (registers, no local memory, ILP independent loads of the stated width in flight), residency planning
 against the occupancy calculator on two devices, the checksum accounting against a replay of the kernel's
 indexing, the derivation on synthetic curves with known answers, and a simulated run end to end."""
@@ -15,9 +15,9 @@ from analysis.littles_law import littles_rows, model
 from analysis.occupancy import occupancy
 from analysis.render import render
 from conftest import COMMITTED_RUN
-from probes import occupancy as occ
-from probes import runner
-from probes.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.machinery import runner
+from probes.families import occupancy as occ
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_bandwidth import assert_issued_before_use, assert_loads_in_the_loop, instructions, opcode
 
 H200 = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
@@ -246,13 +246,13 @@ class _ReplayKernel:
 
 
 def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
-    import probes.cuda
-    from probes.harness import Budget, Context, Sink
+    import probes.kit.cuda
+    from probes.kit.harness import Budget, Context, Sink
 
     device = {**OTHER, "sm_count": 3, "l2_bytes": 1 << 16}
     replay = _ReplayKernel(16, 2, 22)
     words = (np.arange(1 << 20, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
-    monkeypatch.setattr(probes.cuda, "kernel", lambda filename, name: replay)
+    monkeypatch.setattr(probes.kit.cuda, "kernel", lambda filename, name: replay)
     monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: occupancy(
         device, func.num_regs, threads, smem).blocks_per_sm)
     monkeypatch.setattr(occ.Filled, "at_least", classmethod(lambda cls, nbytes, dev: words))
@@ -288,10 +288,10 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
 
 
 def test_the_probe_refuses_a_residency_the_api_does_not_grant(monkeypatch):
-    import probes.cuda
-    from probes.harness import Budget, Context
+    import probes.kit.cuda
+    from probes.kit.harness import Budget, Context
 
-    monkeypatch.setattr(probes.cuda, "kernel", lambda filename, name: _ReplayKernel(16, 4, 29))
+    monkeypatch.setattr(probes.kit.cuda, "kernel", lambda filename, name: _ReplayKernel(16, 4, 29))
     monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: 1)  # 1 block: 20 of 40 warps
     with pytest.raises(RuntimeError, match="intended 40 resident warps per SM, the occupancy API grants 20, "
                                            "the calculator 40: refusing"):

@@ -6,7 +6,7 @@ import pytest
 
 import fakes
 from numba_launch import one_block_launch
-from probes import runner
+from gpuatlas.machinery import runner
 
 pytest.importorskip("numba.cuda")
 

@@ -13,7 +13,8 @@ import pandas as pd
 import fakes
 import sim_worker
 from analysis.results import RunDir
-from probes import runner, workers
+from gpuatlas.machinery import runner
+from gpuatlas.machinery import workers
 
 HERE = Path(__file__).parent
 

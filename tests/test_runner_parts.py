@@ -10,8 +10,10 @@ import pytest
 import fakes
 from analysis import results
 from analysis.results import RunDir, config_filename
-from probes import runner, telemetry, workers
-from probes.harness import Budget, Context
+from gpuatlas.machinery import runner
+from gpuatlas.machinery import workers
+from probes.kit import telemetry
+from probes.kit.harness import Budget, Context
 
 META = {"run_id": "r", "gpu": "g"}
 

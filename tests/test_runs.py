@@ -13,7 +13,7 @@ from analysis.render import FigureJob, render
 from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
 from conftest import SCHEMA1_RUN
 from fakes import DEVICE, DRAM_FETCH_BYTES, LEVELS, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
-from probes import runner
+from gpuatlas.machinery import runner
 
 
 def make_run(tmp_path, probes=None):
@@ -206,7 +206,7 @@ def test_a_probe_whose_backend_packages_are_missing_is_skipped_with_the_install_
     import dataclasses
 
     from fakes import DEVICE, simulated_probes
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     monkeypatch.setitem(runner.BACKEND_PACKAGES, "triton", ("torch", "no_such_package_gpuatlas"))
     probes = [dataclasses.replace(p, backend="triton") if p.id.startswith(("matmul.", "fusion.")) else p

@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 
 from analysis.results import TELEMETRY_COLUMNS, load_run
-from probes import runner, telemetry, workers
-from probes.harness import Sample
+from gpuatlas.machinery import runner
+from gpuatlas.machinery import workers
+from probes.kit import telemetry
+from probes.kit.harness import Sample
 
 REPO = Path(__file__).resolve().parents[1]
 META = {"run_id": "r", "gpu": "g"}

@@ -1,4 +1,4 @@
-"""probes/tensor_units.py and tensor_units.cu without a GPU: every kernel compiled for sm_90a with the SASS that
+"""probes/families/compute/tensor_units.py and tensor_units.cu without a GPU: every kernel compiled for sm_90a with the SASS that
 makes it the unit it claims (HGMMA with A from shared memory or from registers, IGMMA, DMMA), each against a
 negative control; the fragment layouts at positions the PTX ISA states; the accounting; the derivation on the
 simulated backend's known widths."""
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes import tensor_units as tu
-from probes.cuda import compile_cubin, resource_usage, sass
+from probes.families.compute import tensor_units as tu
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_compute import by_name, instructions
 
 #: An HGMMA's operands: ``D, A, B, C`` with A a register (RS) or ``gdesc[...]`` (SS, two operands before C).
@@ -226,7 +226,7 @@ def test_probe_is_sm90a_only_and_refuses_unknown_ops():
 
     probe = all_probes()["compute.tensor_units"]
     assert probe.min_cc == probe.max_cc == (9, 0)
-    assert probe_modules().index("probes.tensor_units") == probe_modules().index("probes.wgmma") + 1
+    assert probe_modules().index("probes.families.compute.tensor_units") == probe_modules().index("probes.families.compute.wgmma") + 1
     assert {c["op"] for c in probe.configs({}, "full")} == set(tu.UNITS)
     with pytest.raises(ValueError, match="unknown tensor op"):
         tu.compute_tensor_units(None, "fp4_n256")
@@ -368,8 +368,8 @@ def _emulated_device(monkeypatch, layout_ok=True, a_words=(0, 1, 2, 3)):
     ``a_words``: the order the device reads a thread's 4 register-A words in (the PTX ISA's: 0, 1, 2, 3)."""
     import sys
 
-    import probes.kit
-    from probes.harness import Budget, Context
+    import probes.kit.samplers
+    from probes.kit.harness import Budget, Context
     from test_execution import _FakeCupy, _MillisecondTimer
 
     blocks_per_sm, sms, hz = 2, 4, 2e9
@@ -446,7 +446,7 @@ def _emulated_device(monkeypatch, layout_ok=True, a_words=(0, 1, 2, 3)):
     monkeypatch.setattr(tu, "_kernel", lambda name: kernels[name])
     monkeypatch.setattr(tu, "blocks_per_sm", lambda func, threads: blocks_per_sm)
     monkeypatch.setattr(tu, "calibrate", lambda run, unit, target, max_count: (min(3, max_count), target))
-    monkeypatch.setattr(probes.kit, "EventTimer", _MillisecondTimer)
+    monkeypatch.setattr(probes.kit.samplers, "EventTimer", _MillisecondTimer)
     device = {"sm_count": sms, "compute_capability": "9.0", "sm_clock_max_hz": hz}
     return Context(device=device, budget=Budget(min_repeats=3, max_repeats=3, warmup_s=0)), blocks_per_sm * sms
 
@@ -493,7 +493,7 @@ def test_a_gpu_other_than_compute_capability_9_0_is_refused(monkeypatch):
 def test_a_simulated_run_derives_every_declared_width(tmp_path):
     import fakes
     from analysis.derive import derive
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id == "compute.tensor_units"]
     run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "full", {}, 0, ["test"])
@@ -511,8 +511,8 @@ def test_a_simulated_run_derives_every_declared_width(tmp_path):
 def test_every_unit_passes_its_own_result_checks_on_the_gpu(op):
     """On a Hopper GPU: each kernel's results match the host's (layouts, metadata, exact integer chains), and
     no rate exceeds its physical bound."""
-    from probes.device import device_properties
-    from probes.harness import Budget, Context
+    from gpuatlas.machinery.device import device_properties
+    from probes.kit.harness import Budget, Context
 
     device = device_properties()
     if device["compute_capability"] != "9.0":

@@ -4,9 +4,10 @@ import pandas as pd
 import pytest
 
 from analysis.miss_latency import last_octave_slope
-from analysis.translation import tlb_rows
 from analysis.plateaus import MIN_STEP, fit_staircase
-from probes import chain, chase
+from analysis.translation import tlb_rows
+from probes.families import chase
+from probes.kit import chain
 
 PAGE = 2 << 20
 
@@ -194,7 +195,7 @@ class _FakeLaunch:
 
 def test_a_cold_path_is_never_revisited(monkeypatch):
     """chase.miss's measurement visits each element of its path at most once, so every access can miss."""
-    from probes.harness import Budget, Context
+    from probes.kit.harness import Budget, Context
 
     made = {}
 
@@ -221,7 +222,7 @@ def test_a_cold_path_is_never_revisited(monkeypatch):
 def test_every_sample_walks_a_new_placement_whole_before_timing(monkeypatch):
     """chase.tlb's samples: each lays the chain afresh (other sectors, other order) and walks it once untimed in
     the same launch, and every launch still ends where its own chain says."""
-    from probes.harness import Budget, Context
+    from probes.kit.harness import Budget, Context
 
     made, launches = {}, []
 

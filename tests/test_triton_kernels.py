@@ -9,9 +9,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from analysis.roofline import feasible_blocks, smem_budget, tile_smem_bytes
-from probes import triton_kernels as tk
-from probes.cuda import sass
-from probes.matmul import TRITON_CONFIGS, library_configs, roofline_warps
+from probes.families.matmul import TRITON_CONFIGS, library_configs, roofline_warps
+from probes.kit import triton_kernels as tk
+from probes.kit.cuda import sass
 
 SM90 = GPUTarget("cuda", 90, 32)
 SIDE = 4096

@@ -12,7 +12,7 @@ def small_simulated_run(root: Path, probe_ids=("clock.sm", "chase.latency")) -> 
     """A quick run of a few simulated probes (tests/fakes.py), measured in this process in about a second: a
     run to read, copy and damage where a command is tested, not the size of the committed run."""
     import fakes
-    from probes import runner
+    from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id in probe_ids]
     run, meta = runner.new_run(root, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])

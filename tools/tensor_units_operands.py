@@ -1,4 +1,4 @@
-"""Write probes/tensor_units_operands.cuh: the literal operand lists tensor_units.cu's inline PTX needs.
+"""Write probes/families/compute/tensor_units_operands.cuh: the literal operand lists tensor_units.cu's inline PTX needs.
 
 Inline PTX names every operand, so the m64nN accumulator's N/2 registers per thread must be spelled out:
 ``TU_D_N`` (the ``{%0, ..., %(N/2-1)}`` vector), ``TU_F32_N`` / ``TU_S32_N`` (its ``"+f"`` / ``"+r"``

@@ -1,4 +1,4 @@
-"""Write probes/wgmma_operands.cuh: the literal operand lists wgmma.cu's inline PTX needs, one set per N.
+"""Write probes/families/compute/wgmma_operands.cuh: the literal operand lists wgmma.cu's inline PTX needs, one set per N.
 
 Inline PTX names every operand, so the m64nN accumulator's N/2 fp32 registers per thread must be spelled
 out: ``WGMMA_REGS_N`` (the ``{%0, ..., %(N/2-1)}`` vector), ``WGMMA_AB_N`` (the two descriptors' operand

@@ -1,0 +1,73 @@
+"""The lecture's exercise 3: a column read of a row-major fp16 matrix, straight from global memory against
+staged through a 32 x 32 shared-memory tile (CuPy RawModule, column_read.cu).
+
+A warp reading one column puts each of its 32 lanes 2n bytes from the next, in 32 different lines, for 64
+useful bytes: the lecture counts 1/64 of each 128-byte segment used and claims that staging the tile through
+shared memory (rows loaded coalesced, columns read from the banks) recovers 64x.  Both kernels sum every
+column of the same matrix; the useful bandwidth is the matrix's bytes over the event-timed kernel time.
+``matrix_side`` n is the lecture's 4096 (a 32 MiB matrix: it may fit in L2) and the smallest power of two whose matrix
+is at least four times L2, so the read also comes from device memory.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from probes.kit.harness import EventTimer, Sample, repeat_until_stable
+from probes.registry import probe
+
+RUN_ORDER = 80
+
+LECTURE_N = 4096
+TILE, ROWS_PER_SPLIT = 32, 128  #: column_read.cu's tile; rows each block sums (4 tiles)
+KERNELS = {"direct": "column_direct", "staged": "column_staged"}
+
+
+def matrix_sides(device: dict) -> list[int]:
+    """The lecture's n, and the smallest power of two whose fp16 matrix is at least 4x L2."""
+    beyond_l2 = 2 ** math.ceil(math.log2(math.sqrt(4 * device["l2_bytes"] / 2)))
+    return sorted({LECTURE_N, beyond_l2})
+
+
+def _sweep(device: dict) -> dict:
+    return {"matrix_side": matrix_sides(device), "method": list(KERNELS)}
+
+
+@probe("smem.column_read", sweeps={"quick": _sweep, "full": _sweep},
+       axes={"matrix_side": "matrix side: the lecture's 4096, and one whose fp16 matrix is 4x L2",
+             "method": "direct (each warp reads its columns from global memory) or staged (through a "
+                       "padded 32 x 32 shared tile)"},
+       quantities=("smem.column_read_recovery",), kernels=("column_read.cu",))
+def column_read(ctx, matrix_side: int, method: str) -> list[Sample]:
+    """Useful bandwidth (matrix bytes per second) of summing every column of a row-major n x n fp16 matrix."""
+    n = matrix_side
+    import cupy
+
+    from probes.kit.cuda import kernel
+
+    column_sums = kernel("column_read.cu", KERNELS[method])
+    rng = cupy.random.default_rng(ctx.seed)
+    matrix = rng.random((n, n), dtype=cupy.float32).astype(cupy.float16)
+    splits = n // ROWS_PER_SPLIT
+    partial = cupy.empty((splits, n), dtype=cupy.float32)
+    grid, block = (n // TILE, splits), (TILE, 8)
+    args = (matrix.view(cupy.uint16), np.int32(n), np.int32(ROWS_PER_SPLIT), partial)
+
+    def launch():
+        column_sums(grid, block, args)
+
+    launch()
+    expected = matrix.astype(cupy.float32).sum(axis=0)
+    if not bool(cupy.allclose(partial.sum(axis=0), expected, rtol=1e-4)):
+        raise RuntimeError(f"column_read {method} n={n}: the column sums do not match the matrix")
+    timer = EventTimer(launch, ctx.budget.min_sample_s)
+
+    def sample(repeat: int) -> list[Sample]:
+        seconds = timer.seconds_per_launch()
+        hz = ctx.sm_clock()
+        flag = ctx.throttle_flag(hz)
+        return [Sample("useful_bandwidth", n * n * 2 / seconds, "B/s", repeat, hz, "cuda_event", flag),
+                Sample("time", seconds, "s", repeat, hz, "cuda_event", flag)]
+
+    return repeat_until_stable(sample, "useful_bandwidth", ctx.budget)

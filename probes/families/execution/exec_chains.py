@@ -1,0 +1,252 @@
+"""The execution chapter's dependent chains of one warp or thread (CuPy RawModule, execution.cu): tensor
+instruction latency, global atomics and block barriers.
+
+* ``exec.mma_latency`` -- cycles per mma.sync (bf16, fp16, tf32, int8, fp64) in one warp's dependent
+  accumulator chain; every accumulator element must come out exactly steps x K (operands all ones).
+* ``exec.atomics`` -- global atom/red add on int32, fp32, fp64: one thread's dependent chain (each add's
+  operand the previous return; the host replays the recurrence exactly), and the adds per second of a full
+  grid on one address, one per warp or one per thread (every word checked against the adds it received).
+* ``exec.sync`` -- cycles per __syncthreads of one block of 32 .. the largest block's threads (every thread's
+  barriers counted).
+
+Latencies are clock64 cycles of 2T trips less T trips over the steps between (the clock reads, the operand
+loads and the final store cancel); a latency under one cycle is flagged ``invalid``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from probes.kit.cuda import blocks_per_sm
+from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
+from probes.registry import probe
+
+RUN_ORDER = 160
+
+LANES = 32
+#: execution.cu's block size of the full-grid kernels.
+THR_THREADS = 256
+LAUNCH_S, SAMPLE_S, MAX_TRIPS = 1e-3, 1e-3, 2**31 - 1
+#: Longest a config repeats for stability (the chapter is many short configs) and its warm-up.
+RATE_TIME_S, WARMUP_S = 0.05, 0.005
+
+
+def _budget(ctx, time_s: float):
+    """The profile's repeats, within a shorter time per config."""
+    import dataclasses
+
+    return dataclasses.replace(ctx.budget, time_s=min(ctx.budget.time_s, time_s),
+                               warmup_s=min(ctx.budget.warmup_s, WARMUP_S))
+
+
+def _kernel(name: str):
+    from probes.kit.cuda import kernel
+
+    return kernel("execution.cu", name)
+
+# -- exec.mma_latency ---------------------------------------------------------------------------------------
+
+#: dtype -> (the word every A and B register holds: 1 in every element, the shape's K, accumulator type).
+MMA_ONES = {"bf16": (0x3F803F80, 16, np.float32), "fp16": (0x3C003C00, 16, np.float32),
+            "tf32": (0x3F800000, 8, np.float32), "int8": (0x01010101, 32, np.int32), "fp64": (1.0, 4, np.float64)}
+MMA_UNROLL, MMA_TRIPS = 32, 16
+
+
+@probe("exec.mma_latency",
+       sweeps={"quick": lambda d: {"dtype": list(MMA_ONES)}, "full": lambda d: {"dtype": list(MMA_ONES)}},
+       axes={"dtype": "bf16, fp16 (m16n8k16), tf32 (m16n8k8), int8 (m16n8k32, s32 accumulate), fp64 (m8n8k4)"},
+       quantities=tuple(f"tc.{d}.mma_sync_latency_cycles" for d in MMA_ONES), kernels=("execution.cu",),
+       min_cc=(8, 0))
+def exec_mma_latency(ctx, dtype: str) -> list[Sample]:
+    """Cycles per mma.sync in one warp's dependent accumulator chain."""
+    import cupy
+
+    if dtype not in MMA_ONES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(MMA_ONES)}")
+    word, k, acc = MMA_ONES[dtype]
+    func = _kernel(f"mma_lat_{dtype}")
+    operand = np.float64(word) if dtype == "fp64" else np.uint32(word)
+    per_lane = 2 if dtype == "fp64" else 4
+    out = cupy.zeros(LANES * per_lane, dtype=acc)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(trips: int) -> float:
+        func((1,), (LANES,), (operand, operand, np.int32(trips), out, cycles))
+        want = trips * MMA_UNROLL * k  # every element: steps x (K products of 1 x 1)
+        got = out.get()
+        if not np.all(got == want):
+            raise RuntimeError(f"mma_lat_{dtype}: accumulators {np.unique(got)[:4]} after {trips * MMA_UNROLL} "
+                               f"steps, expected {want} in every element")
+        return float(cycles.get()[0])
+
+    def sample(repeat: int) -> list[Sample]:
+        short, long = chain(MMA_TRIPS), chain(2 * MMA_TRIPS)
+        per_mma = (long - short) / (MMA_TRIPS * MMA_UNROLL)
+        hz = ctx.sm_clock()
+        return [Sample("latency", per_mma, "cycles", repeat, hz, "clock64",
+                       "invalid" if per_mma < 1 else ctx.throttle_flag(hz, power_limited=True))]
+
+    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))
+
+
+# -- exec.atomics -------------------------------------------------------------------------------------------
+
+ATOMIC_TYPES = {"i32": np.uint32, "f32": np.float32, "f64": np.float64}
+ATOMIC_MODES = ("latency", "same", "warp", "distinct")
+ATOM_UNROLL, ATOM_TRIPS = 32, 4
+#: mode -> the red kernel's addressing: one address for the grid, one per warp, one per thread.
+RED_MODE = {"same": 0, "warp": 1, "distinct": 2}
+#: The latency chains' placements' salt (beside the run's seed and the dtype).
+ATOMIC_SALT = 0xA70
+
+
+def atomic_chain(dtype: str, steps: int) -> tuple:
+    """(x, memory) after ``steps`` of x <- atom.add(p, x) from x = 1, p = 0: each step returns the old value
+    and adds the previous return (a Fibonacci recurrence), in the type's own arithmetic."""
+    kind = ATOMIC_TYPES[dtype]
+    x, p = kind(1), kind(0)
+    with np.errstate(over="ignore"):
+        for _ in range(steps):
+            x, p = p, kind(p + x)
+    return x, p
+
+
+def red_expected(dtype: str, adds: int):
+    """A word after ``adds`` red.add of 1: exact (integers wrap mod 2^32; fp32 stops growing at 2^24, where
+    adding 1 rounds back to even)."""
+    if dtype == "i32":
+        return np.uint32(adds % 2**32)
+    return ATOMIC_TYPES[dtype](min(adds, 2**24) if dtype == "f32" else adds)
+
+
+@probe("exec.atomics",
+       sweeps={"quick": lambda d: {"dtype": list(ATOMIC_TYPES), "mode": list(ATOMIC_MODES)},
+               "full": lambda d: {"dtype": list(ATOMIC_TYPES), "mode": list(ATOMIC_MODES)}},
+       axes={"dtype": "i32, f32, f64 (atom/red.global.add)",
+             "mode": "latency (one thread's dependent chain) or throughput with every thread of a full grid "
+                     "on one address (same), one per warp (warp) or its own (distinct)"},
+       quantities=tuple(f"atomic.global.add_{t}_{m}" for t in ATOMIC_TYPES
+                        for m in ("latency_near_cycles", "latency_far_cycles", "ops_per_s_same", "ops_per_s_warp",
+                                  "ops_per_s_distinct")),
+       kernels=("execution.cu",))
+def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
+    """Global atomic add: dependent-chain latency, or throughput against contention."""
+    import cupy
+
+    if dtype not in ATOMIC_TYPES or mode not in ATOMIC_MODES:
+        raise ValueError(f"bad atomics config {dtype!r}, {mode!r}: dtypes {tuple(ATOMIC_TYPES)}, modes "
+                         f"{ATOMIC_MODES}")
+    kind = ATOMIC_TYPES[dtype]
+    if mode == "latency":
+        return _atomic_latency(ctx, dtype, kind)
+    func = _kernel(f"red_{dtype}")
+    blocks = ctx.device["sm_count"] * blocks_per_sm(func, THR_THREADS)
+    threads = blocks * THR_THREADS
+    words = {"same": 1, "warp": threads // LANES, "distinct": threads}[mode]
+    memory = cupy.zeros(words, dtype=kind)
+    clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)
+    launches = [0]
+
+    def run(reps: int):
+        def launch():
+            func((blocks,), (THR_THREADS,), (memory, kind(1), np.int32(RED_MODE[mode]), np.int32(reps), clocks))
+            launches[0] += reps
+        return launch
+
+    reps, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_TRIPS)
+    memory.fill(0)
+    launches[0] = 0
+    timer = EventTimer(run(reps), max(ctx.budget.min_sample_s, SAMPLE_S))
+
+    def sample(repeat: int) -> list[Sample]:
+        seconds = timer.seconds_per_launch()
+        hz = kernel_clock_hz(clocks.get())
+        rate = threads * reps / seconds
+        return [Sample("ops_per_s", rate, "1/s", repeat, hz, "cuda_event", ctx.throttle_flag(hz)),
+                Sample("ops_per_clk", rate / hz, "1/cycle", repeat, hz, "cuda_event", ctx.throttle_flag(hz))]
+
+    samples = repeat_until_stable(sample, "ops_per_s", _budget(ctx, RATE_TIME_S))
+    per_word = launches[0] * threads // words  # adds of 1 every word received
+    got = memory.get()
+    if not np.all(got == red_expected(dtype, per_word)):
+        raise RuntimeError(f"red_{dtype} ({mode}): words hold {np.unique(got)[:4]}, expected "
+                           f"{red_expected(dtype, per_word)} after {per_word} adds of 1 each")
+    return samples
+
+
+def _atomic_latency(ctx, dtype: str, kind) -> list[Sample]:
+    """One thread's dependent atom.add chain at PLACEMENTS random lines, one sample each: the address's home
+    L2 partition (near the SM or across the chip) sets the latency, so a sample records where it stood."""
+    import cupy
+
+    func = _kernel(f"atom_lat_{dtype}")
+    offsets = random_lines(ctx, PLACEMENTS, ATOMIC_SALT, list(ATOMIC_TYPES).index(dtype))
+    span = cupy.zeros(int(offsets.max()) // np.dtype(kind).itemsize + 1, dtype=kind)
+    out = cupy.zeros(1, dtype=kind)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(memory, trips: int) -> float:
+        memory.fill(0)
+        func((1,), (1,), (memory, kind(1), np.int32(trips), out, cycles))
+        want = atomic_chain(dtype, trips * ATOM_UNROLL)
+        got = (out.get()[0], memory.get()[0])
+        if not all(g == w for g, w in zip(got, want)):
+            raise RuntimeError(f"atom_lat_{dtype}: returned and stored {got}, the recurrence gives {want}")
+        return float(cycles.get()[0])
+
+    samples = []
+    for placement, offset in enumerate(offsets):
+        memory = span[int(offset) // np.dtype(kind).itemsize:][:1]
+        short, long = chain(memory, ATOM_TRIPS), chain(memory, 2 * ATOM_TRIPS)
+        per_atom = (long - short) / (ATOM_TRIPS * ATOM_UNROLL)
+        hz = ctx.sm_clock()
+        flag = "invalid" if per_atom < 1 else ctx.throttle_flag(hz)
+        samples += [Sample("latency", per_atom, "cycles", placement, hz, "clock64", flag),
+                    Sample("address_offset", float(offset), "B", placement, hz, "config")]
+    return samples
+
+
+# -- exec.sync ----------------------------------------------------------------------------------------------
+
+SYNC_UNROLL, SYNC_TRIPS = 16, 16
+
+
+def sync_threads(device: dict) -> list[int]:
+    """Block sizes from one warp to the largest block, doubling."""
+    sizes, n = [], LANES
+    while n <= device["max_threads_per_block"]:
+        sizes.append(n)
+        n *= 2
+    return sizes
+
+
+@probe("exec.sync", sweeps={"quick": lambda d: {"threads": sync_threads(d)},
+                            "full": lambda d: {"threads": sync_threads(d)}},
+       axes={"threads": "threads of the one block: 32, 64, ... up to the largest block"},
+       quantities=("sync.syncthreads_cycles_one_warp", "sync.syncthreads_cycles"), kernels=("execution.cu",))
+def exec_sync(ctx, threads: int) -> list[Sample]:
+    """Cycles per __syncthreads (BAR.SYNC) of one block, against its size."""
+    import cupy
+
+    threads = int(threads)
+    if threads not in sync_threads(ctx.device):
+        raise ValueError(f"bad block size {threads}: choose one of {sync_threads(ctx.device)}")
+    func = _kernel("sync_lat")
+    passed = cupy.zeros(1, dtype=cupy.uint32)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(trips: int) -> float:
+        func((1,), (threads,), (np.int32(trips), passed, cycles))
+        if int(passed.get()[0]) != threads * trips * SYNC_UNROLL:
+            raise RuntimeError(f"sync_lat: {int(passed.get()[0])} barrier passes counted, expected "
+                               f"{threads * trips * SYNC_UNROLL}")
+        return float(cycles.get()[0])
+
+    def sample(repeat: int) -> list[Sample]:
+        short, long = chain(SYNC_TRIPS), chain(2 * SYNC_TRIPS)
+        per_barrier = (long - short) / (SYNC_TRIPS * SYNC_UNROLL)
+        hz = ctx.sm_clock()
+        return [Sample("latency", per_barrier, "cycles", repeat, hz, "clock64",
+                       "invalid" if per_barrier < 1 else ctx.throttle_flag(hz))]
+
+    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))

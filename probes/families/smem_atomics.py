@@ -1,0 +1,144 @@
+"""Shared-memory atomic add (CuPy RawModule, smem_atomics.cu): ``exec.smem_atomics``.
+
+* latency -- one thread's dependent chain of atom.shared.add at one word (each add's operand the previous
+  return; the host replays the recurrence exactly): clock64 cycles of 2T trips less T trips, per atomic.
+* same / warp / distinct -- one block of the largest block's threads (up to ATOMS_WORDS) on one SM, every
+  thread issuing red.shared.add of 1 (ATOMS_THR_UNROLL a trip) to one word for the block, one per warp or its own: adds per clock of
+  that SM, timed in-kernel (clock64 and %globaltimer of the block's loop, between barriers).  Every word is
+  checked against the adds it received.
+
+int32 is one native instruction (ATOMS.ADD); fp32 is a compare-and-swap loop on sm_90 (LDS, FADD,
+ATOMS.CAST.SPIN, retry), so its figures are that loop's; fp64 (ATOMS.CAST.SPIN.64, also a loop) is left out.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from probes.kit.harness import Sample, calibrate, repeat_until_stable
+from probes.kit.samplers import MAX_BYTES_PER_CLK_SM
+from probes.registry import probe
+
+RUN_ORDER = 170
+
+LANES = 32
+#: smem_atomics.cu's constants.
+ATOMS_UNROLL, ATOMS_WORDS, ATOMS_THR_UNROLL = 32, 1024, 8
+ATOMS_TRIPS = 16
+SMEM_ATOMIC_TYPES = {"i32": np.uint32, "f32": np.float32}
+SMEM_ATOMIC_MODES = ("latency", "same", "warp", "distinct")
+#: mode -> the kernel's addressing: one word for the block, one per warp, one per thread.
+THR_MODE = {"same": 0, "warp": 1, "distinct": 2}
+#: Target length of one throughput launch (long against %globaltimer's microsecond updates), and its cap.
+LAUNCH_S, MAX_REPS = 2e-3, 2**31 - 1
+
+
+def chain_reference(dtype: str, steps: int) -> tuple:
+    """(x, word) after ``steps`` of x <- atom.add(word, x) from x = 1, word = 0: each step returns the old
+    word and adds the previous return (a Fibonacci recurrence), in the type's own arithmetic."""
+    kind = SMEM_ATOMIC_TYPES[dtype]
+    x, word = kind(1), kind(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(steps):
+            x, word = word, kind(word + x)
+    return x, word
+
+
+def expected_words(dtype: str, mode: str, threads: int, adds_per_thread: int) -> np.ndarray:
+    """The ATOMS_WORDS words after ``adds_per_thread`` adds of 1 from each of ``threads`` threads: exact (integers wrap
+    mod 2^32; fp32 stops growing at 2^24, where adding 1 rounds back to even); words nobody adds to stay 0."""
+    kind = SMEM_ATOMIC_TYPES[dtype]
+    used = {"same": 1, "warp": threads // LANES, "distinct": threads}[mode]
+    adds = threads // used * adds_per_thread
+    value = adds % 2**32 if dtype == "i32" else min(adds, 2**24)
+    words = np.zeros(ATOMS_WORDS, dtype=kind)
+    words[:used] = value
+    return words
+
+
+def block_threads(device: dict) -> int:
+    """The largest block the device allows, at most ATOMS_WORDS threads, whole warps."""
+    return min(device["max_threads_per_block"], ATOMS_WORDS) // LANES * LANES
+
+
+def _kernel(name: str):
+    from probes.kit.cuda import kernel
+
+    return kernel("smem_atomics.cu", name)
+
+
+def _sweep(device):
+    return {"dtype": list(SMEM_ATOMIC_TYPES), "mode": list(SMEM_ATOMIC_MODES)}
+
+
+@probe("exec.smem_atomics", sweeps={"quick": _sweep, "full": _sweep},
+       axes={"dtype": "i32 (ATOMS.ADD), f32 (a compare-and-swap loop on sm_90)",
+             "mode": "latency (one thread's dependent chain) or throughput of one full block with every thread "
+                     "on one word (same), one per warp (warp) or its own (distinct)"},
+       quantities=tuple(f"atomic.shared.add_{t}_{m}" for t in SMEM_ATOMIC_TYPES
+                        for m in ("latency_cycles", "ops_per_clk_sm_same", "ops_per_clk_sm_warp",
+                                  "ops_per_clk_sm_distinct")),
+       kernels=("smem_atomics.cu",))
+def exec_smem_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
+    """Shared-memory atomic add: dependent-chain latency, or one SM's adds per clock against contention."""
+    import cupy
+
+    if dtype not in SMEM_ATOMIC_TYPES or mode not in SMEM_ATOMIC_MODES:
+        raise ValueError(f"bad shared atomics config {dtype!r}, {mode!r}: dtypes {tuple(SMEM_ATOMIC_TYPES)}, "
+                         f"modes {SMEM_ATOMIC_MODES}")
+    kind = SMEM_ATOMIC_TYPES[dtype]
+    if mode == "latency":
+        return _latency(ctx, dtype, kind)
+    func = _kernel(f"atoms_thr_{dtype}")
+    threads = block_threads(ctx.device)
+    out = cupy.zeros(ATOMS_WORDS, dtype=kind)
+    clocks = cupy.zeros(2, dtype=cupy.uint64)
+
+    def run(reps: int):
+        return lambda: func((1,), (threads,), (kind(1), np.int32(THR_MODE[mode]), np.int32(reps), out, clocks))
+
+    reps, _ = calibrate(run, 1, LAUNCH_S, max_count=MAX_REPS)
+    want = expected_words(dtype, mode, threads, reps * ATOMS_THR_UNROLL)
+    adds = threads * reps * ATOMS_THR_UNROLL
+
+    def sample(repeat: int) -> list[Sample]:
+        run(reps)()
+        cycles, ns = (float(c) for c in clocks.get())
+        got = out.get()
+        if not np.array_equal(got, want):
+            bad = np.flatnonzero(got != want)
+            raise RuntimeError(f"atoms_thr_{dtype} ({mode}): {len(bad)} words differ from the adds they received, "
+                               f"word {bad[0]} holds {got[bad[0]]}, expected {want[bad[0]]}")
+        if cycles <= 0 or ns <= 0:
+            raise RuntimeError(f"atoms_thr_{dtype} ({mode}): the block recorded {cycles} cycles in {ns} ns")
+        hz = cycles / ns * 1e9
+        per_clk = adds / cycles
+        flag = "invalid" if per_clk * np.dtype(kind).itemsize > MAX_BYTES_PER_CLK_SM else ctx.throttle_flag(hz)
+        return [Sample("ops_per_clk_sm", per_clk, "1/cycle", repeat, hz, "clock64", flag),
+                Sample("ops_per_s_sm", adds / ns * 1e9, "1/s", repeat, hz, "globaltimer", flag)]
+
+    return repeat_until_stable(sample, "ops_per_clk_sm", ctx.budget)
+
+
+def _latency(ctx, dtype: str, kind) -> list[Sample]:
+    import cupy
+
+    func = _kernel(f"atoms_lat_{dtype}")
+    out = cupy.zeros(2, dtype=kind)
+    cycles = cupy.zeros(1, dtype=cupy.int64)
+
+    def chain(trips: int) -> float:
+        func((1,), (1,), (kind(1), np.int32(trips), out, cycles))
+        want = chain_reference(dtype, trips * ATOMS_UNROLL)
+        got = tuple(out.get())
+        if not all(np.array_equal(g, w) for g, w in zip(got, want)):
+            raise RuntimeError(f"atoms_lat_{dtype}: returned and stored {got}, the recurrence gives {want}")
+        return float(cycles.get()[0])
+
+    def sample(repeat: int) -> list[Sample]:
+        short, long = chain(ATOMS_TRIPS), chain(2 * ATOMS_TRIPS)
+        per_atom = (long - short) / (ATOMS_TRIPS * ATOMS_UNROLL)
+        hz = ctx.sm_clock()
+        return [Sample("latency", per_atom, "cycles", repeat, hz, "clock64",
+                       "invalid" if per_atom < 1 else ctx.throttle_flag(hz))]
+
+    return repeat_until_stable(sample, "latency", ctx.budget)
