@@ -66,7 +66,6 @@ from scipy.special import stdtrit
 from analysis.errors import UsageError
 from analysis.repro import read_spread_table
 from analysis.results import RENAMED_QUANTITIES, RunDir, atomic_write_bytes, atomic_write_text
-from analysis.units import fmt_value
 
 #: Expected false alarms of a whole summary (every board and quantity of a model) when every board is healthy;
 #: the group screen holds its own to the same.
@@ -81,8 +80,8 @@ INTERVALS = ("ci_low", "ci_high", "repro_low", "repro_high")
 LONG_COLUMNS = ("board", "run_id", "uuid", "gpu", "quantity", "value", "unit", *INTERVALS)
 BOARD_COLUMNS = ("board", "uuid", "gpu", "run_id", "runs", "quantity", "value", "unit", "ci_low", "ci_high",
                  "median", "sigma", "deviation", "z", "threshold", "boards", "outlier", "rule")
-#: Significant digits of analysis/board-spread.csv's medians (tools/board_spread.py writes "%.6g").
-PANEL_DIGITS = 6
+#: Significant digits of analysis/board-spread.csv's medians (tools/board_spread.py writes "%.10g").
+PANEL_DIGITS = 10
 #: A group's row in the screen: ``group:<name>``.
 GROUP_PREFIX = "group:"
 #: Mechanism groups: name -> (the mechanism, the quantity id patterns, shell-style ``*``).  A board slow in the
@@ -361,81 +360,3 @@ def read_summary(folder: Path, kind: str) -> tuple[dict, pd.DataFrame]:
         raise UsageError(f"{folder} has no {kind}.json: make it with `gpuatlas "
                          f"{'run --gpus' if kind == 'node' else 'fleet'}`")
     return json.loads(path.read_text()), pd.read_csv(Path(folder) / f"{kind}.csv")
-
-
-def pct(v) -> str:
-    return "" if pd.isna(v) else f"{v:+.2%}"
-
-
-def z_text(v) -> str:
-    return "" if pd.isna(v) else ("inf" if np.isinf(v) else f"{v:+.1f}")
-
-
-RULE_TEXT = {"fleet": "against the median and MAD of its {boards} boards",
-             "panel": "against its panel ({panel}; z is Student's t with the panel's boards less one degrees of "
-                      "freedom)",
-             "none": "not judged ({boards} boards, fewer than a verdict needs, and no panel)"}
-
-
-def rule_line(summary: dict) -> str:
-    """Which rule judged each model, and its thresholds."""
-    rule = summary.get("screen", {})
-    parts = []
-    for gpu, m in rule.get("models", {}).items():
-        text = f"{gpu}: " + RULE_TEXT[m["rule"]].format(**m)
-        if "threshold" in m:
-            text += (f": a quantity beyond |z| {m['threshold']:g} (or more where fewer boards measured it) and "
-                     "outside the board's CI and repro interval")
-        if "group_threshold" in m:
-            text += f", a mechanism group ({', '.join(rule.get('groups', GROUPS))}) whose z is below " \
-                    f"-{m['group_threshold']:g}"
-        parts.append(text)
-    return ("; ".join(parts) or "no board") + (f". Each screen (quantities, groups) holds a healthy summary's "
-                                                f"false alarms to {rule.get('false_alarms', FALSE_ALARMS)}")
-
-
-def spread_text(sigma, median, quantity) -> str:
-    """σ over |centre| as a percentage; blank for a group (its centre is a z near 0) or a zero centre."""
-    return "" if pd.isna(sigma) or pd.isna(median) or not median or is_group(quantity) else f"{sigma / abs(median):.2%}"
-
-
-def boards_sections(summary: dict, compared: pd.DataFrame) -> list:
-    """The node page's sections: boards, outliers, distributions."""
-    boards = pd.DataFrame(summary["boards"])
-    out = [("Boards", boards if len(boards) else ["no finished board run"])]
-    outliers = compared[compared["outlier"].astype(bool)] if len(compared) else compared
-    if len(outliers):
-        shown = pd.DataFrame({"board": outliers["board"], "quantity": outliers["quantity"],
-                              "value": [fmt_value(v, u) for v, u in zip(outliers["value"], outliers["unit"])],
-                              "centre": [fmt_value(v, u)
-                                                   for v, u in zip(outliers["median"], outliers["unit"])],
-                              "deviation": [pct(v) for v in outliers["deviation"]],
-                              "z": [z_text(v) for v in outliers["z"]]})
-        out.append(("Outliers: " + rule_line(summary), shown))
-    else:
-        out.append(("Outliers", ["none. Rule: " + rule_line(summary)]))
-    table = distribution(compared)
-    if len(table):
-        shown = pd.DataFrame({"gpu": table["gpu"], "quantity": table["quantity"], "boards": table["boards"],
-                              **{c: [fmt_value(v, u) for v, u in zip(table[c], table["unit"])]
-                                 for c in ("median", "min", "q25", "q75", "max")},
-                              "σ / median": [spread_text(s, m, q) for s, m, q in
-                                             zip(table["sigma"], table["median"], table["quantity"])],
-                              "outliers": table["outlier_boards"].fillna("")})
-        out.append(("Each quantity over the boards (σ: 1.4826 MAD, or the panel's standard deviation)", shown))
-    return out
-
-
-def render_boards(folder: Path, kind: str, out_dir: Path) -> Path:
-    """The node or fleet page of ``folder`` (from its summary files, and a node's links run) into ``out_dir``."""
-    summary, compared = read_summary(folder, kind)
-    if kind == "fleet":
-        from analysis.fleet_page import render_fleet_page
-
-        return render_fleet_page(folder, summary, compared, out_dir)
-    from analysis.links import link_sections
-    from analysis.page import write_page
-
-    title = f"gpuatlas: {kind} of {len(summary['boards'])} boards ({Path(folder).name})"
-    links = [link_sections(RunDir(Path(folder) / "links" / summary["links_run"]))] if summary.get("links_run") else []
-    return write_page(title, boards_sections(summary, compared) + [s for part in links for s in part], out_dir)

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.boards import distribution, is_group, pct, rule_line, spread_text, z_text
+from analysis.board_text import pct, rule_line, spread_text, z_text
+from analysis.boards import distribution, is_group
 from analysis.results import atomic_write_bytes, atomic_write_text
 from analysis.units import fmt_value
 

@@ -165,7 +165,7 @@ def cmd_report(args) -> int:
     for folder in boards:
         writable_folder(out_root / Path(folder).name, "--out")
     if boards:  # a node or fleet folder: its page, from its summary files
-        from analysis.boards import render_boards
+        from analysis.board_pages import render_boards
 
         for folder in boards:
             kind = "node" if (Path(folder) / "node.json").is_file() else "fleet"

@@ -67,7 +67,8 @@ def launch(argv: list[str], device: str, log: Path) -> subprocess.Popen:
 
 def run_node(args, devices: list[str], out_root: Path, start=launch, say=print) -> tuple[Path, int]:
     """Measure every device in parallel, then the links, then summarize; returns (node folder, exit code)."""
-    from analysis.boards import render_boards, run_dirs, write_summary
+    from analysis.board_pages import render_boards
+    from analysis.boards import run_dirs, write_summary
     from probes.registry import select
 
     probes = select(args.probe)

@@ -72,7 +72,7 @@ def summary(model: str, rows: dict[str, pd.DataFrame]) -> str:
 def main(argv: list[str]) -> int:
     folders = [Path(a).resolve() for a in argv] or sorted((REPO / "reports").glob("*-boards"))
     table, panels = build(folders)
-    SPREAD_TABLE.write_text(table.to_csv(index=False, float_format="%.6g"))
+    SPREAD_TABLE.write_text(table.to_csv(index=False, float_format="%.10g"))
     print(f"wrote {SPREAD_TABLE.relative_to(REPO)}: {len(table)} rows")
     for model, rows in panels:
         print(summary(model, rows))

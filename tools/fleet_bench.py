@@ -111,7 +111,7 @@ def timed(code: str, *args) -> dict:
 
 GATHER = ("import sys, json; from pathlib import Path; from gpuatlas.fleet import gather; "
           "s = gather(Path(sys.argv[1]), say=lambda *a: None); print(s['partitions_written'])")
-RENDER = ("import sys; from pathlib import Path; from analysis.boards import render_boards; "
+RENDER = ("import sys; from pathlib import Path; from analysis.board_pages import render_boards; "
           "render_boards(Path(sys.argv[1]), 'fleet', Path(sys.argv[1]) / 'report')")
 QUERY_ARROW = ("import sys, pyarrow.dataset as ds; d = ds.dataset(sys.argv[1] + '/dataset', partitioning='hive'); "
                "t = d.to_table(columns=['run_id', 'value'], filter=(ds.field('probe') == 'bw.dram') & "
