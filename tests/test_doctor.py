@@ -216,3 +216,55 @@ def test_a_machine_with_every_backend_says_so(monkeypatch, capsys):
                                                             required=False)]
     lines = doctor_output(monkeypatch, capsys, checks)
     assert lines[-1] == "everything gpuatlas needs works here"
+
+
+#: What NVRTC 12.6 printed on the H200 when CuPy handed it a CUDA 13 toolkit's headers for a column sum.
+MIXED_HEADERS = ("/opt/venv/lib/python3.12/site-packages/nvidia/cu13/include/cuda_fp8.hpp(1460): error: this "
+                 "declaration has no storage class or type specifier\n      __NV_SILENCE_DEPRECATION_BEGIN")
+
+
+def fake_cupy(reduction_error: str | None):
+    """A CuPy whose plain kernel runs; its own reduction raises ``reduction_error`` (None: it runs)."""
+    class Array:
+        def __init__(self, n):
+            self.n = n
+
+        def __iadd__(self, other):
+            return self
+
+        def __eq__(self, other):
+            return types.SimpleNamespace(all=lambda: True)
+
+        def reshape(self, *shape):
+            return self
+
+        def sum(self, axis=None):
+            if reduction_error:
+                raise RuntimeError(reduction_error)
+            return self
+
+    def raw_kernel(code, name):
+        return lambda grid, block, args: None
+
+    return types.SimpleNamespace(
+        __version__="14.2.0", RawKernel=raw_kernel, int32="int32", float32="float32",
+        arange=lambda *a, **k: Array(a[-1]),
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"Some GPU"}),
+                                   nvrtc=types.SimpleNamespace(getVersion=lambda: (12, 6)),
+                                   Stream=types.SimpleNamespace(null=types.SimpleNamespace(synchronize=lambda: None))))
+
+
+@pytest.mark.parametrize("cuda", [12080, 13000], ids=["12.8", "13.0"])
+def test_cupys_own_kernels_failing_on_another_cudas_headers_are_named_with_the_headers(monkeypatch, machine, cuda):
+    """A plain kernel compiles, but CuPy's own reduction meets another CUDA version's headers: doctor says so, names
+    the header folder and CuPy's NVRTC, and gives the machine's install line for a one-version environment."""
+    machine(cuda)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(MIXED_HEADERS))
+    check = doctor.check_cupy()
+    assert check.ok is False
+    assert "CuPy's own kernels do not compile: NVRTC 12.6" in check.detail
+    assert "/opt/venv/lib/python3.12/site-packages/nvidia/cu13/include" in check.detail
+    assert doctor.install_line(doctor.driver_cuda()) in check.fix
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(None))  # control: the same machine, its reductions compile
+    check = doctor.check_cupy()
+    assert check.ok is True and "its own reductions" in check.detail

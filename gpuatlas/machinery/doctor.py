@@ -213,13 +213,40 @@ def check_cupy() -> Check:
             return Check("CuPy", False, "a kernel ran but computed the wrong answer", "report this GPU/driver")
         name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
         name = name.decode() if isinstance(name, bytes) else name
-        return Check("CuPy", True, f"cupy {cupy.__version__} compiled and ran a kernel on {name}")
+        mixed = _own_kernels_problem(cupy)
+        if mixed:
+            return Check("CuPy", False, mixed, f"measure from an environment whose CUDA packages are all of one CUDA "
+                                               f"version, as installed by: {install_line(cuda)}")
+        return Check("CuPy", True, f"cupy {cupy.__version__} compiled and ran a kernel and its own reductions "
+                                   f"on {name}")
     except Exception as exc:
         if cuda is None:
             return Check("CuPy", False, f"no NVIDIA driver to launch a kernel on ({_why(exc)})", _NO_DRIVER)
         fix = (f"install the NVRTC that matches CuPy and this driver: {install_line(cuda)}"
                if "nvrtc" in str(exc).lower() else _NO_DRIVER)
         return Check("CuPy", False, f"cannot compile and launch a kernel ({_why(exc)})", fix)
+
+
+#: Where a compile error quotes a CUDA header: the include directory CuPy handed NVRTC.
+_HEADER_DIR = re.compile(r"(/[^\s\"'()]+?)/[\w.-]+\.(?:h|hpp|cuh)\(\d+\)")
+
+
+def _own_kernels_problem(cupy) -> str | None:
+    """CuPy compiles its own kernels (reductions, here a column sum) with its NVRTC and the CUDA headers it finds
+    through cuda-pathfinder; with a second CUDA version's packages in the environment (a CUDA 13 toolkit beside
+    CUDA 12 wheels, say) NVRTC reads the other version's headers and fails, though a plain kernel compiles."""
+    try:
+        cupy.arange(64, dtype=cupy.float32).reshape(8, 8).sum(axis=0)
+        cupy.cuda.Stream.null.synchronize()
+        return None
+    except Exception as exc:
+        text = str(exc)
+        where = _HEADER_DIR.search(text)
+        version = ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
+        first = next((line.strip() for line in text.splitlines() if "error" in line), _why(exc))
+        return (f"CuPy's own kernels do not compile: NVRTC {version} failed on the CUDA headers of "
+                f"{where.group(1) if where else 'its include path'} ({first}); another CUDA version's packages in "
+                "this environment put their headers first on CuPy's path")
 
 
 def check_numba() -> Check:
