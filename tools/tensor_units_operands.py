@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tools.wgmma_operands import constraints, register_vector
 
-HEADER = Path(__file__).resolve().parents[1] / "probes" / "tensor_units_operands.cuh"
+HEADER = Path(__file__).resolve().parents[1] / "probes" / "families" / "compute" / "tensor_units_operands.cuh"
 NS = (128, 256)
 
 

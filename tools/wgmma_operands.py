@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-HEADER = Path(__file__).resolve().parents[1] / "probes" / "wgmma_operands.cuh"
+HEADER = Path(__file__).resolve().parents[1] / "probes" / "families" / "compute" / "wgmma_operands.cuh"
 NS = (64, 128, 192, 256)
 
 
