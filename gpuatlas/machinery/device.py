@@ -155,6 +155,7 @@ def software_versions() -> dict:
 
         versions["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
         versions["cuda_driver"] = cupy.cuda.runtime.driverGetVersion()
+        versions["nvrtc"] = "%d.%d" % cupy.cuda.nvrtc.getVersion()  # the compiler of every CuPy kernel
     except Exception:
         pass
     return versions
