@@ -25,17 +25,19 @@ class KernelFiles:
     def __init__(self, kit: Path, families: Path):
         self.kit, self.families = kit, families
 
+    @functools.cached_property
     def folders(self) -> list[Path]:
+        """The family folders, then the kit's: walked once (the tree does not change while a process runs)."""
         found = [self.families, *(d for d in sorted(self.families.rglob("*")) if d.is_dir() and d.name != "__pycache__")]
         return [*found, self.kit]
 
     def files(self, *suffixes: str) -> list[Path]:
         """Every kernel file (by default every ``.cu`` file), by name."""
-        return sorted((p for d in self.folders() for p in d.iterdir() if p.suffix in (suffixes or (".cu",))),
+        return sorted((p for d in self.folders for p in d.iterdir() if p.suffix in (suffixes or (".cu",))),
                       key=lambda p: p.name)
 
     def __truediv__(self, name: str) -> Path:
-        return next((d / name for d in self.folders() if (d / name).is_file()), self.kit / name)
+        return next((d / name for d in self.folders if (d / name).is_file()), self.kit / name)
 
 
 KERNEL_DIR = KernelFiles(Path(__file__).parent, Path(__file__).parent.parent / "families")
