@@ -14,7 +14,7 @@ rule judges a model (``judging_rule``; the summary names it per model):
   z = (value - m) / (s |m| sqrt(1 + π / (2 n_p))) is Student's t with n_p - 1 degrees of freedom: the board's
   own draw and the panel median's (π / 2n is a median's large-sample variance, more than a small panel's
   median has, so the rule errs towards fewer alarms), over an s estimated from n_p values; the table's
-  rounding of m (half a unit of its sixth digit) is added to m's uncertainty.  A quantity the
+  rounding of m (half a unit of its last digit, PANEL_DIGITS) is added to m's uncertainty.  A quantity the
   panel's boards read alike (s = 0) is not judged: its spread is unknown, not zero.
 - ``none``: too few boards and no panel: each quantity's boards are shown, and no board is judged.
 

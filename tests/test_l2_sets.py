@@ -203,7 +203,8 @@ def test_the_figure_draws_the_four_curves_the_fit_and_the_knees():
     fits = [label for label in labels if label.startswith("balls in bins: ")]
     ways = table.set_index("quantity").loc["l2.ways"]
     # undecided ways: both candidates drawn, in two line styles
-    assert len(labels) == 6 and [f.split(" ways")[0][-2:] for f in fits] == [f"{ways.ci_low:.0f}", f"{ways.ci_high:.0f}"]
+    drawn = [int(f.removeprefix("balls in bins: ").split()[0]) for f in fits]
+    assert len(labels) == 6 and drawn == [ways.ci_low, ways.ci_high]
     assert len({line.get_linestyle() for line in ax.get_lines() if line.get_label() in fits}) == 2
     assert len([t for t in ax.texts if "MiB" in t.get_text()]) == 2
     bare = geometry_figures.l2_sets(m, table[~table["quantity"].isin(["l2.ways", "l2.sets"])])

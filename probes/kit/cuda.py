@@ -28,7 +28,8 @@ class KernelFiles:
     @functools.cached_property
     def folders(self) -> list[Path]:
         """The family folders, then the kit's: walked once (the tree does not change while a process runs)."""
-        found = [self.families, *(d for d in sorted(self.families.rglob("*")) if d.is_dir() and d.name != "__pycache__")]
+        found = [self.families, *(d for d in sorted(self.families.rglob("*"))
+                                  if d.is_dir() and d.name != "__pycache__")]
         return [*found, self.kit]
 
     def files(self, *suffixes: str) -> list[Path]:
