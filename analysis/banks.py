@@ -206,7 +206,8 @@ def bank_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
-FAMILY = Family(order=40, rows=lambda m, device: bank_rows(m), quantities={
+FAMILY = Family(order=40, probe_modules=("smem_banks", "smem_banks.smem_banks_numba", "column_read"),
+                rows=lambda m, device: bank_rows(m), quantities={
     "smem.banks": ("1", "number of shared-memory banks"),
     "smem.bank_width_bytes": ("B", "width of one shared-memory bank"),
     "smem.conflict_cycles_per_way": ("cycles", "extra cycles per extra way of bank conflict"),

@@ -17,6 +17,6 @@ def clock_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
                         "clock.sm")]
 
 
-FAMILY = Family(order=10, rows=clock_rows, quantities={
+FAMILY = Family(order=10, probe_modules=("clock",), rows=clock_rows, quantities={
     "clock.sm_hz": ("Hz", "effective SM clock with every SM busy (clock64 cycles per globaltimer second)"),
 })

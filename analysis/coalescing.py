@@ -362,7 +362,7 @@ def _coalescing_rows(measurements) -> list[dict]:
     return rows
 
 
-FAMILY = Family(order=50, rows=bandwidth_rows, quantities={
+FAMILY = Family(order=50, probe_modules=("bandwidth", "bandwidth.dram"), rows=bandwidth_rows, quantities={
     "l2.capacity_bytes": ("B", "L2 capacity C of a miss model fitted to every SM's read bandwidth (a footprint F "
                                "keeps min(1, C/F) of itself resident)"),
     "l2.sector_bytes": ("B", "L2 sector: the smallest block the L2 moves per access, the best-fitting block of "

@@ -322,4 +322,5 @@ for _op, _spec in OPS.items():  # the instruction table: each op's chain latency
                                                                "chain, per instruction)")
     _QUANTITIES[f"inst.{_op}.ops_per_clk_sm"] = ("1/cycle", f"{_op} thread instructions per clock per SM, every SM "
                                                             "full of independent chains")
-FAMILY = Family(order=120, rows=lambda m, device: execution_rows(m), quantities=_QUANTITIES)
+FAMILY = Family(order=120, probe_modules=("execution", "execution.exec_chains"),
+                rows=lambda m, device: execution_rows(m), quantities=_QUANTITIES)

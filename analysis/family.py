@@ -2,13 +2,22 @@
 
 A module under analysis/ that makes derived rows declares its family once, at module level::
 
-    FAMILY = Family(order=10, rows=clock_rows, quantities={"clock.sm_hz": ("Hz", "...")})
+    FAMILY = Family(order=10, probe_modules=("clock",), rows=clock_rows,
+                    quantities={"clock.sm_hz": ("Hz", "...")})
 
-``quantities`` is its part of the vocabulary (id -> (unit, meaning)); ``analysis.quantities.QUANTITIES`` is
-every family's, in ``order``.  derive calls ``rows(measurements, device)`` of every family in ``order``; a
-family whose rows read the others' (the roofline reads the tensor peak and the HBM bandwidth) sets
-``reads_rows`` and runs after them all as ``rows(measurements, device, rows)``.  No central list names the
-families: a module is found by its ``FAMILY = Family(`` line.
+``order`` is the project's one ordering: it places the family's rows in derived.csv and its ids in the
+vocabulary (``analysis.quantities.QUANTITIES`` is every family's, in ``order``), and a run measures the probe
+modules of ``probe_modules`` (modules of ``probes.families``, named without the package) in the same order,
+family by family, each family's modules as it lists them (``probes.registry.probe_modules``).  derive calls
+``rows(measurements, device)`` of every family in ``order``; a family whose rows read the others' (the
+roofline reads the tensor peak and the HBM bandwidth) sets ``reads_rows`` and runs after them all as
+``rows(measurements, device, rows)``.
+
+Beside ``FAMILY`` a family's modules declare what the report shows of it: ``FIGURES`` (its figures,
+``analysis.report_figures.FigureSpec``), ``CLAIMS`` (lecture claims its quantities judge,
+``analysis.claims.model.Claim``) and ``LEVELS`` (its rows of the memory hierarchy table,
+``analysis.hierarchy.Level``).  No central list names any of them: a module is found by its line
+``FAMILY = Family(``, ``FIGURES = (``, ``CLAIMS = (`` or ``LEVELS = (`` (``declared``).
 """
 from __future__ import annotations
 
@@ -20,34 +29,48 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-_DECLARES = re.compile(r"^FAMILY = Family\(", re.MULTILINE)
+#: The line that marks a module declaring each kind of thing (see ``declared``).
+_DECLARES = {"FAMILY": r"^FAMILY = Family\(", "FIGURES": r"^FIGURES = \(", "CLAIMS": r"^CLAIMS = \(",
+             "LEVELS": r"^LEVELS = \("}
 
 
 @dataclass(frozen=True)
 class Family:
     """What a family derives (``quantities``), how (``rows``), and where its rows go (``order``)."""
 
-    order: int  # where its rows go in derived.csv and its ids in the vocabulary
+    order: int  # where its rows go in derived.csv, its ids in the vocabulary and its probe modules in a run
     rows: Callable  # (measurements, device) -> rows, or (measurements, device, rows) with reads_rows
     quantities: dict  # id -> (unit, meaning): everything its rows may emit
     reads_rows: bool = False
+    probe_modules: tuple = ()  # the modules of probes.families a run measures for it, in that order
+
+
+def declared(what: str) -> dict[str, object]:
+    """module name -> its module-level ``what`` (FAMILY, FIGURES, CLAIMS or LEVELS), for every module directly
+    under analysis/ with its line (see ``_DECLARES``), imported; in the modules' name order."""
+    import analysis
+
+    marker = re.compile(_DECLARES[what], re.MULTILINE)
+    found = {}
+    for info in sorted(pkgutil.iter_modules(analysis.__path__), key=lambda info: info.name):
+        path = Path(info.module_finder.path) / f"{info.name}.py"
+        if info.ispkg or not path.is_file() or not marker.search(path.read_text()):
+            continue
+        name = f"analysis.{info.name}"
+        module = importlib.import_module(name)
+        if what not in vars(module):
+            raise ValueError(f"{name} has a {what} line but no module-level {what}")
+        found[name] = getattr(module, what)
+    return found
 
 
 @functools.lru_cache(maxsize=None)
 def families() -> dict[str, Family]:
     """module name -> its Family, for every module under analysis/ that declares one, in ``order``."""
-    import analysis
-
-    found = {}
-    for info in pkgutil.iter_modules(analysis.__path__):
-        path = Path(info.module_finder.path) / f"{info.name}.py"
-        if info.ispkg or not path.is_file() or not _DECLARES.search(path.read_text()):
-            continue
-        name = f"analysis.{info.name}"
-        family = getattr(importlib.import_module(name), "FAMILY", None)
-        if not isinstance(family, Family):
-            raise ValueError(f"{name} has a FAMILY line but no module-level FAMILY = Family(...)")
-        found[name] = family
+    found = declared("FAMILY")
+    wrong = sorted(name for name, family in found.items() if not isinstance(family, Family))
+    if wrong:
+        raise ValueError(f"{wrong} declare a FAMILY that is not a Family(...)")
     orders = [f.order for f in found.values()]
     if len(set(orders)) != len(orders):
         clash = sorted(n for n, f in found.items() if orders.count(f.order) > 1)

@@ -82,6 +82,6 @@ def fusion_rows(measurements: pd.DataFrame) -> list[dict]:
                         "the L2 so every pass reaches HBM (ratio of medians, bootstrap 95% CI)", PROBE, note)]
 
 
-FAMILY = Family(order=90, rows=lambda m, device: fusion_rows(m), quantities={
+FAMILY = Family(order=90, probe_modules=("fusion",), rows=lambda m, device: fusion_rows(m), quantities={
     "fusion.softmax_speedup": ("1", "three unfused softmax kernels' time over one fused kernel's time, 4096 x 4096 bf16"),
 })

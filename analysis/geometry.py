@@ -75,7 +75,8 @@ def persist_rows(measurements: pd.DataFrame) -> list[dict]:
                         PERSIST_PROBE, note)]
 
 
-FAMILY = Family(order=150, rows=lambda m, device: geometry_rows(m), quantities={
+FAMILY = Family(order=150, probe_modules=("geometry", "geometry.l2_partition", "l2_sets"),
+                rows=lambda m, device: geometry_rows(m), quantities={
     "l1.ways": ("1", "L1 associativity: the lines one set holds (a plain index: what a chain confined to one set by "
                      "a power-of-two stride of the set span or more holds before its first miss; a hashed index: "
                      "the lines missing on every pass of the shortest missing chain at random places, minus one, "

@@ -266,7 +266,7 @@ def icache_rows(measurements: pd.DataFrame) -> list[dict]:
     return rows
 
 
-FAMILY = Family(order=160, rows=path_rows, quantities={
+FAMILY = Family(order=160, probe_modules=("readonly", "write_policy", "icache"), rows=path_rows, quantities={
     "readonly.latency_cycles": ("cycles", "load-to-use latency of a dependent ld.global.nc (the read-only path "
                                           "__ldg takes) over a chain the first-level cache holds"),
     "readonly.l2_latency_cycles": ("cycles", "the same ld.global.nc chase at a footprint of L2/8: an L2 hit"),

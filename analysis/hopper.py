@@ -176,7 +176,8 @@ def comparison_rows(derived: pd.DataFrame) -> list[tuple[str, str, float, str, s
     return rows
 
 
-FAMILY = Family(order=100, rows=lambda m, device: hopper_rows(m), quantities={
+FAMILY = Family(order=100, probe_modules=("hopper.dsmem", "hopper.tma", "hopper.dpx"),
+                rows=lambda m, device: hopper_rows(m), quantities={
     "dsmem.latency_cycles": ("cycles", "load-to-use latency of another cluster block's shared memory (distributed "
                                        "shared memory, mapa + generic load over the SM-to-SM network), pooled over "
                                        "cluster sizes"),

@@ -19,7 +19,7 @@ def launch_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     return rows
 
 
-FAMILY = Family(order=20, rows=launch_rows, quantities={
+FAMILY = Family(order=20, probe_modules=("launch",), rows=launch_rows, quantities={
     "launch.overhead_s": ("s", "GPU time per launch of an empty kernel, back-to-back plain launches"),
     "launch.graph_overhead_s": ("s", "GPU time per empty kernel replayed from a CUDA graph"),
 })

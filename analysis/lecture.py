@@ -111,7 +111,8 @@ def wave_rows(measurements, device: dict | None) -> list[dict]:
                         f"RMS relative error per W: {shown}")]
 
 
-FAMILY = Family(order=180, rows=lambda m, device, rows: lecture_rows(m, rows, device), reads_rows=True, quantities={
+FAMILY = Family(order=180, probe_modules=("lecture",),
+                rows=lambda m, device, rows: lecture_rows(m, rows, device), reads_rows=True, quantities={
     "matmul.lecture_tile_bf16_flops": ("FLOP/s", "Triton BF16 matmul in the lecture's BLOCK 256 x 256 tiles with "
                                                  "BLOCK_K 64, 4096^3"),
     "roofline.lecture_tile_fraction_of_peak": ("1", "the lecture-tile matmul over the BF16 burst peak"),

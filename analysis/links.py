@@ -171,7 +171,7 @@ def link_sections(run) -> list:
     return sections
 
 
-FAMILY = Family(order=110, rows=lambda m, device: link_rows(m), quantities={
+FAMILY = Family(order=110, probe_modules=("links", "collectives"), rows=lambda m, device: link_rows(m), quantities={
     "nvlink.links": ("1", "active NVLinks of a GPU (NVML), median over the GPUs of the run"),
     "nvlink.version": ("1", "NVLink generation the links run (NVML)"),
     "nvlink.link_bandwidth_bytes_per_s": ("B/s", "speed of one NVLink as NVML reports it (its common link speed)"),

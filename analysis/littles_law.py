@@ -241,7 +241,7 @@ def _full_occupancy_rows(measurements: pd.DataFrame, table: pd.DataFrame) -> lis
     return rows
 
 
-FAMILY = Family(order=60, rows=littles_rows, quantities={
+FAMILY = Family(order=60, probe_modules=("occupancy",), rows=littles_rows, quantities={
     "littles.bytes_in_flight": ("B", "bytes in flight needed to saturate device memory"),
     "occupancy.warps_to_saturate_dram_ilp1": ("1", "resident warps per SM to saturate HBM, one load each"),
     "littles.loaded_latency_s": ("s", "HBM latency under load: the Little's-law fit of bandwidth against loads "

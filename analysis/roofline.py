@@ -180,7 +180,8 @@ def matmul_rows(measurements: pd.DataFrame, derived=()) -> list[dict]:
     return rows
 
 
-FAMILY = Family(order=170, rows=lambda m, device, rows: matmul_rows(m, rows), reads_rows=True, quantities={
+FAMILY = Family(order=170, probe_modules=("matmul",),
+                rows=lambda m, device, rows: matmul_rows(m, rows), reads_rows=True, quantities={
     "matmul.cublas_bf16_flops": ("FLOP/s", "cuBLAS (torch.matmul) BF16 matmul throughput, 8192^3"),
     "matmul.triton_bf16_flops": ("FLOP/s", "Triton tl.dot BF16 matmul throughput, 8192^3, best of a few configs"),
     "roofline.tiled_fraction_of_peak": ("1", "best square-tile Triton matmul (BLOCK 128-256) over the BF16 peak"),

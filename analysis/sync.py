@@ -142,4 +142,5 @@ for _size in (2, 4, 8, 16):
     _QUANTITIES[f"sync.cluster_barrier_relaxed_cycles_c{_size}"] = ("cycles", "one barrier.cluster.arrive.relaxed + "
                                                                               f"wait of a cluster of {_size} blocks "
                                                                               "(no release fence)")
-FAMILY = Family(order=130, rows=lambda m, device: sync_rows(m), quantities=_QUANTITIES)
+FAMILY = Family(order=130, probe_modules=("smem_atomics", "barriers"),
+                rows=lambda m, device: sync_rows(m), quantities=_QUANTITIES)

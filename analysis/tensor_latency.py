@@ -37,4 +37,5 @@ for _dtype, _k in (("bf16", 16), ("fp16", 16), ("tf32", 8), ("fp8", 32)):
         _QUANTITIES[f"tc.{_dtype}.wgmma_latency_cycles_n{_n}"] = ("cycles", f"wgmma m64n{_n}k{_k} {_dtype} latency: "
                                                                             "one warpgroup's dependent accumulator "
                                                                             "chain, each step waited for")
-FAMILY = Family(order=140, rows=lambda m, device: wgmma_latency_rows(m), quantities=_QUANTITIES)
+FAMILY = Family(order=140, probe_modules=("compute.wgmma_latency",),
+                rows=lambda m, device: wgmma_latency_rows(m), quantities=_QUANTITIES)

@@ -88,23 +88,30 @@ def all_probes() -> dict[str, Probe]:
 @functools.lru_cache(maxsize=None)
 def probe_modules() -> tuple[str, ...]:
     """Every module of the ``probes.families`` package that declares a probe, imported, in the order a run
-    measures them: by the ``RUN_ORDER`` each declares, so no list names them."""
+    measures them: the families' order (``analysis.family``: each family names the probe modules it measures,
+    in its ``probe_modules``), so the one ordering a family declares places both its runs and its rows."""
     import probes.families
+    from analysis.family import families
 
-    found = {}
-    for info in pkgutil.walk_packages(probes.families.__path__, "probes.families."):
-        module = importlib.import_module(info.name)
-        if not any(p.func.__module__ == info.name for p in _REGISTRY.values()):
-            continue
-        order = getattr(module, "RUN_ORDER", None)
-        if not isinstance(order, int):
-            raise ValueError(f"{info.name} declares probes but no RUN_ORDER: write one, RUN_ORDER = <int>, where "
-                             "in a run its probes are measured")
-        found[info.name] = order
-    clash = sorted(name for name, order in found.items() if list(found.values()).count(order) > 1)
-    if clash:
-        raise ValueError(f"probe modules {clash} declare the same RUN_ORDER: give each its own")
-    return tuple(sorted(found, key=found.get))
+    found = [info.name for info in pkgutil.walk_packages(probes.families.__path__, "probes.families.")
+             if importlib.import_module(info.name)
+             and any(p.func.__module__ == info.name for p in _REGISTRY.values())]
+    owner: dict[str, str] = {}
+    for family_name, family in families().items():
+        for module in family.probe_modules:
+            name = f"probes.families.{module}"
+            if name not in found:
+                raise ValueError(f"{family_name} measures {module!r}, which is no module of probes.families that "
+                                 "declares a probe")
+            if name in owner:
+                raise ValueError(f"{name} is measured by both {owner[name]} and {family_name}: name it in one "
+                                 "family's probe_modules")
+            owner[name] = family_name
+    orphans = sorted(set(found) - set(owner))
+    if orphans:
+        raise ValueError(f"{orphans} declare probes but no family measures them: name each in its family's "
+                         "probe_modules (analysis/<family>.py's FAMILY)")
+    return tuple(owner)
 
 
 def _order(probe_id: str, modules: tuple[str, ...]) -> tuple:

@@ -29,8 +29,6 @@ from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import PLACEMENTS, random_lines
 from probes.registry import probe
 
-RUN_ORDER = 180
-
 LANES = 32
 #: barriers.cu's and barriers_sm90.cu's constants.
 BARRIER_UNROLL, GRID_UNROLL, SLOTS = 16, 4, 1024

@@ -21,8 +21,6 @@ from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import STRIDE_WARMUP_S
 from probes.registry import geom, probe
 
-RUN_ORDER = 40
-
 
 def footprint_sweep(device: dict) -> list[int]:
     """1 KiB to 4x L2, 4 jittered points per octave (about 70 points on a 50 MiB L2), and the three footprints

@@ -10,8 +10,6 @@ from probes.kit.chain import (CALIBRATION_STEPS, chain_on_gpu, chase_samples, cu
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
-RUN_ORDER = 30
-
 
 def every_sm_footprints(device: dict) -> list[int]:
     """L2/4 to 4x the L2, 8 jittered points per octave."""

@@ -15,8 +15,6 @@ from probes.kit.harness import Sample
 from probes.kit.numba_kit import gpu_primitives
 from probes.registry import probe
 
-RUN_ORDER = 50
-
 
 def make_chase_kernel(cuda, load, clock64, globaltimer):
     """A kernel ``chase(chain, start, warm_steps, steps, out)`` over the given primitives.

@@ -8,8 +8,6 @@ from __future__ import annotations
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import probe
 
-RUN_ORDER = 10
-
 _SWEEP = lambda device: {"busy_sms": ["one", "all"]}  # noqa: E731
 
 

@@ -20,8 +20,6 @@ from analysis.collectives import COLLECTIVES, algbw, busbw
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
-RUN_ORDER = 320
-
 #: Environment of every rank: NVLink multicast stays off.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
 _GROUP = {}

@@ -17,8 +17,6 @@ import numpy as np
 from probes.kit.harness import EventTimer, Sample, repeat_until_stable
 from probes.registry import probe
 
-RUN_ORDER = 80
-
 LECTURE_N = 4096
 TILE, ROWS_PER_SPLIT = 32, 128  #: column_read.cu's tile; rows each block sums (4 tiles)
 KERNELS = {"direct": "column_direct", "staged": "column_staged"}

@@ -23,8 +23,6 @@ from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import bandwidth_bound
 from probes.registry import probe
 
-RUN_ORDER = 210
-
 MATRIX_SIDE = 4096
 #: The ring of inputs spans at least this many times the L2 (and at least two buffers).
 RING_L2 = 4

@@ -22,8 +22,6 @@ from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import STRIDE_WARMUP_S
 from probes.registry import geom, probe
 
-RUN_ORDER = 300
-
 INSTRUCTION_BYTES = 16  # every SASS instruction since Volta
 #: Instructions a trip runs besides the FFMAs (the trip count's compare and add, the branch, the predicated clock
 #: read): 9 on sm_90, 7 to 11 on the other targets (the CPU tests assert both), so at most 2 per trip are

@@ -16,8 +16,6 @@ import numpy as np
 from probes.kit.harness import Sample
 from probes.registry import probe
 
-RUN_ORDER = 275
-
 #: Bytes between the chain's lines (the L2's line) and the timed passes per chain length after the warm ones.
 LINE_BYTES, WARM_PASSES, TIMED_PASSES = 128, 2, 2
 #: Chain lengths per config, geometric between the bounds below (multiples of the L2's size).

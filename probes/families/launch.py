@@ -10,8 +10,6 @@ import time
 from probes.kit.harness import EventTimer, Sample, repeat_until_stable
 from probes.registry import probe
 
-RUN_ORDER = 20
-
 #: Launches per timed batch (a CUDA graph holds this many kernel nodes).
 BATCH = 1000
 _SWEEP = lambda device: {"mode": ["plain", "graph"]}  # noqa: E731

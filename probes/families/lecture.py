@@ -20,8 +20,6 @@ from probes.kit.chain import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, cha
 from probes.kit.harness import repeat_until_stable
 from probes.registry import probe
 
-RUN_ORDER = 250
-
 #: Fewer cycles per step than this cannot be a dependent shared load plus its address arithmetic.
 MIN_CYCLES_PER_STEP = 4.0
 

@@ -12,8 +12,6 @@ import numpy as np
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
-RUN_ORDER = 310
-
 THREADS = 256
 #: Bytes per sample of a bandwidth measurement at least: the link's rate times a few milliseconds.
 MIN_SAMPLE_BYTES_L2 = 4

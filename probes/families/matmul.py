@@ -20,8 +20,6 @@ from probes.kit.harness import Sample, launch_seconds
 from probes.kit.torch_kit import check_product, measure_flops, operands, torch_stream, triton_matmul
 from probes.registry import probe
 
-RUN_ORDER = 200
-
 LIBRARY_SIDE = 8192
 ROOFLINE_SIDES = {"quick": (4096,), "full": (4096, 8192)}
 #: Tutorial-03 style configs for Hopper (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); those that fit

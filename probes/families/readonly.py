@@ -19,8 +19,6 @@ from probes.kit.chain import measure_chase
 from probes.kit.harness import Sample, Sink, repeat_until_stable
 from probes.registry import geom, probe
 
-RUN_ORDER = 280
-
 PATHS = {"plain": "ro_chase_plain", "nc": "ro_chase_nc", "mixed": "ro_chase_mixed", "tex": "ro_chase_tex"}
 READ_KERNELS = {"plain": "ro_read_plain", "nc": "ro_read_nc"}
 #: Chain stride: one element per 128-byte block (the chase family's line), so the knee counts lines.

@@ -18,8 +18,6 @@ from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import MAX_BYTES_PER_CLK_SM
 from probes.registry import probe
 
-RUN_ORDER = 170
-
 LANES = 32
 #: smem_atomics.cu's constants.
 ATOMS_UNROLL, ATOMS_WORDS, ATOMS_THR_UNROLL = 32, 1024, 8

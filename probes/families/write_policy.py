@@ -20,8 +20,6 @@ from probes.kit.chain import flush_l2, measure_chase
 from probes.kit.harness import Sample, Sink, repeat_until_stable
 from probes.registry import probe
 
-RUN_ORDER = 290
-
 CHASE_KERNELS = {"load": "wp_chase_load", "store": "wp_chase_store", "cg": "wp_chase_cg"}
 #: Chain stride (one element per 128-byte line) and the chain's footprint: far inside any L1.
 STRIDE = 128

@@ -31,8 +31,6 @@ from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_
                                  fill_hash, sum32)
 from probes.registry import geom, probe
 
-RUN_ORDER = 90
-
 LANES = 32
 BLOCK_THREADS = 256  #: bandwidth.cu's __launch_bounds__ for every kernel
 #: element bytes -> (kernel, loads per thread per trip = chunks per tile), as bandwidth.cu instantiates them

@@ -22,8 +22,6 @@ from probes.kit.samplers import (HBM_FOOTPRINT_L2, MEMORY_FRACTION, Sink, bandwi
                                  mismatches, sum32)
 from probes.registry import geom, probe
 
-RUN_ORDER = 100
-
 DRAM_OPS = ("read", "write", "copy", "memcpy")
 #: bw.dram buffers: read and write sweep HBM_FOOTPRINT_L2 x L2; copy reads one buffer of half that into another.
 #: bw.dram_footprint re-reads one buffer of FOOTPRINT_LOW_L2 .. FOOTPRINT_TOP_L2 x L2: from where the L2 may

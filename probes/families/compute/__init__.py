@@ -27,8 +27,6 @@ from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import event_samples, kernel_clock_hz
 from probes.registry import probe
 
-RUN_ORDER = 120
-
 LANES = 32
 #: compute.cu's constants.
 VEC_THREADS, CHAINS, UNROLL, LATENCY_UNROLL = 256, 8, 64, 64

@@ -28,8 +28,6 @@ from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import Sample, calibrate
 from probes.registry import probe
 
-RUN_ORDER = 140
-
 LANES = 32
 #: tensor_units.cu's constants.
 WG_THREADS, STEPS, ROW_BYTES, WGMMA_M = 128, 4, 32, 64

@@ -36,8 +36,6 @@ from probes.kit.harness import Budget, Sample, calibrate
 from probes.kit.samplers import kernel_clock_hz
 from probes.registry import probe
 
-RUN_ORDER = 130
-
 #: wgmma.cu's constants: one warpgroup per CTA, STEPS wgmmas per commit group, 32 bytes of K per row.
 WG_THREADS, WGMMA_STEPS, WGMMA_M, ROW_BYTES = 128, 4, 64, 32
 WGMMA_NS = (64, 128, 192, 256)

@@ -12,8 +12,6 @@ import numpy as np
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import probe
 
-RUN_ORDER = 190
-
 #: wgmma_latency.cu's constants (WG_THREADS, A_ROWS, ROW_BYTES from wgmma.cu).
 WG_THREADS, A_ROWS, ROW_BYTES, WG_LAT_UNROLL = 128, 64, 32, 8
 WG_LAT_TRIPS = 16

@@ -25,8 +25,6 @@ from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stabl
 from probes.kit.samplers import kernel_clock_hz
 from probes.registry import probe
 
-RUN_ORDER = 150
-
 LANES = 32
 #: execution.cu's constants.
 LAT_UNROLL, THR_THREADS, CHAINS, UNROLL, LDS_WORDS = 64, 256, 8, 16, 256

@@ -21,8 +21,6 @@ from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stabl
 from probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
 from probes.registry import probe
 
-RUN_ORDER = 160
-
 LANES = 32
 #: execution.cu's block size of the full-grid kernels.
 THR_THREADS = 256

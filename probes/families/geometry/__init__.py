@@ -22,8 +22,6 @@ from probes.kit.chain import ChainWalker, fill_chain
 from probes.kit.harness import Sample, repeat_until_stable
 from probes.registry import geom, probe
 
-RUN_ORDER = 260
-
 #: Accesses timed per walk (16 bits each in shared memory) and the shared memory that record needs.
 RECORDED = 3072
 RECORD_BYTES = 2 * RECORDED + 8

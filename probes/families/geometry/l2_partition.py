@@ -10,8 +10,6 @@ from probes.families.geometry import LINE_STRIDE, RECORD_BYTES
 from probes.kit.harness import Sample
 from probes.registry import probe
 
-RUN_ORDER = 270
-
 
 #: Lines of one cold walk in address order (chase.cu's recorder keeps 16 bits per access in shared memory),
 #: and the walks per config (the L2 flushed before each).

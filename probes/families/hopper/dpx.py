@@ -12,8 +12,6 @@ from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stabl
 from probes.kit.samplers import steps_for
 from probes.registry import probe
 
-RUN_ORDER = 240
-
 
 @probe("hopper.dpx",
        sweeps={"quick": lambda d: list(DPX_CONFIGS), "full": lambda d: list(DPX_CONFIGS)},

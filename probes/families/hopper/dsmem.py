@@ -24,8 +24,6 @@ from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import MAX_BYTES_PER_CLK_SM, Sink, steps_for
 from probes.registry import probe
 
-RUN_ORDER = 220
-
 
 @probe("hopper.dsmem_latency",
        sweeps={"quick": lambda d: {"cluster_size": [2, 16], "mode": list(CHASE_MODES)},

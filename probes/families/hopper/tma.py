@@ -26,8 +26,6 @@ from probes.kit.samplers import GOLDEN, Golden, HBM_FOOTPRINT_L2, MASK32, Sink, 
 from probes.kit.tensor_map import encode_tensor_map
 from probes.registry import probe
 
-RUN_ORDER = 230
-
 
 def prepare_level(words, nbytes: int, level: str, device: dict) -> None:
     """Put the first ``nbytes`` of ``words`` in L2 (level l2: read by a copy, which fits beside it), or

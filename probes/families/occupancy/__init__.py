@@ -31,8 +31,6 @@ from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX
                                  bandwidth_bound, bandwidth_samples, sum32)
 from probes.registry import probe
 
-RUN_ORDER = 110
-
 LANES = 32
 LOAD_BYTES = (4, 16)
 ILPS = (1, 2, 4, 8)

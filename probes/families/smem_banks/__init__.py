@@ -27,8 +27,6 @@ from probes.kit.harness import Sample, repeat_until_stable
 from probes.kit.samplers import STRIDE_WARMUP_S
 from probes.registry import probe
 
-RUN_ORDER = 60
-
 LANES = 32  #: one warp
 ACCESS_BYTES = (4, 8, 16)
 MAX_STRIDE = 64  #: the issue's sweep: strides 0 (broadcast) .. 64 elements

@@ -15,8 +15,6 @@ from probes.families.smem_banks import (ACCESS_BYTES, AXES, CHAIN_UNROLL, FORMS,
 from probes.kit.harness import Sample
 from probes.registry import probe
 
-RUN_ORDER = 70
-
 PTX_LOADS = {4: "ld.volatile.shared.u32 $0, [$1];",
              8: "ld.volatile.shared.v2.u32 {$0, $1}, [$2];",
              16: "ld.volatile.shared.v4.u32 {$0, $1, $2, $3}, [$4];"}
