@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.patches import FancyBboxPatch
 
+from analysis.report_figures import FigureSpec
 from analysis.shown import fmt_measured, fmt_value
 
 #: The quantity that turns cycles into time.
@@ -131,3 +132,14 @@ def atlas(meta: dict, derived: pd.DataFrame, ax=None):
     for x0, y0, x1, y1 in ((34, 50, 34, 47), (34, 22, 34, 19), (61, 34.5, 63, 34.5)):
         ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "<->", "color": "0.35", "lw": 0.8})
     return ax
+
+
+#: The atlas's figure, the summary's first.
+FIGURES = (
+    FigureSpec("atlas", "chase.latency", "The atlas: the chip as this run measured it",
+               "Each level of the memory hierarchy and the SM with its capacity, latency (cycles, and ns at the "
+               "run's measured SM clock) and bandwidth, each with its 95% CI in brackets ([n/a]: the run has no "
+               "interval); what only the driver reports is marked so; what the run did not measure is drawn as "
+               "\"not measured\".", lambda meta, m, d: atlas(meta, d),
+               chapter="Summary"),
+)

@@ -10,47 +10,74 @@ import pandas as pd
 from analysis import claims, execution, repro
 from analysis.page import Part
 from analysis.quantities import QUANTITIES
+from analysis.report_figures import declared_figures
 from analysis.shown import fmt_interval, fmt_value
 
 
 class Chapter(NamedTuple):
-    """A chapter: its title, its figures (file stems, in order) and the quantities of its key table."""
+    """A chapter: its title and the quantities of its key table (its figures name it: ``FigureSpec.chapter``)."""
     title: str
-    figures: tuple
     key: tuple
 
 
-#: The figures of the summary, above every chapter: the atlas (the verdicts and numbers beside it), then a pair.
-SUMMARY = ("atlas", "compute-peaks", "roofline")
+#: The summary, above every chapter: its first figure (the atlas) with the verdicts and numbers beside it,
+#: then the others (the compute peaks, the roofline) as a row.
+SUMMARY = "Summary"
 
 CHAPTERS = (
-    Chapter("Memory hierarchy", ("latency-staircase", "access-latency", "tlb-staircase", "hbm-latency",
-                                 "l2-capacity", "line-by-capacity", "fill-block", "const-staircase"), ()),
-    Chapter("Geometry", ("l1-sets", "l1-random-sets", "l1-carveout", "l2-partition-map", "l2-sm-map", "l2-sets"),
+    Chapter("Memory hierarchy", ()),
+    Chapter("Geometry",
             ("l1.line_bytes", "l1.sector_bytes", "l1.ways", "l1.sets", "l1.unified_bytes",
              "l1.capacity_bytes_at_carveout", "l2.ways", "l2.sets", "l2.partition_interleave_bytes",
              "l2.far_home_fraction", "l2.sm_sides", "tlb.page_bytes", "const.l1.capacity_bytes",
              "const.l15.capacity_bytes")),
-    Chapter("Bandwidth and coalescing", ("bandwidth-footprint", "coalescing", "bank-conflicts",
-                                         "occupancy-throughput", "decode-gemm"),
+    Chapter("Bandwidth and coalescing",
             ("dram.read_bandwidth_bytes_per_s", "dram.write_bandwidth_bytes_per_s", "dram.copy_bandwidth_bytes_per_s",
              "l2.bandwidth_bytes_per_s", "smem.bandwidth_bytes_per_clk_sm", "l1.bandwidth_bytes_per_clk_sm",
              "smem.banks", "smem.bank_width_bytes", "smem.conflict_cycles_per_way", "coalescing.block_bytes",
              "coalescing.efficiency_stride32_fp32", "occupancy.warps_to_saturate_dram_ilp1",
              "littles.bytes_in_flight", "decode.m1_bandwidth_bytes_per_s")),
-    Chapter("Compute and tensor cores", ("wave-quantization", "fused-softmax"),
+    Chapter("Compute and tensor cores",
             ("fp64.peak_flops", "fp32.peak_flops", "fp16.peak_flops", "int32.peak_ops", "fp32.latency_cycles",
              "tc.bf16.mma_sync_peak_flops", "tc.bf16.peak_flops", "tc.bf16.sustained_flops", "tc.fp8.peak_flops",
              "matmul.cublas_bf16_flops", "matmul.triton_bf16_flops", "roofline.tiled_fraction_of_peak",
              "waves.programs_per_wave", "fusion.softmax_speedup")),
-    Chapter("Execution", ("instruction-latency-throughput", "warp-scheduling", "divergence", "launch-overhead",
-                          "clock-power", "power-trace"),
+    Chapter("Execution",
             ("sm.schedulers", "sm.issue_per_clk_per_scheduler", "divergence.throughput_fraction_32way",
              "tc.bf16.mma_sync_latency_cycles", "launch.overhead_s", "launch.graph_overhead_s",
              "sync.syncthreads_cycles", "sync.grid_sync_cycles_full", "icache.l0.capacity_bytes",
              "icache.l1.capacity_bytes")),
-    Chapter("Hopper's units", ("dsmem-latency", "tma-latency", "copy-bandwidth"), ()),
+    Chapter("Hopper's units", ()),
 )
+
+
+def placed(specs) -> dict[str, list[str]]:
+    """Chapter title (the summary first, then CHAPTERS') -> its figures' stems in order: each figure after the
+    one it names (``FigureSpec.after``), a figure's followers in the order ``specs`` holds them, depth first.
+    A figure in no known chapter, or after a figure not in its chapter, is an error."""
+    titles = [SUMMARY] + [chapter.title for chapter in CHAPTERS]
+    layout = {}
+    for title in titles:
+        mine = [spec for spec in specs if spec.chapter == title]
+        stems = {spec.stem for spec in mine}
+        lost = [spec.stem for spec in mine if spec.after and spec.after not in stems]
+        if lost:
+            raise ValueError(f"figures {lost} follow a figure that is not in their chapter, {title!r}")
+        order: list[str] = []
+
+        def follow(after: str) -> None:
+            for spec in mine:
+                if spec.after == after and spec.stem not in order:
+                    order.append(spec.stem)
+                    follow(spec.stem)
+        follow("")
+        if len(order) < len(mine):
+            raise ValueError(f"figures {sorted(stems - set(order))} of {title!r} follow each other in a circle")
+        layout[title] = order
+    homeless = [spec.stem for spec in specs if spec.chapter not in titles]
+    if homeless:
+        raise ValueError(f"figures {homeless} name no chapter of the report: one of {titles}")
+    return layout
 
 
 def has_repro(derived: pd.DataFrame) -> bool:
@@ -136,17 +163,18 @@ def report_sections(meta, derived, figs: dict, tables) -> list:
         return [figs[s] for s in stems if s in figs]
 
     table = claims.judge(derived, meta["device"])
+    layout = placed(declared_figures())
     # on screen the verdicts and the numbers sit beside the atlas, the peaks beside the roofline (print stacks them)
     aside = [("The lecture judged, section by section", verdict_bars(table)),
              ("In numbers", summary_lines(meta, derived, tables["warnings"]))]
-    atlas, *pair = SUMMARY
+    atlas, *pair = layout[SUMMARY]
     summary = [("", ("beside", figs[atlas], aside))] if atlas in figs else aside
     pair = drawn(pair)
     if pair:
         summary.append(("", ("figures", pair)))
     sections = [("Summary", Part(summary))]
-    for chapter in CHAPTERS:  # every figure has its place (tests/test_report_layout.py)
-        body = [("", ("figure", *f)) for f in drawn(chapter.figures)]
+    for chapter in CHAPTERS:  # every figure has its place (placed)
+        body = [("", ("figure", *f)) for f in drawn(layout[chapter.title])]
         body += tables["chapters"].get(chapter.title, [])
         key = key_table(derived, chapter.key) if chapter.key else pd.DataFrame()
         if not key.empty:

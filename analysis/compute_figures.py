@@ -15,6 +15,7 @@ from analysis.figures import _legend, _no_data, _si_axis, color_palette  # noqa:
 from analysis.fusion import fusion_table  # noqa: E402
 from analysis.littles_law import (HEADLINE_LOAD_BYTES, fit_sweep, model, throughput_samples,  # noqa: E402
                                   throughput_table)
+from analysis.report_figures import FigureSpec  # noqa: E402
 from analysis.roofline import BANDWIDTH_QUANTITY, PEAK_QUANTITY, roofline_table  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import plain_log_axis  # noqa: E402
@@ -251,3 +252,40 @@ def decode_gemm(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     ax.set_title("Decode GEMM against the batch")
     _legend(ax)
     return ax
+
+
+#: The compute figures, with the summary's peaks and roofline and the occupancy, decode and launch figures.
+FIGURES = (
+    FigureSpec("launch-overhead", "launch.overhead", "Launch overhead",
+               "Time per empty-kernel launch, plain launches against a CUDA graph (median, interquartile range).",
+               lambda meta, m, d: launch_overhead(m),
+               chapter="Execution", after="divergence"),
+    FigureSpec("occupancy-throughput", "occupancy.throughput", "Occupancy against throughput",
+               "Read bandwidth against resident warps per SM, one line per ILP, from HBM and L2 with 4- and "
+               "16-byte loads; dashed: Little's-law fits; the HBM panels mark HBM read bandwidth and the "
+               "fitted ILP-1 knee.", lambda meta, m, d: occupancy_throughput(m, meta["device"], d),
+               chapter="Bandwidth and coalescing", after="bank-conflicts"),
+    FigureSpec("compute-peaks", "compute.vector", "Compute peaks",
+               "Measured dense peaks with 95% CIs: vector units (FP64, FP32, FP16x2, INT32), mma.sync, wgmma, "
+               "and cuBLAS and Triton matmuls.", lambda meta, m, d: compute_peaks(d),
+               chapter="Summary", after="atlas"),
+    FigureSpec("roofline", "matmul.roofline", "Roofline",
+               "Square-tiled Triton matmul on the run's measured roofline: HBM and L2 bandwidth slopes under the "
+               "BF16 tensor peak; each BLOCK's predicted (hollow) and measured (filled) point.",
+               lambda meta, m, d: roofline(m, d),
+               chapter="Summary", after="compute-peaks"),
+    FigureSpec("fused-softmax", "fusion.softmax", "Fused softmax",
+               "Softmax of a bf16 matrix: time and counted bytes, three unfused kernels against one fused kernel.",
+               lambda meta, m, d: fusion(m),
+               chapter="Compute and tensor cores", after="wave-quantization"),
+    FigureSpec("wave-quantization", "matmul.waves", "Wave quantization",
+               "Time of a BLOCK 128 bf16 matmul against its program count (median, interquartile bars); dotted: "
+               "multiples of the SM count; dashed: multiples of the fitted wave size.",
+               lambda meta, m, d: wave_quantization(m, meta["device"], d),
+               chapter="Compute and tensor cores"),
+    FigureSpec("decode-gemm", "matmul.decode", "Decode GEMM against the batch",
+               "Bytes a decode-shaped bf16 GEMM (M x 4096 by 4096 x N, weights past the L2) moves per second "
+               "against the batch M, beside the measured HBM read bandwidth.",
+               lambda meta, m, d: decode_gemm(m, d),
+               chapter="Bandwidth and coalescing", after="occupancy-throughput"),
+)

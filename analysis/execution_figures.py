@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from analysis.execution import DIVERGE_PROBE, OPS, UNITS, schedule_curve  # noqa: E402
+from analysis.report_figures import FigureSpec  # noqa: E402
 from analysis.stats import select  # noqa: E402
 from analysis.units import plain_log_axis  # noqa: E402
 
@@ -83,3 +84,22 @@ def divergence_figure(measurements: pd.DataFrame):
     ax.set_ylabel("useful FFMA throughput / unsplit (ratio)")
     ax.legend(fontsize=8)
     return ax
+
+
+#: The execution chapter's own figures.
+FIGURES = (
+    FigureSpec("instruction-latency-throughput", "exec.inst", "Instruction latency against throughput",
+               "Per unit, each instruction's dependent-chain latency (cycles, one thread's chain) against its "
+               "full-SM throughput (thread instructions per clock per SM), 95% CI bars; STS, with no result to "
+               "chain, is drawn at latency 0.", lambda meta, m, d: latency_throughput_figure(d),
+               chapter="Execution"),
+    FigureSpec("warp-scheduling", "exec.schedule", "Warp scheduling",
+               "FFMA warp instructions per clock per SM against resident warps per SM, one line per ILP; dotted, "
+               "the plateau as the fitted schedulers times each one's issue rate; dashed, the scheduler count.",
+               lambda meta, m, d: schedule_figure(m, d),
+               chapter="Execution", after="instruction-latency-throughput"),
+    FigureSpec("divergence", "exec.diverge", "Branch divergence",
+               "Useful FFMA throughput of warps split over 2 to 32 branches of one body each, over the unsplit "
+               "warps', beside 1 / ways.", lambda meta, m, d: divergence_figure(m),
+               chapter="Execution", after="warp-scheduling"),
+)

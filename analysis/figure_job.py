@@ -8,7 +8,7 @@ import time
 from contextlib import ExitStack, contextmanager
 
 from analysis.derive import FAMILIES, family
-from analysis.report_figures import FIGURES, HOPPER_FIGURES, SUMMARY_FIGURES, figure_specs, uses_derived
+from analysis.report_figures import figure_specs, uses_derived
 from analysis.stats import split_by_probe
 
 #: Resolution at which a figure's text is measured to lay it out: the SVG is vector, but Agg measures text in
@@ -16,9 +16,9 @@ from analysis.stats import split_by_probe
 LAYOUT_DPI = 200
 
 
-def draw_figures(meta, measurements, derived, which=(*SUMMARY_FIGURES, *FIGURES, *HOPPER_FIGURES)):
-    """Yield (spec, laid-out matplotlib Figure) for every figure whose probe the run measured; the caller
-    closes them."""
+def draw_figures(meta, measurements, derived, which):
+    """Yield (spec, laid-out matplotlib Figure) for every figure of ``which`` whose probe the run measured;
+    the caller closes them."""
     import matplotlib as mpl
 
     measured = set(measurements["probe"].unique())

@@ -16,6 +16,7 @@ from analysis.l1_sets import (MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_he
                               walks)
 from analysis.l2_partitions import PARTITION_PROBE, miss_valley, sm_maps, sm_sides  # noqa: E402
 from analysis.l2_sets import balls_in_bins, curves  # noqa: E402
+from analysis.report_figures import FigureSpec  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
@@ -285,3 +286,45 @@ def l2_sets(measurements: pd.DataFrame, derived: pd.DataFrame):
     ax.set_title("Lines the L2 keeps: hit fraction of steady-state L2-only chases")
     ax.legend(fontsize=7, frameon=False, loc="lower left")
     return ax
+
+
+#: The geometry figures, and the constant caches' staircase.
+FIGURES = (
+    FigureSpec("l1-sets", "geometry.l1", "L1 ways, sets and replacement",
+               "Left: lines a cyclic chain holds before its first L1 miss against the power-of-two stride between "
+               "its lines (each access timed alone), with the pattern max(ways, capacity / stride) of the derived "
+               "ways and sets, and the lines held at random places (fewer than the capacity unless the L1 is fully "
+               "associative). Right: the miss fraction past the ways at strides that fill one set, against the "
+               "LRU-like and random replacement models.",
+               lambda meta, m, d: l1_sets(m, d),
+               chapter="Geometry"),
+    FigureSpec("l1-random-sets", "geometry.l1", "L1 sets at random places", "Misses per pass of a cyclic chain of 128-B lines at random places against its length (points), beside the misses balls-into-bins predicts for LRU-like sets of 2, 4, 8 and 16 ways (capacity / ways sets, the capacity the lines a 128-B-strided chain holds) and for one fully associative set: every line of a set given more lines than its ways misses on every pass.", lambda meta, m, d: l1_random_sets(m),
+               chapter="Geometry", after="l1-sets"),
+    FigureSpec("l1-carveout", "geometry.l1", "L1/shared carve-out",
+               "L1 capacity (lines a 128-B-strided chain holds before its first miss) against the dynamic shared "
+               "memory the walking block allocates, and their sum: what the unified L1/shared array gives the L1 "
+               "at each allocation.", lambda meta, m, d: l1_carveout(m, d),
+               chapter="Geometry", after="l1-random-sets"),
+    FigureSpec("l2-partition-map", "geometry.l2_partition", "L2 partition map",
+               "One SM's L2-only loads over lines in address order, each a cold miss (the L2 flushed) timed alone: "
+               "misses to addresses the SM's near partition homes return sooner than far-homed ones, so the "
+               "record is the partition map at line resolution (first walk shown).",
+               lambda meta, m, d: l2_partition(m, d),
+               chapter="Geometry", after="l1-carveout"),
+    FigureSpec("l2-sm-map", "geometry.l2_sm_map", "L2 partition map from every SM",
+               "Each SM's L2-only loads over the same lines in address order, each a cold miss (the L2 flushed before "
+               "every SM's walk) timed alone: one row per SM, grouped by the side whose map it shares (white lines), "
+               "dark where the SM's near partition homes the line.", lambda meta, m, d: l2_sm_map(m),
+               chapter="Geometry", after="l2-partition-map"),
+    FigureSpec("l2-sets", "geometry.l2_sets", "Lines the L2 keeps",
+               "Hit fraction (accesses as fast as the near partition's hits, each timed alone) of cyclic L2-only "
+               "chases in steady state against the chain's footprint: one SM or every SM (each its own stretch), "
+               "contiguous or random lines; dotted, the balls-into-bins LRU curve of the fitted ways and sets; grey, "
+               "the half-hit footprints.", lambda meta, m, d: l2_sets(m, d),
+               chapter="Geometry", after="l2-sm-map"),
+    FigureSpec("const-staircase", "geometry.const", "Constant caches",
+               "Cycles per dependent constant-memory load (LDC) of a random chain against the footprint it spans "
+               "in __constant__ memory (median, interquartile bars), with the fitted levels (dashed) and "
+               "capacities (dotted).", lambda meta, m, d: const_staircase(m, d),
+               chapter="Memory hierarchy", after="fill-block"),
+)

@@ -17,6 +17,7 @@ from analysis.figures import (_bytes_axis, _legend, _level_labels, _median_lines
                               color_palette)
 from analysis.latency import capacity_knees  # noqa: E402
 from analysis.miss_latency import access_bands  # noqa: E402
+from analysis.report_figures import FigureSpec  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
@@ -328,3 +329,62 @@ def bandwidth_by_footprint(measurements: pd.DataFrame, device: dict, derived: pd
     ax.set_title("Bandwidth against footprint")
     _legend(ax)
     return ax
+
+
+#: The memory hierarchy's figures and the bandwidth chapter's first three.
+FIGURES = (
+    FigureSpec("latency-staircase", "chase.latency", "Latency staircase",
+               "Cycles per dependent load of a pointer chase against its footprint, CuPy and Numba, through L1 "
+               "and L2-only loads (median, interquartile band). Dashed: the fitted latency of each level; dotted: "
+               "the fitted capacities (95% CI shaded) and the driver's L2 size.",
+               lambda meta, m, d: latency_staircase(m, meta["device"], d),
+               chapter="Memory hierarchy"),
+    FigureSpec("access-latency", "chase.access", "Single-access latency",
+               "Distribution of one SM's single-access latencies at footprints beyond L1, the recording's cost "
+               "taken off: near-partition L2 hits, far-partition hits (shaded) and HBM misses, with the derived "
+               "latencies marked.",
+               lambda meta, m, d: access_latency(m, meta["device"], d),
+               chapter="Memory hierarchy", after="latency-staircase"),
+    FigureSpec("tlb-staircase", "chase.tlb", "TLB staircase",
+               "One load per block of 0.5 MiB to 256 MiB, each at a random sector of its block, the lines "
+               "L2-resident: latency against the footprint the blocks span, with the fitted TLB reaches. Where a "
+               "knee stays put as the blocks grow, one TLB entry covers more than a block.",
+               lambda meta, m, d: tlb_staircase(m, d),
+               chapter="Memory hierarchy", after="access-latency"),
+    FigureSpec("hbm-latency", "chase.miss", "HBM latency",
+               "A cold path (the L2 flushed, no line visited twice, so every access misses the L2) against the "
+               "footprint its lines are drawn from: plain and L2-only loads, the HBM latency inside and past the "
+               "TLB's reach, and the reach.", lambda meta, m, d: hbm_latency(m, d),
+               chapter="Memory hierarchy", after="tlb-staircase"),
+    FigureSpec("l2-capacity", "chase.every_sm", "L2 capacity from every SM",
+               "An L2-only chase run from every SM at once, each SM on its own stretch of one random cycle: "
+               "latency against footprint, with its knee, the capacity the bandwidth miss model fits, and the "
+               "driver's L2 size.", lambda meta, m, d: l2_capacity(m, meta["device"], d),
+               chapter="Memory hierarchy", after="hbm-latency"),
+    FigureSpec("line-by-capacity", "chase.latency", "Line size by capacity",
+               "The capacity knee of the chase at each stride between its elements (95% CI bars): flat while "
+               "elements share a line, rising once each element has a line of its own; dashed, the line-count "
+               "model C x max(1, stride / line) of the measured line.",
+               lambda meta, m, d: line_by_capacity(m, d),
+               chapter="Memory hierarchy", after="l2-capacity"),
+    FigureSpec("fill-block", "chase.line", "Fill block",
+               "Address-order chase against stride: latency rises until the stride passes the block a miss "
+               "fills (not the line: a line holds several such sectors), through L1 and L2 only.",
+               lambda meta, m, d: line_size(m),
+               chapter="Memory hierarchy", after="line-by-capacity"),
+    FigureSpec("bank-conflicts", "smem.banks", "Shared-memory bank conflicts",
+               "Cycles per warp-wide shared load against the stride between lanes, per access size: dependent "
+               "loads (latency, left) and independent loads (throughput, right); lines CuPy, crosses Numba.",
+               lambda meta, m, d: bank_conflicts(m),
+               chapter="Bandwidth and coalescing", after="coalescing"),
+    FigureSpec("coalescing", "bw.stride", "Coalescing",
+               "Useful HBM bandwidth over the stride-1 bandwidth against the element stride between lanes, per "
+               "element size, with the 32-B sector, 64-B and 128-B segment models' predictions.",
+               lambda meta, m, d: coalescing(m),
+               chapter="Bandwidth and coalescing", after="bandwidth-footprint"),
+    FigureSpec("bandwidth-footprint", "bw.l2", "Bandwidth against footprint",
+               "Read bandwidth of every SM through L2 only against footprint, with the fitted L2 miss model and "
+               "capacity (95% CI shaded); shared memory, L1 and HBM read bandwidth for scale.",
+               lambda meta, m, d: bandwidth_by_footprint(m, meta["device"], d),
+               chapter="Bandwidth and coalescing"),
+)

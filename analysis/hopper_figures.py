@@ -11,6 +11,7 @@ from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from analysis.figures import _bytes_axis, _legend, _level_labels, _median_lines, _si_axis, color_palette  # noqa: E402
 from analysis.hopper import COPY_BANDWIDTH, DSMEM_LATENCY, TMA_LATENCY, TMA_TENSOR, refused_cluster_sizes  # noqa: E402
+from analysis.report_figures import FigureSpec  # noqa: E402
 from analysis.stats import usable  # noqa: E402
 
 
@@ -95,3 +96,21 @@ def copy_bandwidth(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
     ax.set_title("Global → shared: TMA against cp.async and plain loads")
     _legend(ax)
     return ax
+
+
+#: The Hopper units' figures.
+FIGURES = (
+    FigureSpec("dsmem-latency", "hopper.dsmem_latency", "DSMEM latency",
+               "Chase latency against cluster size: the next block's shared memory (DSMEM), the block's own "
+               "through the same generic path, and its own by LDS (median, interquartile bars).",
+               lambda meta, m, d: dsmem_latency(m, d),
+               chapter="Hopper's units"),
+    FigureSpec("tma-latency", "hopper.tma_latency", "TMA latency",
+               "Cycles from issuing one bulk copy to its completion against copy size, 1-D and 2-D, from L2 and "
+               "HBM, with the load-to-use latencies of one ld.global.", lambda meta, m, d: tma_latency(m, d),
+               chapter="Hopper's units", after="dsmem-latency"),
+    FigureSpec("copy-bandwidth", "hopper.copy_bandwidth", "Global to shared copy bandwidth",
+               "Streaming bandwidth from global into shared memory against chunk size: TMA, cp.async and plain "
+               "loads, from HBM (solid) and L2 (dashed).", lambda meta, m, d: copy_bandwidth(m, d),
+               chapter="Hopper's units", after="tma-latency"),
+)

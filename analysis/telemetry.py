@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis.report_figures import FigureSpec  # noqa: E402
+
 TRACE_PROBE = "compute.wgmma"
 #: SW power cap (0x4) or HW power brake (0x80); SW or HW thermal slowdown (0x20, 0x40).
 POWER_BITS, THERMAL_BITS = 0x4 | 0x80, 0x20 | 0x40
@@ -138,3 +140,20 @@ def power_trace(measurements: pd.DataFrame):
                      fontsize=8)
     axes[-1, 0].set_xlabel("s since the first launch")
     return axes[0, 0]
+
+
+#: NVML's clock and power, drawn when the run recorded telemetry (results schema 2).
+FIGURES = (
+    FigureSpec("clock-power", None, "Clock and power per probe (NVML)",
+               "NVML's board power and SM clock over the run, one slot per probe in run order: within its slot, a "
+               "probe's samples lie by the time since it began, over its last sample's time (in brackets under "
+               "it), in 60 time bins (point: the bin's median; bar: its min to max); bins with a sample taken "
+               "while the SW power cap or a thermal slowdown was set are marked along the top.",
+               lambda meta, m, d: clock_power_strip(m, list(meta.get("probes", ()))),
+               chapter="Execution", after="launch-overhead", shown=has_telemetry),
+    FigureSpec("power-trace", "compute.wgmma", "Clock and power over back-to-back tensor-core launches (NVML)",
+               "Board power and SM clock read by NVML every 10 ms over a second and a half of back-to-back wgmma "
+               "launches per data type: the clock the power limit allows once the board reaches its cap.",
+               lambda meta, m, d: power_trace(m),
+               chapter="Execution", after="clock-power", shown=has_telemetry),
+)

@@ -461,7 +461,7 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     from test_figures import overlaps
 
     from analysis.figure_job import draw_figures
-    from analysis.report_figures import FIGURES
+    from analysis.execution_figures import FIGURES
 
     mine = [spec for spec in FIGURES if spec.probe.startswith("exec.")]
     drawn = list(draw_figures(meta, measurements, derived, mine))

@@ -10,12 +10,7 @@ import pytest
 
 from analysis import chapters
 from analysis.render import derived_table
-from analysis.report_figures import (
-    FIGURES,
-    HOPPER_FIGURES,
-    SUMMARY_FIGURES,
-    TELEMETRY_FIGURES,
-)
+from analysis.report_figures import FigureSpec, declared_figures
 from analysis.shown import fmt_interval, fmt_measured, fmt_value
 
 
@@ -49,9 +44,25 @@ def test_the_derived_table_shows_the_repeat_run_interval_where_the_run_has_one()
 
 
 def test_every_figure_has_its_place_in_the_summary_or_a_chapter():
-    placed = list(chapters.SUMMARY) + [stem for chapter in chapters.CHAPTERS for stem in chapter.figures]
-    stems = [spec.stem for spec in (*SUMMARY_FIGURES, *FIGURES, *HOPPER_FIGURES, *TELEMETRY_FIGURES)]
-    assert sorted(placed) == sorted(stems) and len(placed) == len(set(placed))
+    layout = chapters.placed(declared_figures())
+    placed = [stem for stems in layout.values() for stem in stems]
+    assert sorted(placed) == sorted(spec.stem for spec in declared_figures()) and len(placed) == len(set(placed))
+    assert list(layout) == [chapters.SUMMARY] + [chapter.title for chapter in chapters.CHAPTERS]
+    assert layout[chapters.SUMMARY][0] == "atlas" and layout["Execution"][-2:] == ["clock-power", "power-trace"]
+
+
+def test_a_figure_is_placed_after_the_one_it_names_and_refused_without_a_place():
+    def spec(stem, chapter="Execution", after=""):
+        return FigureSpec(stem, None, "t", "c", None, chapter, after)
+
+    specs = [spec("a"), spec("c", after="b"), spec("b", after="a"), spec("d", after="a"), spec("s", "Summary")]
+    assert chapters.placed(specs)["Execution"] == ["a", "b", "c", "d"] and chapters.placed(specs)["Summary"] == ["s"]
+    with pytest.raises(ValueError, match="name no chapter"):  # negative controls
+        chapters.placed([spec("a", "Appendix Z")])
+    with pytest.raises(ValueError, match="not in their chapter"):
+        chapters.placed([spec("a"), spec("b", "Geometry", after="a")])
+    with pytest.raises(ValueError, match="in a circle"):
+        chapters.placed([spec("a", after="b"), spec("b", after="a")])
 
 
 @pytest.fixture(scope="module")

@@ -158,11 +158,11 @@ def test_a_schema_1_run_still_loads_with_empty_telemetry():
     assert set(TELEMETRY_COLUMNS) <= set(measurements.columns)
     assert measurements["power_w"].isna().all() and (measurements["clock_event_reasons"] == 0).all()
     assert (measurements["telemetry"] == "").all()
-    from analysis.report_figures import TELEMETRY_FIGURES, figure_specs
-    from analysis.telemetry import has_telemetry
+    from analysis.report_figures import figure_specs
+    from analysis.telemetry import FIGURES, has_telemetry
 
     assert not has_telemetry(measurements)
-    assert not set(TELEMETRY_FIGURES) & set(figure_specs(measurements))
+    assert not set(FIGURES) & set(figure_specs(measurements))
 
 
 def test_a_run_records_telemetry_columns(tmp_path):
@@ -178,7 +178,7 @@ def test_a_run_records_telemetry_columns(tmp_path):
 
 def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
     from analysis.figure_job import draw_figures
-    from analysis.report_figures import TELEMETRY_FIGURES
+    from analysis.telemetry import FIGURES as TELEMETRY_FIGURES
     from analysis.telemetry import SLOT_FILL, clock_power_strip, power_trace, traces
 
     rows = []
