@@ -17,6 +17,7 @@ import pandas as pd
 
 from analysis.chase_levels import CUPY_PROBE, chase_levels
 from analysis.family import Family
+from analysis.hierarchy import Level
 from analysis.l2_sets import l2_set_rows
 from analysis.linesize import fit_line_by_capacity, fit_line_size
 from analysis.miss_latency import access_bands, access_rows, cold_miss_rows
@@ -328,3 +329,46 @@ FAMILY = Family(order=30, probe_modules=("chase_l2", "chase", "chase_numba"), ro
     "dram.latency_cg_cycles": ("cycles", "HBM latency of a dependent L2-only load (ld.global.cg) that misses the L2, "
                                          "inside the TLBs' reach"),
 })
+
+
+def _far_reach(c) -> str:
+    return (("one SM's reach " if c.has("l2.far_reach_bytes") else "")
+            + c.measured("l2.far_reach_bytes", "chase.latency", "no single far plateau in its staircase; the whole "
+                         "L2's capacity is in the rows below"))
+
+
+#: The memory hierarchy table's rows (analysis.hierarchy): each level with what measures it.
+LEVELS = (
+    Level("Shared memory", lambda c: (
+        f"{fmt_bytes(c.device['smem_per_sm_bytes'])}/SM (driver)", c.measured("smem.latency_cycles", "chase.smem"),
+        c.as_time("smem.latency_cycles"), c.measured("smem.bandwidth_bytes_per_clk_sm", "bw.onchip")), "one block"),
+    Level("L1", lambda c: (
+        c.measured("l1.capacity_bytes", "chase.latency"), c.measured("l1.latency_cycles", "chase.latency"),
+        c.as_time("l1.latency_cycles"), c.measured("l1.bandwidth_bytes_per_clk_sm", "bw.onchip")), "one SM"),
+    Level("L2, near partition", lambda c: (
+        c.measured("l2.partition_bytes", "geometry.l2_sets"), c.measured("l2.latency_cycles", "chase.latency"),
+        c.as_time("l2.latency_cycles"), "-"), "the SMs beside it"),
+    Level("L2, far partition", lambda c: (
+        _far_reach(c), c.measured("l2.far_latency_cycles", "chase.access"), c.as_time("l2.far_latency_cycles"),
+        "-"), "whole GPU"),
+    Level("L2, every SM reading", lambda c: (
+        c.measured("l2.capacity_bytes", "bw.l2") + f"; driver {fmt_bytes(c.device['l2_bytes'])}", "-", "-",
+        c.measured("l2.bandwidth_bytes_per_s", "bw.l2")), "whole GPU"),
+    Level("L2, every SM chasing", lambda c: (
+        c.measured("l2.capacity_chase_bytes", "chase.every_sm"), "-", "-", "-"), "whole GPU"),
+    Level("HBM", lambda c: (
+        f"{fmt_bytes(c.device['total_memory_bytes'])} (driver)", c.measured("dram.latency_cycles", "chase.miss"),
+        c.measured("dram.latency_ns", "chase.miss"),
+        c.measured("dram.read_bandwidth_bytes_per_s", "bw.dram") + " read"), "whole GPU"),
+    Level("HBM, past the first TLB level's reach", lambda c: (
+        ("TLB reach " + c.measured("tlb.l1.reach_bytes", "chase.tlb")) if c.has("tlb.l1.reach_bytes") else "-",
+        c.measured("dram.latency_tlb_miss_cycles", "chase.miss"), c.measured("dram.latency_tlb_miss_ns", "chase.miss"),
+        "-"), "whole GPU"),
+    Level("Second TLB level", lambda c: (
+        "reach " + c.measured("tlb.l2.reach_bytes", "chase.tlb"),
+        "a miss adds " + c.measured("tlb.l2.miss_cycles", "chase.tlb"), "-", "-"), "whole GPU", "tlb.l2.reach_bytes"),
+    *(Level(level, lambda c, quantity=quantity: (
+        "-", c.measured(quantity, "chase.access"), c.as_time(quantity), "-"), "whole GPU", quantity)
+      for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
+                              ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition"))),
+)

@@ -20,70 +20,14 @@ from analysis.compare_figure import ratio_figure
 from analysis.compare_text import display
 from analysis.errors import UsageError
 from analysis.figure_job import FigureJob, figure_svg
+from analysis.hierarchy import hierarchy_table
 from analysis.hopper import comparison_rows
 from analysis.page import write_page as _write_page
 from analysis.report_figures import FigureSpec
 from analysis.roofline import gap_explanation, roofline_table
-from analysis.shown import fmt_interval, fmt_measured, fmt_value
+from analysis.shown import fmt_interval, fmt_value
 from analysis.stats import SPREAD_WARNING, unstable_configs
 from analysis.units import fmt_bytes
-
-
-def hierarchy_table(meta: dict, derived: pd.DataFrame) -> pd.DataFrame:
-    """Level, capacity, latency in cycles and time, bandwidth, sharing scope; measured values with CIs.
-
-    Time is cycles over the SM clock measured in the run (HBM's is read from %globaltimer directly)."""
-    device = meta["device"]
-    d = derived.set_index("quantity")
-    clock = d["value"].get("clock.sm_hz")
-
-    def measured(quantity: str, probe: str, unresolved: str = "") -> str:
-        """The value with its CI; else whether its probe did not run or ran without resolving it."""
-        if quantity in d.index:
-            r = d.loc[quantity]
-            return fmt_measured(r["value"], r["ci_low"], r["ci_high"], r["unit"])
-        status = meta["probes"].get(probe, {}).get("status")
-        if status == "ok":
-            return f"not resolved by {probe} in this run" + (f" ({unresolved})" if unresolved else "")
-        return f"not measured ({probe} {'not run' if status is None else status})"
-
-    def as_time(quantity: str) -> str:
-        if quantity not in d.index or not clock:
-            return "-"
-        return fmt_value(d.loc[quantity, "value"] / clock, "s")
-
-    rows = [
-        ("Shared memory", f"{fmt_bytes(device['smem_per_sm_bytes'])}/SM (driver)",
-         measured("smem.latency_cycles", "chase.smem"), as_time("smem.latency_cycles"),
-         measured("smem.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one block"),
-        ("L1", measured("l1.capacity_bytes", "chase.latency"), measured("l1.latency_cycles", "chase.latency"),
-         as_time("l1.latency_cycles"), measured("l1.bandwidth_bytes_per_clk_sm", "bw.onchip"), "one SM"),
-        ("L2, near partition", measured("l2.partition_bytes", "geometry.l2_sets"),
-         measured("l2.latency_cycles", "chase.latency"), as_time("l2.latency_cycles"), "-", "the SMs beside it"),
-        ("L2, far partition", ("one SM's reach " if "l2.far_reach_bytes" in d.index else "")
-         + measured("l2.far_reach_bytes", "chase.latency", "no single far plateau in its staircase; the whole "
-                    "L2's capacity is in the rows below"),
-         measured("l2.far_latency_cycles", "chase.access"), as_time("l2.far_latency_cycles"), "-", "whole GPU"),
-        ("L2, every SM reading", measured("l2.capacity_bytes", "bw.l2")
-         + f"; driver {fmt_bytes(device['l2_bytes'])}", "-", "-", measured("l2.bandwidth_bytes_per_s", "bw.l2"),
-         "whole GPU"),
-        ("L2, every SM chasing", measured("l2.capacity_chase_bytes", "chase.every_sm"), "-", "-", "-", "whole GPU"),
-        ("HBM", f"{fmt_bytes(device['total_memory_bytes'])} (driver)", measured("dram.latency_cycles", "chase.miss"),
-         measured("dram.latency_ns", "chase.miss"),
-         measured("dram.read_bandwidth_bytes_per_s", "bw.dram") + " read", "whole GPU"),
-        ("HBM, past the first TLB level's reach", ("TLB reach " + measured("tlb.l1.reach_bytes", "chase.tlb"))
-         if "tlb.l1.reach_bytes" in d.index else "-", measured("dram.latency_tlb_miss_cycles", "chase.miss"),
-         measured("dram.latency_tlb_miss_ns", "chase.miss"), "-", "whole GPU"),
-    ]
-    if "tlb.l2.reach_bytes" in d.index:
-        rows.append(("Second TLB level", "reach " + measured("tlb.l2.reach_bytes", "chase.tlb"),
-                     "a miss adds " + measured("tlb.l2.miss_cycles", "chase.tlb"), "-", "-", "whole GPU"))
-    for quantity, level in (("dram.near_latency_cycles", "HBM, address homed by the near L2 partition"),
-                            ("dram.far_latency_cycles", "HBM, address homed by the far L2 partition")):
-        if quantity in d.index:
-            rows.append((level, "-", measured(quantity, "chase.access"), as_time(quantity), "-", "whole GPU"))
-    return pd.DataFrame(rows, columns=["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)",
-                                       "bandwidth", "shared by"])
 
 
 def derived_table(derived: pd.DataFrame) -> pd.DataFrame:

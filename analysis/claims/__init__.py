@@ -17,12 +17,18 @@ from its own data (``mechanisms``).  A number this hardware cannot test says why
 like for like with the lecture's says so instead of a verdict.
 
 Modules: ``model`` (the claim, the precision table, the measures), ``numbers`` (the lecture's table),
-``lecture_a`` (§7.1-7.5), ``lecture_b`` (§7.6-7.13), ``catalogue`` (all of them, in order), ``mechanisms``,
-``verdict``.
+``lecture_a`` (§7.1-7.5), ``lecture_b`` (§7.6-7.13), ``catalogue`` (all of them, in order, with the claims a
+family declares beside its analysis: ``CLAIMS`` there), ``mechanisms``, ``verdict``.
 """
-from analysis.claims.catalogue import CLAIMS
+from analysis.claims.catalogue import all_claims
 from analysis.claims.model import PRECISION, Claim, band, first_of, product, quantity, ratio, tolerance
 from analysis.claims.verdict import VERDICTS, _inputs, decide, intervals, judge, summary, tolerance_text
 
-__all__ = ["CLAIMS", "PRECISION", "VERDICTS", "Claim", "_inputs", "band", "decide", "first_of", "intervals", "judge",
-           "product", "quantity", "ratio", "summary", "tolerance", "tolerance_text"]
+__all__ = ["CLAIMS", "PRECISION", "VERDICTS", "Claim", "_inputs", "all_claims", "band", "decide", "first_of",
+           "intervals", "judge", "product", "quantity", "ratio", "summary", "tolerance", "tolerance_text"]
+
+
+def __getattr__(name: str):
+    if name == "CLAIMS":  # every claim: the lecture's and the families', gathered on first use
+        return all_claims()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

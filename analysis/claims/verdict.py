@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from analysis.claims.catalogue import CLAIMS
+from analysis.claims.catalogue import all_claims
 from analysis.claims.mechanisms import in_words
 from analysis.claims.model import PRECISION, Claim, band, reference, tolerance
 from analysis.quantities import QUANTITIES
@@ -128,7 +128,7 @@ def judge(derived: pd.DataFrame, device: dict) -> pd.DataFrame:
     reason, and the figure that shows a deviation."""
     d, source = intervals(derived)
     rows = []
-    for claim in CLAIMS:
+    for claim in all_claims():
         row = {"section": group(claim.section), "id": claim.id, "kind": claim.kind, "claim": claim.text,
                "quote": " | ".join(q.replace("\t", " / ") for q in claim.quote),
                "lecture": _fmt(claim.value, claim), "units": claim.units,
