@@ -156,7 +156,7 @@ def committed_report(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def simulated_quick_run(tmp_path_factory):
-    """A quick run of every simulated probe (tests/fakes.py), measured once for the test run by the runner as
+    """A quick run of every simulated probe (tests/fakes/), measured once for the test run by the runner as
     `gpuatlas run` measures, in its worker process: ``(RunDir, probes)``.  Read it; damage only a copy."""
     from fakes import DEVICE, simulated_probes
     from gpuatlas.machinery import runner

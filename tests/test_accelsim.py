@@ -171,7 +171,7 @@ def test_a_run_missing_quantities_leaves_those_options_not_set(committed_files):
 
 @pytest.fixture(scope="module")
 def simulated_a100(tmp_path_factory):
-    """A quick simulated run (tests/fakes.py) of the probes the export reads, on an A100's device properties."""
+    """A quick simulated run (tests/fakes/) of the probes the export reads, on an A100's device properties."""
     import fakes
 
     from gpuatlas.machinery import runner

@@ -2,16 +2,33 @@
 import ast
 from pathlib import Path
 
+import pytest
+
 import fakes
 
 HERE = Path(__file__).parent
 
 
 def test_the_fakes_import_nothing_from_the_analysis():
-    tree = ast.parse((HERE / "fakes.py").read_text())
-    modules = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
-    modules += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
-    assert modules and not [m for m in modules if m.split(".")[0] == "analysis"], modules
+    files = sorted((HERE / "fakes").glob("*.py"))
+    assert len(files) > 10
+    for path in files:
+        tree = ast.parse(path.read_text())
+        modules = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        modules += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        assert modules and not [m for m in modules if m.split(".")[0] == "analysis"], (path.name, modules)
+
+
+def test_every_probe_has_one_fake_and_the_fakes_are_every_familys():
+    """FAKES is gathered from the family modules of tests/fakes/: each probe faked once, none left out."""
+    from probes.registry import all_probes
+
+    assert set(fakes.FAKES) == set(all_probes())
+    owners = [module.__name__ for module in fakes._family_modules() for _ in module.FAKES]
+    assert len(owners) == len(fakes.FAKES) and len(set(owners)) > 10
+    assert fakes.bank_ways is fakes.smem_banks.bank_ways, "a family's names are the package's"
+    with pytest.raises(AttributeError, match="no attribute"):  # negative control
+        fakes.no_such_physics
 
 
 def test_bank_ways_worked_by_hand():

@@ -1,5 +1,5 @@
 """L1 ways and sets of a hashed set index, from chains at random places, on caches of known geometry simulated
-access by access (tests/fakes.py's SetCache): the onset record's missing positions, the balls-into-bins fit of
+access by access (tests/fakes/geometry.py's SetCache): the onset record's missing positions, the balls-into-bins fit of
 the misses per pass, the replacement verdict, the derived rows and the figure."""
 import numpy as np
 import pandas as pd

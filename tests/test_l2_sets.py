@@ -1,6 +1,6 @@
 """geometry.l2_sets: the half-hit footprint, the balls-into-bins fit of the ways and sets, the duplication note,
 the kernel's timed loop and the round trip through derive, against a simulated two-partition hashed L2
-(tests/fakes.py) whose capacity, ways and sets are known."""
+(tests/fakes/l2_sets.py) whose capacity, ways and sets are known."""
 import re
 
 import numpy as np

@@ -212,7 +212,7 @@ def test_the_fit_check_catches_a_sweep_beyond_the_device(probes):
 
 @pytest.fixture(scope="module", params=sorted(fakes.PARTS))
 def part_run(request, tmp_path_factory):
-    """A simulated run of another part (tests/fakes.py's PARTS): ``(device, measurements, derived)``."""
+    """A simulated run of another part (tests/fakes/'s PARTS): ``(device, measurements, derived)``."""
     from analysis.derive import derive
     from gpuatlas.machinery import runner
 

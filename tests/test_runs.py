@@ -1,4 +1,4 @@
-"""The results contract, the runner and resume, on the simulated backend (tests/fakes.py)."""
+"""The results contract, the runner and resume, on the simulated backend (tests/fakes/)."""
 import json
 import re
 import shutil

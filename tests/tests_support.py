@@ -9,7 +9,7 @@ def tree_digest(folder: Path) -> dict:
 
 
 def small_simulated_run(root: Path, probe_ids=("clock.sm", "chase.latency")) -> Path:
-    """A quick run of a few simulated probes (tests/fakes.py), measured in this process in about a second: a
+    """A quick run of a few simulated probes (tests/fakes/), measured in this process in about a second: a
     run to read, copy and damage where a command is tested, not the size of the committed run."""
     import fakes
     from gpuatlas.machinery import runner
