@@ -1,6 +1,5 @@
 """What each probe declares it derives is true: derive emits, for a probe's own measurements, only quantities
 it declares, and every declared quantity is in the vocabulary."""
-import importlib
 import os
 import sys
 
@@ -100,57 +99,67 @@ def _module(folder, name: str, text: str):
     (folder / f"{name}.py").write_text(text)
 
 
-def test_a_probe_module_is_found_by_its_run_order_and_refused_without_one(tmp_path, monkeypatch):
-    """Discovery imports every module of probes.families and orders those that declare a probe by their
-    RUN_ORDER; a module that declares none (a family's shared part) needs none."""
+def test_a_run_measures_each_familys_probe_modules_in_family_order_and_refuses_an_orphan(tmp_path, monkeypatch):
+    """Discovery imports every module of probes.families; those that declare a probe run in the order of the
+    families that name them (each family's probe_modules, in the order it lists them).  A module no family
+    names, one two families name, or a name no module answers is an error."""
+    import analysis.family
     import probes.families
+    from analysis.family import Family
     from probes import registry
     from probes.registry import probe_modules
 
-    today = probe_modules()
+    today, found = probe_modules(), analysis.family.families()
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     monkeypatch.setattr(probes.families, "__path__", [*probes.families.__path__, str(tmp_path)])
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    declared = ('from probes.registry import probe\n\n@probe("widget.rate", sweeps={"quick": dict, "full": dict}, '
-                'axes={})\ndef widget(ctx): ...\n')
+    _module(tmp_path, "widget", 'from probes.registry import probe\n\n@probe("widget.rate", sweeps={"quick": dict, '
+                                '"full": dict}, axes={})\ndef widget(ctx): ...\n')
+    _module(tmp_path, "kit_like", "SHARED = 1\n")  # declares no probe: not a probe module, named by no family
+    first, second = list(found.values())[:2]
 
-    def found(widget: str):
-        _module(tmp_path, "widget", widget)
-        sys.modules.pop("probes.families.widget", None)
-        registry._REGISTRY.pop("widget.rate", None)
-        importlib.invalidate_caches()
+    def run_order(*extra: tuple[int, tuple]):
+        """probe_modules afresh, with families ``extra`` (order, probe_modules) beside today's."""
+        families = {**found, **{f"analysis.widget{i}": Family(order, lambda m, device: [], {}, probe_modules=mods)
+                                for i, (order, mods) in enumerate(extra)}}
+        monkeypatch.setattr(analysis.family, "families", lambda: dict(sorted(families.items(),
+                                                                              key=lambda item: item[1].order)))
         return probe_modules.__wrapped__()
 
-    _module(tmp_path, "kit_like", "RUN_ORDER = 1\n")  # declares no probe: not a probe module
     try:
-        assert found(declared + "\nRUN_ORDER = 15\n") == (today[0], "probes.families.widget", *today[1:])
-        with pytest.raises(ValueError, match="probes.families.widget declares probes but no RUN_ORDER"):
-            found(declared)
-        with pytest.raises(ValueError, match="same RUN_ORDER"):
-            found(declared + "\nRUN_ORDER = 10\n")
+        between = (first.order + second.order) / 2  # whatever numbers the families use, none is reserved
+        assert run_order((between, ("widget",))) == (*today[:len(first.probe_modules)], "probes.families.widget",
+                                                      *today[len(first.probe_modules):])
+        with pytest.raises(ValueError, match=r"\['probes.families.widget'\] declare probes but no family measures"):
+            run_order()
+        with pytest.raises(ValueError, match="measured by both"):
+            run_order((between, ("widget",)), (max(f.order for f in found.values()) + 1, ("widget",)))
+        with pytest.raises(ValueError, match="'kit_like', which is no module"):
+            run_order((between, ("widget", "kit_like")))
     finally:
         for name in ("probes.families.widget", "probes.families.kit_like"):
             sys.modules.pop(name, None)
 
 
-#: A new family's two Python files: the probe module (probes/families/widget.py) and its analysis module
-#: (analysis/widget.py), run between the clock and the launch probes.
-WIDGET_PROBE = '''
+#: A new family's files, each in its own place: the probe module (probes/families/widget.py), its analysis
+#: module with a quantity, a figure and a claim (analysis/widget.py), and its fake (tests/fakes/widget.py).
+#: Its order lies between the first two families' (ORDER, filled in by the test): no slot is kept free for it.
+WIDGET_PROBE = """
 from probes.kit.harness import Sample
 from probes.registry import probe
-
-RUN_ORDER = 15
 
 
 @probe("widget.rate", sweeps={"quick": lambda device: {"n": [1]}, "full": lambda device: {"n": [1, 2]}},
        axes={"n": "copies"}, quantities=("widget.rate_hz",))
 def widget(ctx, n: int) -> list:
-    """A widget's rate (Hz): a known constant, so the round trip has a known answer."""
-    return [Sample("rate", 7.0 * n, "Hz", r, None, "none") for r in range(5)]
-'''
-WIDGET_FAMILY = '''
+    \"\"\"A widget's rate (Hz), measured on the GPU (here only its fake runs).\"\"\"
+    raise RuntimeError("no GPU in this test: the fake measures")
+"""
+WIDGET_FAMILY = """
+from analysis.claims.model import Claim, quantity
 from analysis.family import Family
 from analysis.quantities import derived_row
+from analysis.report_figures import FigureSpec
 from analysis.stats import median_ci, select
 
 
@@ -159,44 +168,81 @@ def widget_rows(measurements, device):
     return [derived_row("widget.rate_hz", *median_ci(values), "median", "widget.rate")] if len(values) else []
 
 
-FAMILY = Family(order=15, rows=widget_rows, quantities={"widget.rate_hz": ("Hz", "a widget's rate, one copy")})
-'''
-#: Run in a fresh interpreter (the vocabulary and derive's families are gathered once): with the folder
-#: holding the two files on the packages' paths (as if they were dropped into probes/families/ and analysis/), or not;
-#: the clock and launch probes measured by their fakes, the widget by itself (it needs no GPU).
-WIDGET_RUN = '''
+def widget_figure(measurements):
+    import matplotlib.pyplot as plt
+
+    ax = plt.figure(figsize=(3, 2)).gca()
+    frame = measurements[measurements["probe"] == "widget.rate"]
+    ax.plot(frame["n"], frame["value"], "o")
+    ax.set_title("Widget rate")
+    return ax
+
+
+FAMILY = Family(order=ORDER, probe_modules=("widget",), rows=widget_rows,
+                quantities={"widget.rate_hz": ("Hz", "a widget's rate, one copy")})
+FIGURES = (FigureSpec("widget-rate", "widget.rate", "Widget rate", "A widget's rate against its copies.",
+                      lambda meta, m, d: widget_figure(m), chapter="Execution", after="power-trace"),)
+CLAIMS = (Claim("§7.10", "a widget runs at 7 Hz", 7.0, "Hz", quantity("widget.rate_hz"), "widget.rate, one copy",
+                id="7.10.widget_rate", quote=("widget",), figure="widget-rate"),)
+"""
+WIDGET_FAKE = """
+from fakes import CLOCK_HZ
+from probes.kit.harness import Sample
+
+#: The simulated widget: 7 Hz a copy.
+RATE_HZ = 7.0
+
+
+def _widget(ctx, n):
+    return [Sample("rate", RATE_HZ * n, "Hz", r, CLOCK_HZ, "none") for r in range(5)]
+
+
+FAKES = {"widget.rate": _widget}
+"""
+#: Run in a fresh interpreter (the families, figures, claims and fakes are gathered once): with the folders
+#: holding the three files on their packages' paths (as if dropped into probes/families/, analysis/ and
+#: tests/fakes/), or not; the clock, launch and widget probes measured by their fakes, derived, judged and
+#: rendered as a report.
+WIDGET_RUN = """
 import sys, tempfile
 from pathlib import Path
 import pandas as pd
-import analysis, probes.families
+import analysis, fakes, probes.families
 if sys.argv[1] == "with":
     probes.families.__path__.append(sys.argv[2] + "/probes")
     analysis.__path__.append(sys.argv[2] + "/analysis")
+    fakes.__path__.append(sys.argv[2] + "/fakes")
+from analysis import chapters
+from analysis.claims import judge
 from analysis.derive import derive
 from analysis.quantities import QUANTITIES
+from analysis.render import render
+from analysis.report_figures import declared_figures
 from analysis.results import atomic_write_parquet
-from fakes import DEVICE, FAKES
-from gpuatlas.machinery import runner
-from gpuatlas.machinery import workers
+from fakes import DEVICE, simulated_probes
+from gpuatlas.machinery import runner, workers
 from probes.registry import all_probes
 
-probes_ = all_probes()
-print("order", list(probes_)[:3])
+print("order", list(all_probes())[:3])
 print("vocabulary", QUANTITIES.get("widget.rate_hz"))
-chosen = [p for p in probes_.values() if p.id in ("clock.sm", "widget.rate", "launch.overhead")]
+chosen = [p for p in simulated_probes() if p.id in ("clock.sm", "widget.rate", "launch.overhead")]
 run, meta = runner.new_run(Path(tempfile.mkdtemp()), DEVICE, {}, chosen, "quick", {}, 0, ["test"])
 ctx = runner.Context(device=DEVICE, budget=runner.Budget.for_profile("quick"), seed=meta["seed"])
-frames = [workers.samples_frame(meta, p.id, c, FAKES.get(p.id, p.func)(ctx, **c))
-          for p in chosen for c in p.configs(DEVICE, "quick")]
+frames = [workers.samples_frame(meta, p.id, c, p.func(ctx, **c)) for p in chosen for c in p.configs(DEVICE, "quick")]
 atomic_write_parquet(run.measurements_path, pd.concat(frames, ignore_index=True))
-derived = derive(meta, run.read_measurements())
+measurements = run.read_measurements()
+derived = derive(meta, measurements)
 print("derived", list(derived["quantity"]), list(derived["value"]))
-'''
+print("execution", chapters.placed(declared_figures())["Execution"][-2:])
+claim = judge(derived, DEVICE).set_index("id").loc["7.10.widget_rate"] if sys.argv[1] == "with" else None
+print("claim", None if claim is None else (claim["verdict"], claim["measured"]))
+page = render(meta, measurements, derived, Path(tempfile.mkdtemp()))
+print("report", sorted(p.name for p in page.parent.glob("*.svg")), "7.10.widget_rate" in page.read_text())
+"""
 
 
 def _widget_run(tmp_path, mode: str) -> dict[str, str]:
     import subprocess
-    import sys
 
     from conftest import REPO
 
@@ -206,21 +252,29 @@ def _widget_run(tmp_path, mode: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.stdout.splitlines())
 
 
-def test_a_new_family_needs_only_its_own_files(tmp_path):
-    """The recipe of docs/adding-a-probe.md: a probe module and a family module, dropped beside the others,
-    are measured in their run order and derived in their family order, their quantity in the vocabulary,
-    with no other file edited (the fake and the kernel test are the other files a GPU probe brings)."""
+def test_a_new_family_with_a_figure_and_a_claim_needs_only_its_own_files(tmp_path):
+    """The recipe of docs/adding-a-probe.md: a probe module, its family's analysis module (a quantity, a figure
+    and a claim) and its fake, dropped beside the others, are measured in their family's order, derived, drawn
+    in their chapter and judged, with no other file edited (a GPU probe also brings its kernel and the
+    kernel's test)."""
+    from analysis.family import families
+
+    first, second = [family.order for family in families().values()][:2]
     _module(tmp_path / "probes", "widget", WIDGET_PROBE)
-    _module(tmp_path / "analysis", "widget", WIDGET_FAMILY)
+    _module(tmp_path / "analysis", "widget", WIDGET_FAMILY.replace("ORDER", str((first + second) / 2)))
+    _module(tmp_path / "fakes", "widget", WIDGET_FAKE)
     found = _widget_run(tmp_path, "with")
     assert found["order"] == "['clock.sm', 'widget.rate', 'launch.overhead']"
     assert found["vocabulary"] == "('Hz', \"a widget's rate, one copy\")"
     assert found["derived"].startswith("['clock.sm_hz', 'widget.rate_hz', 'launch.overhead_s'")
-    assert ", 7.0, " in found["derived"]  # the widget's known rate, between the clock's and the launch's
-    # negative control: the same run without the two files knows no widget
+    assert ", 7.0, " in found["derived"]  # the fake's rate, between the clock's and the launch's
+    assert found["execution"] == "['power-trace', 'widget-rate']"
+    assert found["claim"] == "('holds', '7 Hz')"
+    assert "'widget-rate.svg'" in found["report"] and found["report"].endswith(" True")
+    # negative control: the same run without the three files knows no widget
     bare = _widget_run(tmp_path, "without")
-    assert bare["vocabulary"] == "None" and "widget" not in bare["order"] + bare["derived"]
-    assert bare["derived"].startswith("['clock.sm_hz', 'launch.overhead_s'")
+    assert bare["vocabulary"] == "None" and "widget" not in bare["order"] + bare["derived"] + bare["report"]
+    assert bare["derived"].startswith("['clock.sm_hz', 'launch.overhead_s'") and bare["claim"] == "None"
 
 
 def _shown_files(doc: str) -> list[tuple[str, str]]:
