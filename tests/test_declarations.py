@@ -293,10 +293,35 @@ def test_the_recipe_shows_its_five_files_as_they_are():
 
     doc = (REPO / "docs" / "adding-a-probe.md").read_text()
     shown = _shown_files(doc)
-    assert [path for path, _ in shown] == ["probes/kit/clock.cu", "probes/families/clock.py", "tests/fakes.py",
+    assert [path for path, _ in shown] == ["probes/kit/clock.cu", "probes/families/clock.py", "tests/fakes/clock.py",
                                            "tests/test_kernels.py", "analysis/clock.py"]
     for path, code in shown:
         assert code in (REPO / path).read_text(), path
     # negative control: the family's block with another order is not in analysis/clock.py
     edited = doc.replace("FAMILY = Family(order=10,", "FAMILY = Family(order=20,")
+    assert edited != doc
     assert _shown_files(edited)[-1][1] not in (REPO / "analysis" / "clock.py").read_text()
+
+
+def test_the_recipes_figure_and_claim_are_what_the_report_takes():
+    """Section 6's declarations, run as a family module would run them: the figure is placed where it says,
+    the claim measures the family's quantity."""
+    import re
+
+    from conftest import REPO
+
+    from analysis import chapters
+    from analysis.claims import CLAIMS
+    from analysis.claims.model import Claim, quantity
+    from analysis.report_figures import FigureSpec, declared_figures
+
+    doc = (REPO / "docs" / "adding-a-probe.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", doc.split("## 6. ", 1)[1], re.S)
+    declared = {"FigureSpec": FigureSpec, "Claim": Claim, "quantity": quantity, "clock_figure": lambda m: None}
+    exec(code, declared)
+    (figure,), (claim,) = declared["FIGURES"], declared["CLAIMS"]
+    assert chapters.placed((*declared_figures(), figure))["Execution"][-2:] == ["power-trace", figure.stem]
+    assert claim.measure({"clock.sm_hz": (1.9e9, 1.8e9, 2e9)}, {}) == (1.9e9, 1.8e9, 2e9)
+    assert claim.figure == figure.stem and claim.id not in {c.id for c in CLAIMS}
+    with pytest.raises(ValueError, match="not in their chapter"):  # negative control: a place that is no place
+        chapters.placed((*declared_figures(), figure._replace(after="l1-sets")))
