@@ -36,9 +36,10 @@ _DECLARES = {"FAMILY": r"^FAMILY = Family\(", "FIGURES": r"^FIGURES = \(", "CLAI
 
 @dataclass(frozen=True)
 class Family:
-    """What a family derives (``quantities``), how (``rows``), and where its rows go (``order``)."""
+    """What a family derives (``quantities``), how (``rows``), what it measures (``probe_modules``), and where
+    its rows and its runs go (``order``)."""
 
-    order: int  # where its rows go in derived.csv, its ids in the vocabulary and its probe modules in a run
+    order: float  # where its rows go in derived.csv, its ids in the vocabulary and its probe modules in a run
     rows: Callable  # (measurements, device) -> rows, or (measurements, device, rows) with reads_rows
     quantities: dict  # id -> (unit, meaning): everything its rows may emit
     reads_rows: bool = False
