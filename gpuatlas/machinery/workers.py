@@ -258,7 +258,9 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
     """What the probes with configs to measure (``todo``: probe id -> configs) will compile or import, in run
     order, each once: ``("cubin", source, name, arch)`` for a CUDA kernel file of a CuPy probe (``kernels``; an
     architecture-specific probe, one with ``max_cc``, builds its own ``sm_XYa``) and for each source its module's
-    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages."""
+    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages, and a Triton
+    probe's kernels and launchers (``triton_ahead.triton_jobs``)."""
+    from gpuatlas.machinery.triton_ahead import triton_jobs
     from probes.kit.cuda import arch_of, source
 
     jobs: dict = {}
@@ -277,15 +279,27 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
                 jobs.setdefault(("cubin", code, plain), ("cubin", code, name, plain))
         for package in BACKEND_IMPORTS.get(probe.backend, ()):
             jobs.setdefault(("import", package), ("import", package))
+        if probe.backend == "triton":
+            for job in triton_jobs(probe, configs, device):
+                jobs.setdefault(job, job)
     return list(jobs.values())
 
 
 def _compile_job(job: tuple) -> None:
-    """One compile job, in a compile worker: the cubin into the cache the probes load from, or an import."""
+    """One compile job, in a compile worker: the cubin into the cache the probes load from, a Triton kernel and
+    its launcher (or Triton's driver utilities) into Triton's cache, or an import."""
     if job[0] == "cubin":
         from probes.kit.cuda import cubin_file
 
         cubin_file(*job[1:])
+    elif job[0] == "triton":
+        from gpuatlas.machinery.triton_ahead import compile_launch
+
+        compile_launch(*job[1:])
+    elif job[0] == "triton-utils":
+        from gpuatlas.machinery.triton_ahead import build_utils
+
+        build_utils()
     else:
         importlib.import_module(job[1])
 
