@@ -171,3 +171,18 @@ def test_a_kernel_compiled_ahead_is_found_by_the_probe_s_launch(tmp_path, monkey
     triton_kernels.softmax_kernel.device_caches.clear()
     with pytest.raises(AssertionError, match="cache missed"):  # the negative control: another num_warps
         triton_kernels.softmax_kernel.warmup(x, y, x.stride(0), 4096, BLOCK=4096, num_warps=4, grid=(4096,))
+
+
+def test_first_use_jobs_read_ahead_without_a_gpu(tmp_path):
+    """Numba's job compiles PTX for the device's capability (no GPU here); the readahead job asks for files
+    that exist and skips those that do not."""
+    from gpuatlas.machinery import first_use
+
+    pytest.importorskip("numba")
+    first_use.numba_ptx(90)
+    library = tmp_path / "libcublasLt.so.13"
+    library.write_bytes(b"\0" * 4096)
+    assert first_use.readahead([library, tmp_path / "missing.so"]) == 1
+    probes = list(all_probes().values())
+    jobs = workers.compile_jobs(probes, fakes.DEVICE, {p.id: p.configs(fakes.DEVICE, "quick") for p in probes})
+    assert jobs.count(("numba-ptx", 90)) == 1 and jobs.count(("torch-readahead",)) == 1

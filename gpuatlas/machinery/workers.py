@@ -258,8 +258,9 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
     """What the probes with configs to measure (``todo``: probe id -> configs) will compile or import, in run
     order, each once: ``("cubin", source, name, arch)`` for a CUDA kernel file of a CuPy probe (``kernels``; an
     architecture-specific probe, one with ``max_cc``, builds its own ``sm_XYa``) and for each source its module's
-    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages, and a Triton
-    probe's kernels and launchers (``triton_ahead.triton_jobs``)."""
+    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages, a Triton
+    probe's kernels and launchers (``triton_ahead.triton_jobs``), and what a backend's first use reads
+    (``FIRST_USE``)."""
     from gpuatlas.machinery.triton_ahead import triton_jobs
     from probes.kit.cuda import arch_of, source
 
@@ -282,7 +283,14 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
         if probe.backend == "triton":
             for job in triton_jobs(probe, configs, device):
                 jobs.setdefault(job, job)
+        for job in FIRST_USE.get(probe.backend, ()):
+            job = (job, int(device["compute_capability"].replace(".", ""))) if job == "numba-ptx" else (job,)
+            jobs.setdefault(job, job)
     return list(jobs.values())
+
+
+#: What a backend's first use reads from disk, read ahead by a compile worker (gpuatlas/machinery/first_use.py).
+FIRST_USE = {"numba": ("numba-ptx",), "triton": ("torch-readahead",), "torch": ("torch-readahead",)}
 
 
 def _compile_job(job: tuple) -> None:
@@ -300,6 +308,14 @@ def _compile_job(job: tuple) -> None:
         from gpuatlas.machinery.triton_ahead import build_utils
 
         build_utils()
+    elif job[0] == "numba-ptx":
+        from gpuatlas.machinery.first_use import numba_ptx
+
+        numba_ptx(job[1])
+    elif job[0] == "torch-readahead":
+        from gpuatlas.machinery.first_use import readahead, torch_libraries
+
+        readahead(torch_libraries())
     else:
         importlib.import_module(job[1])
 
