@@ -33,3 +33,37 @@ def test_execute_imports_the_derivation_only_after_the_run_ends():
     source = inspect.getsource(runner.execute)
     assert source.index('meta["ended"] = _now()') < source.index("from analysis.derive import derive")
     assert "analysis.derive" not in inspect.getsource(runner).replace(source, "")
+
+
+def test_the_main_lane_worker_makes_its_cuda_context_as_it_starts(monkeypatch):
+    """Where a CuPy probe has configs, the main lane's worker imports CuPy and makes its context (cudaFree(0))
+    before its first probe comes; the jit lane's never does (the other worker may be measuring by then)."""
+    import queue
+    import signal
+    import types
+
+    import fakes
+    from gpuatlas.machinery import workers
+    from probes.kit.harness import Budget
+    from probes.registry import all_probes
+
+    probes = list(all_probes().values())
+    pending = {p.id: [{}] for p in probes}
+    assert workers.lanes(probes, pending, 16)[1]["main"] == ("cupy",)
+    assert "cupy" not in workers.lanes(probes, pending, 16)[1]["jit"]
+    only_jit = {p.id: ([{}] if p.backend != "cupy" else []) for p in probes}
+    assert workers.lanes(probes, only_jit, 16)[1]["main"] == ()
+    assert workers.lanes(fakes.simulated_probes(), pending, 16)[1]["main"] == ()
+
+    freed = []
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(free=freed.append))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)
+    for name in ("NUMBA_DISABLE_PERFORMANCE_WARNINGS", "CUPY_NVRTC_USE_PCH"):
+        monkeypatch.setenv(name, "1")
+    tasks = queue.Queue()
+    for prefetch in ((), ("cupy",)):
+        tasks.put(None)  # stop at once
+        workers._worker(Budget(), tasks, queue.Queue(), prefetch)
+    assert freed == [0]

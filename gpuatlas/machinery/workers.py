@@ -119,6 +119,11 @@ def _worker(budget: Budget, tasks, events, prefetch: tuple = ()) -> None:
             importlib.import_module(name)
         except Exception:
             pass
+    if "cupy" in prefetch:  # its CUDA context too, made as the worker starts (no probe measures then)
+        try:
+            sys.modules["cupy"].cuda.runtime.free(0)
+        except Exception:
+            pass
     while True:
         try:
             task = tasks.get(timeout=1.0)
@@ -358,9 +363,13 @@ LANE_CPUS = 4
 
 def lanes(probes: list[Probe], pending: dict, cpus: int) -> tuple[dict, dict]:
     """``(lane of each probe id, modules each lane's worker imports as it starts)``: lane ``main`` for the CuPy
-    probes, ``jit`` for the JIT backends' with ``cpus`` >= LANE_CPUS (else everything is ``main``)."""
+    probes, ``jit`` for the JIT backends' with ``cpus`` >= LANE_CPUS (else everything is ``main``).  The main
+    lane's worker imports CuPy and makes its CUDA context as it starts, while the run is being set up, where a
+    CuPy probe has configs to measure; the jit lane's makes its context in its first probe, as the other
+    worker may be measuring by then."""
     lane = {p.id: "jit" if cpus >= LANE_CPUS and p.backend in BACKEND_IMPORTS else "main" for p in probes}
-    prefetch = {"main": (), "jit": tuple(dict.fromkeys(
+    cupy_first = any(lane[p.id] == "main" and p.backend == "cupy" and pending.get(p.id) for p in probes)
+    prefetch = {"main": ("cupy",) if cupy_first else (), "jit": tuple(dict.fromkeys(
         name for p in probes if lane[p.id] == "jit" and pending.get(p.id)
         for name in (*BACKEND_IMPORTS[p.backend], p.func.__module__)))}
     return lane, prefetch
