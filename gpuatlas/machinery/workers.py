@@ -300,7 +300,8 @@ FIRST_USE = {"numba": ("numba-ptx",), "triton": ("torch-readahead",), "torch": (
 
 def _compile_job(job: tuple) -> None:
     """One compile job, in a compile worker: the cubin into the cache the probes load from, a Triton kernel and
-    its launcher (or Triton's driver utilities) into Triton's cache, or an import."""
+    its launcher (or Triton's driver utilities) into Triton's cache, a backend's first-use reads, or an
+    import."""
     if job[0] == "cubin":
         from probes.kit.cuda import cubin_file
 
