@@ -139,10 +139,10 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     ``timeout_s``; a CUDA fault, a hang or a failure there is recorded, that worker is replaced and the run
     goes on.  Without it, they run in this process.  With ``compile_ahead``, compile workers build the probes'
     kernels (and import their backends' packages, where no JIT lane does) while the GPU measures, so a probe
-    finds them built (``compile_jobs``).  ``on_probe`` reports a finished probe while the next one measures.
-    ``workers``: lanes started before (``start_lanes``) to measure in, instead of starting them here."""
-    from analysis.derive import derive
-
+    finds them built (``compile_jobs``); they are planned and started once the first probe is handed to its
+    worker, so the first measurement waits for neither.  ``on_probe`` reports a finished probe while the next
+    one measures.  ``workers``: lanes started before (``start_lanes``) to measure in, instead of starting them
+    here."""
     device = meta["device"]
     budget = budget or Budget.for_profile(meta["profile"])
     ctx = Context(device=device, budget=budget, seed=meta["seed"])
@@ -161,15 +161,19 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
         while unreported:
             on_probe(*unreported.pop())
 
-    compiles = None
+    compiles = []  # the compile workers' pool, once started (None there: no jobs or too few cores)
+
+    def meanwhile():
+        if compile_ahead and not compiles:
+            compiles.append(start_compiles([job for job in compile_jobs(probes, device, pending)
+                                            if job[0] != "import" or not (isolate and prefetch["jit"])]))
+        report_finished()
+
     try:
-        if workers is None:  # their imports overlap the compile workers' start
+        if workers is None:
             workers = start_lanes(probes, budget, pending) if isolate else {}
         for worker in workers.values():
             worker.run = run
-        jobs = [job for job in compile_jobs(probes, device, pending)
-                if job[0] != "import" or not (isolate and prefetch["jit"])]
-        compiles = start_compiles(jobs) if compile_ahead else None
         for probe in probes:
             state = meta["probes"][probe.id]
             configs, reason = plans[probe.id]
@@ -193,9 +197,9 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                     on_config(probe, params)
 
             if isolate and todo:
-                error = workers[lane[probe.id]].measure(probe, todo, timeout_s, report, meanwhile=report_finished)
+                error = workers[lane[probe.id]].measure(probe, todo, timeout_s, report, meanwhile=meanwhile)
             else:
-                report_finished()
+                meanwhile()
                 try:
                     measure_configs(run, meta, probe.id, probe.func, todo, ctx, report)
                     error = None
@@ -218,10 +222,12 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     finally:
         for worker in (workers or {}).values():
             worker.stop()
-        if compiles is not None:
-            compiles.shutdown(wait=False, cancel_futures=True)
+        for pool in filter(None, compiles):
+            pool.shutdown(wait=False, cancel_futures=True)
     meta["ended"] = _now()
     run.write_meta(meta)
+    from analysis.derive import derive
+
     if any(s["configs_done"] for s in meta["probes"].values()):
         run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"])),
                                  parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS))

@@ -119,6 +119,11 @@ def _worker(budget: Budget, tasks, events, prefetch: tuple = ()) -> None:
             importlib.import_module(name)
         except Exception:
             pass
+    if "cupy" in prefetch:  # its CUDA context too, made as the worker starts (no probe measures then)
+        try:
+            sys.modules["cupy"].cuda.runtime.free(0)
+        except Exception:
+            pass
     while True:
         try:
             task = tasks.get(timeout=1.0)
@@ -258,7 +263,10 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
     """What the probes with configs to measure (``todo``: probe id -> configs) will compile or import, in run
     order, each once: ``("cubin", source, name, arch)`` for a CUDA kernel file of a CuPy probe (``kernels``; an
     architecture-specific probe, one with ``max_cc``, builds its own ``sm_XYa``) and for each source its module's
-    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages."""
+    ``kernel_sources(configs)`` generates, ``("import", package)`` for a backend's packages, a Triton
+    probe's kernels and launchers (``triton_ahead.triton_jobs``), and what a backend's first use reads
+    (``FIRST_USE``)."""
+    from gpuatlas.machinery.triton_ahead import triton_jobs
     from probes.kit.cuda import arch_of, source
 
     jobs: dict = {}
@@ -277,15 +285,43 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
                 jobs.setdefault(("cubin", code, plain), ("cubin", code, name, plain))
         for package in BACKEND_IMPORTS.get(probe.backend, ()):
             jobs.setdefault(("import", package), ("import", package))
+        if probe.backend == "triton":
+            for job in triton_jobs(probe, configs, device):
+                jobs.setdefault(job, job)
+        for job in FIRST_USE.get(probe.backend, ()):
+            job = (job, int(device["compute_capability"].replace(".", ""))) if job == "numba-ptx" else (job,)
+            jobs.setdefault(job, job)
     return list(jobs.values())
 
 
+#: What a backend's first use reads from disk, read ahead by a compile worker (gpuatlas/machinery/first_use.py).
+FIRST_USE = {"numba": ("numba-ptx",), "triton": ("torch-readahead",), "torch": ("torch-readahead",)}
+
+
 def _compile_job(job: tuple) -> None:
-    """One compile job, in a compile worker: the cubin into the cache the probes load from, or an import."""
+    """One compile job, in a compile worker: the cubin into the cache the probes load from, a Triton kernel and
+    its launcher (or Triton's driver utilities) into Triton's cache, a backend's first-use reads, or an
+    import."""
     if job[0] == "cubin":
         from probes.kit.cuda import cubin_file
 
         cubin_file(*job[1:])
+    elif job[0] == "triton":
+        from gpuatlas.machinery.triton_ahead import compile_launch
+
+        compile_launch(*job[1:])
+    elif job[0] == "triton-utils":
+        from gpuatlas.machinery.triton_ahead import build_utils
+
+        build_utils()
+    elif job[0] == "numba-ptx":
+        from gpuatlas.machinery.first_use import numba_ptx
+
+        numba_ptx(job[1])
+    elif job[0] == "torch-readahead":
+        from gpuatlas.machinery.first_use import readahead, torch_libraries
+
+        readahead(torch_libraries())
     else:
         importlib.import_module(job[1])
 
@@ -328,9 +364,13 @@ LANE_CPUS = 4
 
 def lanes(probes: list[Probe], pending: dict, cpus: int) -> tuple[dict, dict]:
     """``(lane of each probe id, modules each lane's worker imports as it starts)``: lane ``main`` for the CuPy
-    probes, ``jit`` for the JIT backends' with ``cpus`` >= LANE_CPUS (else everything is ``main``)."""
+    probes, ``jit`` for the JIT backends' with ``cpus`` >= LANE_CPUS (else everything is ``main``).  The main
+    lane's worker imports CuPy and makes its CUDA context as it starts, while the run is being set up, where a
+    CuPy probe has configs to measure; the jit lane's makes its context in its first probe, as the other
+    worker may be measuring by then."""
     lane = {p.id: "jit" if cpus >= LANE_CPUS and p.backend in BACKEND_IMPORTS else "main" for p in probes}
-    prefetch = {"main": (), "jit": tuple(dict.fromkeys(
+    cupy_first = any(lane[p.id] == "main" and p.backend == "cupy" and pending.get(p.id) for p in probes)
+    prefetch = {"main": ("cupy",) if cupy_first else (), "jit": tuple(dict.fromkeys(
         name for p in probes if lane[p.id] == "jit" and pending.get(p.id)
         for name in (*BACKEND_IMPORTS[p.backend], p.func.__module__)))}
     return lane, prefetch
