@@ -89,10 +89,18 @@ def fit_knee(n, x, resamples: int = BOOTSTRAP, seed: int = 0) -> dict:
             "unloaded_cycles": float(np.exp(c - b))}
 
 
+def split_spread(curve: pd.DataFrame) -> float:
+    """The largest ratio between the medians of two warps x loads splits of one n (1: every n's splits agree;
+    a per-warp limit on loads in flight would part them)."""
+    medians = curve.groupby(["lines_in_flight", "loads_per_thread"])["lines_per_clk"].median()
+    ratios = medians.groupby(level=0).agg(lambda m: m.max() / m.min())
+    return float(ratios.max()) if len(ratios) else 1.0
+
+
 def fits(measurements: pd.DataFrame) -> dict[tuple, dict]:
     """(load, source, sectors_per_line) -> fit_knee of its launches."""
     table = launches(measurements)
-    return {key: fit_knee(g["lines_in_flight"], g["lines_per_clk"])
+    return {key: {**fit_knee(g["lines_in_flight"], g["lines_per_clk"]), "split_spread": split_spread(g)}
             for key, g in table.groupby(KEYS)}
 
 
@@ -163,7 +171,8 @@ def mshr_rows(measurements: pd.DataFrame, device: dict, rows: list[dict]) -> lis
             out.append(derived_row(quantity, np.nan, *fit["knee_ci"], method, PROBE, f"undecided: {fit['why']}"))
             continue
         count, why = verdict(found, load)
-        note = f"{why}; {cross_check(fit, load, device, rows)}"
+        note = (f"{why}; {cross_check(fit, load, device, rows)}; the warps x loads splits of one n agree within "
+                f"{fit['split_spread']:.2f}x")
         if count:
             out.append(derived_row(quantity, fit["knee"], *fit["knee_ci"], method, PROBE, note))
         else:

@@ -1062,8 +1062,9 @@ def mshr_lines_per_clk(n: float, latency: float, bytes_per_line: float, register
 
 
 def _mshr(ctx, load, source, sectors_per_line, warps, registers=None, port_bytes=SM_PORT_BYTES,
-          line_rate=float("inf"), per_sector=False, loads=(1, 2, 4, 8)):
-    """``per_sector``: each register holds one 32-byte sector, so a 4-sector line takes four."""
+          line_rate=float("inf"), per_sector=False, warp_limit=float("inf"), loads=(1, 2, 4, 8)):
+    """``per_sector``: each register holds one 32-byte sector, so a 4-sector line takes four; ``warp_limit``:
+    lines one warp may have in flight (a scoreboard's), the rest of its loads waiting."""
     rng = np.random.default_rng([int(warps), int(sectors_per_line), len(load), len(source)])
     per_warp = 32 if int(sectors_per_line) == 1 else 4
     bytes_per_line = 32.0 * int(sectors_per_line)
@@ -1074,7 +1075,8 @@ def _mshr(ctx, load, source, sectors_per_line, warps, registers=None, port_bytes
         n = int(warps) * per_thread * per_warp
         for _ in range(3):
             for sm, factor in enumerate(SM_LATENCY_FACTORS):
-                rate = mshr_lines_per_clk(n, LEVELS[source] * factor, bytes_per_line, registers, port_bytes,
+                held = int(warps) * min(per_thread * per_warp, warp_limit)
+                rate = mshr_lines_per_clk(held, LEVELS[source] * factor, bytes_per_line, registers, port_bytes,
                                           line_rate) * rng.lognormal(0, 0.02)
                 out += [Sample("lines_per_clk", rate, "lines/cycle", repeat, CLOCK_HZ, "clock64"),
                         Sample("pass_cycles", n / rate, "cycles", repeat, CLOCK_HZ, "clock64")]

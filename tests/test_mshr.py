@@ -174,3 +174,106 @@ def test_the_knee_figure_is_legible():
 def test_registers_that_hold_sectors_are_told_from_registers_that_hold_lines():
     row = derived(measured(per_sector=True, port_bytes=1e6))["l1.mshr_per_sm"]
     assert row["value"] == pytest.approx(fakes.MSHRS["plain"], rel=0.15) and "it counts sectors" in row["note"]
+
+
+def test_a_per_warp_limit_parts_the_splits_of_one_n():
+    from analysis.mshr import launches, split_spread
+
+    spread = {limit: split_spread(launches(measured(configs=[c for c in FULL if c["sectors_per_line"] == 1
+                                                              and c["load"] == "plain" and c["source"] == "l2"],
+                                                     warp_limit=limit))) for limit in (float("inf"), 64)}
+    assert spread[float("inf")] < 1.1 < 1.5 < spread[64]
+    note = derived(measured())["l1.mshr_per_sm"]["note"]
+    assert float(re.search(r"agree within ([\d.]+)x", note).group(1)) < 1.1
+
+
+class _Array:
+    """The little of a CuPy array the probe's host side uses, over numpy."""
+
+    def __init__(self, values):
+        self.a = values
+        self.data = type("Data", (), {"memset_async": lambda _, value, size: self.a.fill(value)})()
+
+    def get(self):
+        return self.a.copy()
+
+    def fill(self, value):
+        self.a.fill(value)
+
+
+def _emulated_kernel(name: str, words: np.ndarray, rng: np.random.Generator):
+    """mshr.cu's kernels as the CUDA reads: the winning block's lines, pass by pass, warp by warp, lane by
+    lane, with its index arithmetic; the grid misses the target SM at times (the host must retry)."""
+    def sm_ids(grid, block, args):
+        args[0].a[:] = np.arange(grid[0]) % 8 * 2  # eight SMs, even ids
+
+    def misses(grid, block, args):
+        _, lines, first, warm, passes, target, ticket, claim, sink, out = args
+        if rng.random() < 0.05 or claim.a[0] != ticket:
+            return  # no block of this launch on the target SM (or it lost the ticket)
+        claim.a[0] += 1
+        per_thread = int(name.rsplit("_l", 1)[1])
+        group = 1 if "_s1_" in name else 8
+        per_warp, warps = 32 // group, block[0] // 32
+        n = warps * per_thread * per_warp
+        acc, pass_first = 0, int(first)
+        for _ in range(int(warm) + int(passes)):
+            for u in range(per_thread):
+                for warp in range(warps):
+                    for lane in range(32):
+                        line = pass_first + u * warps * per_warp + warp * per_warp + lane // group
+                        line -= int(lines) if line >= int(lines) else 0
+                        start = line * 32 + (lane % group) * (4 if group == 8 else 0)
+                        acc += int(words[start:start + (4 if group == 8 else 1)].sum())
+            pass_first = (pass_first + n) % int(lines)
+        sink.a[0] = (int(sink.a[0]) + acc) % 2**32
+        out.a[:] = [1000 * int(passes), 500 * int(passes), int(target)]
+
+    return sm_ids if name == "mshr_sm_ids" else misses
+
+
+def test_the_host_side_checks_an_emulated_kernel_through_retries_and_wraps(monkeypatch):
+    """The probe's host logic end to end, its kernel emulated in numpy from the CUDA's own indexing: the
+    claims, the retries, the cursor's wrap and the checksum of every launch must agree."""
+    import sys
+    import types
+
+    from probes.kit import chain, cuda
+
+    fake = types.ModuleType("cupy")
+    fake.uint32, fake.uint64 = np.uint32, np.uint64
+    fake.zeros = lambda n, dtype: _Array(np.zeros(n, dtype=dtype))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    rng = np.random.default_rng(1)
+    words = rng.integers(0, 2**32, (8 << 20) // 4, dtype=np.uint64).astype(np.uint32)
+
+    def sum32(array, offset_bytes=0, count=None, pitch_bytes=4, element_bytes=4):
+        index = offset_bytes // 4 + np.arange(count) * (pitch_bytes // 4)
+        return int(array.a[index].astype(np.uint64).sum() % 2**32)
+
+    monkeypatch.setattr(mshr, "sum32", sum32)
+    monkeypatch.setattr(mshr.Filled, "at_least", classmethod(lambda cls, nbytes, device: _Array(words)))
+    monkeypatch.setattr(mshr, "HBM_FOOTPRINT_L2", 2)
+    monkeypatch.setattr(mshr, "LINES_PER_LAUNCH", 512)  # short launches: the emulation walks every lane
+    monkeypatch.setattr(cuda, "kernel", lambda filename, name: _emulated_kernel(name, words, rng))
+    monkeypatch.setattr(chain, "flush_l2", lambda device: None)
+    device = {"sm_count": 8, "l2_bytes": 4 << 20, "max_threads_per_block": 1024}
+    ctx = types.SimpleNamespace(device=device, rng=lambda *salt: np.random.default_rng([0, *salt]),
+                                throttle_flag=lambda hz: "", sm_clock=lambda **kw: 1.9e9)
+    for source, sectors in (("l2", 1), ("l2", 4), ("dram", 1)):
+        samples = mshr.measure(ctx, "plain", source, sectors, 1)
+        rates = [s for s in samples if s.metric == "lines_per_clk"]
+        assert len(rates) == len(mshr.LOADS_PER_THREAD) * mshr.REPEATS * mshr.PLACEMENTS
+        placements = {s.value for s in samples if s.metric == "smid"}
+        assert len(placements) == mshr.PLACEMENTS and placements <= set(range(0, 16, 2))
+        assert all(s.sm_clock_hz == pytest.approx(2e9) for s in rates)
+
+    def corrupted(name):  # negative control: a kernel that adds one more to the sink than its loads
+        inner = _emulated_kernel(name, words, rng)
+        if name == "mshr_sm_ids":
+            return inner
+        return lambda grid, block, args: (inner(grid, block, args), args[8].a.__setitem__(0, args[8].a[0] + 1))
+
+    monkeypatch.setattr(cuda, "kernel", lambda filename, name: corrupted(name))
+    with pytest.raises(RuntimeError, match="checksum mismatch"):
+        mshr.measure(ctx, "plain", "l2", 1, 1)

@@ -5,13 +5,13 @@ n* = plateau x unloaded latency is the number of misses the SM keeps in flight: 
 (MSHRs) for plain loads, whatever bounds L2-only requests for ld.global.cg.
 
 n = warps x loads per thread x lines per warp load, swept over warps 1..32 (one block; an axis) and 1, 2, 4
-or 8 independent loads per thread (within a config; several splits per n: a per-warp limit would part them).  What a line costs is
-an axis: ``sectors_per_line`` 1 (each lane its own line, one 32-byte sector of it) or 4 (8 lanes share a
-line, every sector read).  Two sources with different latencies: ``l2`` (a footprint of L2_TOUCH_FRACTION x
-L2, resident, read once per launch) and ``dram`` (a stream over HBM_FOOTPRINT_L2 x L2, the L2 flushed
-first).  A count limit keeps its knee n* across both sources and both sector counts; a bandwidth limit keeps
-its plateau instead (bytes per cycle across sector counts, lines per cycle across sources), and
-analysis/mshr.py tells them apart from these configs.
+or 8 independent loads per thread (within a config; several splits per n: a per-warp limit would part them).
+What a line costs is an axis: ``sectors_per_line`` 1 (each lane its own line, one 32-byte sector of it) or 4
+(8 lanes share a line, every sector read).  Two sources with different latencies: ``l2`` (a footprint of
+L2_TOUCH_FRACTION x L2, resident, read once per launch) and ``dram`` (a stream over HBM_FOOTPRINT_L2 x L2,
+the L2 flushed first).  A count keeps its knee n* across the sources, its plateau falling as 1 / latency; a
+rate (a port's bytes, a per-line processing rate) keeps its plateau instead; analysis/mshr.py tells them
+apart, and from the sector counts whether the registers hold lines or sectors.
 
 Placement is sampled: each (warps, loads) point runs on a few SMs spread over the SM ids (the launch is a
 grid of 2 x SMs blocks; only a block on the target SM measures).  Every launch's loaded words are summed and
@@ -36,8 +36,9 @@ FULL_WARPS, QUICK_WARPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32), (1, 4, 16, 32)
 PLACEMENTS, REPEATS = 4, 3
 #: Lines one launch reads in its timed passes (at least MIN_PASSES passes), after WARM_PASSES untimed ones.
 LINES_PER_LAUNCH, MIN_PASSES, WARM_PASSES = 16384, 4, 1
-#: Launches retried when no block of the grid landed on the target SM.
-RETRIES = 4
+#: Launches retried when no block of the grid landed on the target SM; seconds of one SM spinning before a
+#: config (the clock up from idle: the config's clock is checked against the throttle bound).
+RETRIES, WARMUP_S = 4, 5e-3
 
 
 def configs(device: dict, quick: bool = False) -> list[dict]:
@@ -149,6 +150,7 @@ def measure(ctx, load: str, source: str, sectors_per_line: int, warps: int) -> l
         state["first"] = (state["first"] + count) % footprint
         return cycles, ns
 
+    ctx.sm_clock(spin_s=WARMUP_S)
     if source == "dram":
         flush_l2(device)
     else:
