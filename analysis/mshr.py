@@ -37,14 +37,16 @@ SECTOR, LINE = 32, 128
 
 def launches(measurements: pd.DataFrame) -> pd.DataFrame:
     """One row per usable launch: load, source, sectors_per_line, warps, loads_per_thread, lines_in_flight,
-    smid, lines_per_clk, pass_cycles."""
+    smid, lines_per_clk, pass_cycles, sm_clock_hz."""
     metrics = ["lines_in_flight", "loads_per_thread", "smid", "lines_per_clk", "pass_cycles"]
     frame = usable(of_probe(measurements, PROBE))
     frame = frame[frame["metric"].isin(metrics)]
     if frame.empty or any(k not in frame for k in KEYS + ["warps"]):
-        return pd.DataFrame(columns=KEYS + ["warps"] + metrics)
+        return pd.DataFrame(columns=KEYS + ["warps"] + metrics + ["sm_clock_hz"])
     table = frame.pivot_table(index=KEYS + ["warps", "repeat"], columns="metric", values="value",
                               aggfunc="first").reset_index().dropna(subset=metrics)
+    clocks = frame[frame["metric"] == "lines_per_clk"].groupby(KEYS + ["warps", "repeat"])["sm_clock_hz"].first()
+    table = table.join(clocks, on=KEYS + ["warps", "repeat"])
     return table.astype({"sectors_per_line": int, "warps": int})
 
 
@@ -100,8 +102,8 @@ def split_spread(curve: pd.DataFrame) -> float:
 def fits(measurements: pd.DataFrame) -> dict[tuple, dict]:
     """(load, source, sectors_per_line) -> fit_knee of its launches."""
     table = launches(measurements)
-    return {key: {**fit_knee(g["lines_in_flight"], g["lines_per_clk"]), "split_spread": split_spread(g)}
-            for key, g in table.groupby(KEYS)}
+    return {key: {**fit_knee(g["lines_in_flight"], g["lines_per_clk"]), "split_spread": split_spread(g),
+                  "clock_hz": g["sm_clock_hz"].median()} for key, g in table.groupby(KEYS)}
 
 
 def verdict(found: dict, load: str) -> tuple[bool, str]:
@@ -127,8 +129,10 @@ def verdict(found: dict, load: str) -> tuple[bool, str]:
     dram_note = (f"from HBM the knee is {dram['knee']:.0f} lines ({knees:.2f}x) and the plateau "
                  f"{dram['plateau']:.3g} lines/cycle (the L2's is {plateaus:.2f}x)")
     if 1 / AGREE <= knees <= AGREE and plateaus > AGREE:
-        counted = ("" if byte_ratio is None else "; it counts sectors (4-sector lines reach the same bytes)"
-                   if ceiling else "; it counts lines (4-sector lines reach no more lines)")
+        counted = ("" if byte_ratio is None else
+                   "; it holds sectors, or 4-sector lines meet a byte ceiling (they carry no more bytes per cycle)"
+                   if ceiling else f"; it holds lines, not sectors (4-sector lines carry {1 / byte_ratio:.1f}x the "
+                   "bytes per cycle)")
         return True, f"a count (the knee stays, the plateau falls with latency){counted}: {dram_note}; {wide_note}"
     if plateaus <= AGREE:
         what = "a byte bandwidth" if ceiling else "a rate"
@@ -146,6 +150,11 @@ def cross_check(fit: dict, load: str, device: dict, rows: list[dict]) -> str:
     if chase and np.isfinite(chase["value"]):
         little = fit["plateau"] * chase["value"]
         out.append(f"plateau x l2.latency_cycles = {little:.0f} lines ({little / fit['knee']:.2f}x the knee)")
+    l2 = by_id.get("l2.bandwidth_bytes_per_s")
+    if l2 and np.isfinite(l2["value"]) and fit.get("clock_hz"):
+        share = l2["value"] / device["sm_count"] / fit["clock_hz"]
+        out.append(f"plateau {fit['plateau'] * SECTOR:.3g} B/cycle against the L2's {share:.3g} B/cycle per SM with "
+                   "every SM reading (l2.bandwidth_bytes_per_s / SMs / clock; one SM alone may draw more)")
     needed = by_id.get("littles.l2_bytes_in_flight")
     if needed and np.isfinite(needed["value"]):
         per_sm = needed["value"] / device["sm_count"] / LINE

@@ -21,8 +21,8 @@ DEVICES = {k: v for k, v in json.loads((Path(__file__).parent / "fixtures/device
 
 
 def measured(configs=FULL, **physics) -> pd.DataFrame:
-    rows = [{"probe": "geometry.mshr", **c, "metric": s.metric, "value": s.value, "repeat": s.repeat, "flag": s.flag}
-            for c in configs for s in fakes._mshr(None, **c, **physics)]
+    rows = [{"probe": "geometry.mshr", **c, "metric": s.metric, "value": s.value, "repeat": s.repeat, "flag": s.flag,
+             "sm_clock_hz": s.sm_clock_hz} for c in configs for s in fakes._mshr(None, **c, **physics)]
     return pd.DataFrame(rows)
 
 
@@ -37,18 +37,20 @@ def test_the_registers_of_both_paths_are_recovered_within_their_interval():
         truth = fakes.MSHRS[load]
         assert row["ci_low"] <= truth <= row["ci_high"], row
         assert row["value"] == pytest.approx(truth, rel=0.15)
-        assert "a count" in row["note"] and "it counts lines" in row["note"]
+        assert "a count" in row["note"] and "it holds lines, not sectors" in row["note"]
     plateau = out["l1.miss_lines_per_clk_sm"]
     assert plateau["value"] == pytest.approx(fakes.MSHRS["plain"] / fakes.LEVELS["l2"], rel=0.15)
 
 
 def test_the_cross_check_sets_plateau_times_chase_latency_beside_the_knee():
     rows = [{"quantity": "l2.latency_cycles", "value": fakes.LEVELS["l2"]},
-            {"quantity": "littles.l2_bytes_in_flight", "value": 100.0 * 128 * fakes.DEVICE["sm_count"]}]
+            {"quantity": "littles.l2_bytes_in_flight", "value": 100.0 * 128 * fakes.DEVICE["sm_count"]},
+            {"quantity": "l2.bandwidth_bytes_per_s", "value": 40.0 * fakes.DEVICE["sm_count"] * fakes.CLOCK_HZ}]
     note = derived(measured(), rows)["l1.mshr_per_sm"]["note"]
     little = float(re.search(r"l2.latency_cycles = (\d+) lines", note).group(1))
     assert little == pytest.approx(fakes.MSHRS["plain"], rel=0.15)
     assert "needed 100 lines per SM in flight, within" in note
+    assert "against the L2's 40 B/cycle per SM" in note
 
 
 def test_a_port_bound_plateau_is_a_bandwidth_not_registers():
@@ -173,7 +175,7 @@ def test_the_knee_figure_is_legible():
 
 def test_registers_that_hold_sectors_are_told_from_registers_that_hold_lines():
     row = derived(measured(per_sector=True, port_bytes=1e6))["l1.mshr_per_sm"]
-    assert row["value"] == pytest.approx(fakes.MSHRS["plain"], rel=0.15) and "it counts sectors" in row["note"]
+    assert row["value"] == pytest.approx(fakes.MSHRS["plain"], rel=0.15) and "it holds sectors" in row["note"]
 
 
 def test_a_per_warp_limit_parts_the_splits_of_one_n():
