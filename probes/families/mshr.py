@@ -38,7 +38,7 @@ PLACEMENTS, REPEATS = 4, 3
 LINES_PER_LAUNCH, MIN_PASSES, WARM_PASSES = 16384, 4, 1
 #: Launches retried when no block of the grid landed on the target SM; seconds of one SM spinning before a
 #: config (the clock up from idle: the config's clock is checked against the throttle bound).
-RETRIES, WARMUP_S = 4, 5e-3
+RETRIES, WARMUP_S = 8, 5e-3
 
 
 def configs(device: dict, quick: bool = False) -> list[dict]:
