@@ -26,7 +26,8 @@ SUMMARY = ("atlas", "compute-peaks", "roofline")
 CHAPTERS = (
     Chapter("Memory hierarchy", ("latency-staircase", "access-latency", "tlb-staircase", "hbm-latency",
                                  "l2-capacity", "line-by-capacity", "fill-block", "const-staircase"), ()),
-    Chapter("Geometry", ("l1-sets", "l1-random-sets", "l1-carveout", "l2-partition-map", "l2-sm-map", "l2-sets"),
+    Chapter("Geometry", ("l1-sets", "l1-random-sets", "l1-carveout", "l2-partition-map", "l2-sm-map", "l2-sets",
+                         "mshr-knee"),
             ("l1.line_bytes", "l1.sector_bytes", "l1.ways", "l1.sets", "l1.unified_bytes",
              "l1.capacity_bytes_at_carveout", "l2.ways", "l2.sets", "l2.partition_interleave_bytes",
              "l2.far_home_fraction", "l2.sm_sides", "tlb.page_bytes", "const.l1.capacity_bytes",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from analysis import (atlas, compute_figures, execution_figures, geometry_figures, hierarchy_figures, hopper_figures,
-                      telemetry)
+                      mshr_figure, telemetry)
 
 
 class FigureSpec(NamedTuple):
@@ -134,6 +134,12 @@ FIGURES = (
                "chases in steady state against the chain's footprint: one SM or every SM (each its own stretch), "
                "contiguous or random lines; dotted, the balls-into-bins LRU curve of the fitted ways and sets; grey, "
                "the half-hit footprints.", lambda meta, m, d: geometry_figures.l2_sets(m, d)),
+    FigureSpec("mshr-knee", "geometry.mshr", "Misses in flight per SM",
+               "One block on one SM keeping distinct lines in flight, every one an L1 miss: lines per cycle against "
+               "the lines in flight (median over SMs and repeats, interquartile bars), each curve's two-segment fit "
+               "(rising as lines / latency, then flat) and its knee's 95% interval shaded. A count of miss "
+               "registers keeps its knee from the L2 and from HBM; a rate keeps its plateau instead.",
+               lambda meta, m, d: mshr_figure.knee(m)),
     FigureSpec("const-staircase", "geometry.const", "Constant caches",
                "Cycles per dependent constant-memory load (LDC) of a random chain against the footprint it spans "
                "in __constant__ memory (median, interquartile bars), with the fitted levels (dashed) and "
