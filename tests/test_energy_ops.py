@@ -150,3 +150,12 @@ def test_fp8_mma_sync_is_native_where_the_sweep_measures_it(arch, opcode):
     emulated = opcodes(sass(compile_cubin("energy.cu", "sm_100")[0])["mma_e4m3"])
     assert sum(n for op, n in emulated.items() if op.endswith("MMA")) < energy.MMA_ACC * energy.MMA_UNROLL
     assert "fp8" not in [c["op"] for c in energy.ops_for({"compute_capability": "10.0"})]
+
+
+def test_a_window_goes_on_until_the_counter_has_moved_enough_past_its_start():
+    from probes.families.energy import SETTLE_PERIODS, WANT_UPDATES, settled_updates
+
+    every_50ms = list(np.arange(0.03, 1.1, 0.05))
+    assert settled_updates(every_50ms) == sum(c >= SETTLE_PERIODS * 0.05 for c in every_50ms) >= WANT_UPDATES
+    every_300ms = [0.2, 0.5, 0.8, 1.1]
+    assert settled_updates(every_300ms) < WANT_UPDATES and settled_updates([0.5]) == 0

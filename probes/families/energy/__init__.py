@@ -2,8 +2,8 @@
 
 ``energy.per_operation`` -- one window per op, in the sweep's order: first ``idle`` (the GPU at rest, no
 kernel), then FP32 FFMA (vector), BF16 and FP8 (e4m3) tensor-core matmul, and 16-byte reads from HBM, the L2
-and shared memory.  Each op's kernel is launched back to back for WINDOW_S (launches of about LAUNCH_S, each
-timed by CUDA events); meanwhile the host reads NVML's energy counter every POLL_S and keeps the readings
+and shared memory.  Each op's kernel is launched back to back for WINDOW_S, longer where the counter moves too
+rarely (``window``), in launches of about LAUNCH_S, each timed by CUDA events; meanwhile the host reads NVML's energy counter every POLL_S and keeps the readings
 around each change of its value (``energy_t_s``, ``energy_mj``: the counter moves at the driver's update
 period, not at every read).  Beside them: the counter read right before and after the window, each launch's
 end on the events' timeline (``launch_end_s``), the work of one launch (FLOP or bytes, from the kernel's own
@@ -37,6 +37,9 @@ OPS = ("idle", "fp32", "bf16", "fp8", "hbm", "l2", "smem")
 #: Seconds of each window (NVML's counter must move many times inside it), of one launch, and between two
 #: reads of the counter.  A rest before the idle window lasts REST_MIN_S..REST_MAX_S (telemetry.Recorder.rest).
 WINDOW_S, LAUNCH_S, POLL_S = 1.1, 0.02, 1e-3
+#: A window goes on past WINDOW_S (EXTEND_S more at a time), up to MAX_WINDOW_S, until the counter has moved
+#: WANT_UPDATES times past SETTLE_PERIODS of its update periods (the analysis needs five such updates).
+SETTLE_PERIODS, WANT_UPDATES, EXTEND_S, MAX_WINDOW_S = 2, 6, 0.1, 3.0
 REST_MIN_S, REST_MAX_S = 0.3, 1.0
 #: energy.cu's constants.
 VEC_THREADS, CHAINS, UNROLL = 256, 8, 64
@@ -115,28 +118,42 @@ def energy_per_operation(ctx, op: str) -> list[Sample]:
 
 
 def window(ctx, energy, recorder, kernel_work) -> list[Sample]:
-    """One window of WINDOW_S: launches queued back to back (or none: idle) with an event after each, the
-    energy counter polled until the last event; the samples the docstring lists."""
+    """One window: launches queued back to back (or none: idle) with an event after each, the energy counter
+    polled meanwhile; at least WINDOW_S, and on (more launches queued while two remain) until the counter has
+    moved WANT_UPDATES times past SETTLE_PERIODS of its update periods, at most MAX_WINDOW_S."""
     import cupy
 
-    launch, count = None, 0
+    launch = None
+    events = [cupy.cuda.Event()]
+
+    def queue(n: int) -> None:
+        for _ in range(n):
+            launch()
+            events.append(cupy.cuda.Event())
+            events[-1].record()
+
     if kernel_work is not None:
         launch, per_launch, unit, too_fast = kernel_work
         seconds = _one_launch_s(launch)
-        count = max(2, math.ceil(WINDOW_S / seconds))
-    events = [cupy.cuda.Event() for _ in range(count + 1)]
     before = energy()
     t0 = time.monotonic()
     events[0].record()
-    for i in range(count):
-        launch()
-        events[i + 1].record()
-    readings = []
+    if launch is not None:
+        queue(max(2, math.ceil(WINDOW_S / seconds)))
+    readings, changes = [], []
     while True:
-        t = time.monotonic()
-        readings.append((t - t0, energy()))
-        if (count and events[-1].done) or (not count and t - t0 >= WINDOW_S):
+        t = time.monotonic() - t0
+        value = energy()
+        if readings and value != readings[-1][1]:
+            changes.append(t)
+        readings.append((t, value))
+        enough = settled_updates(changes) >= WANT_UPDATES or t >= MAX_WINDOW_S
+        if launch is None and t >= WINDOW_S and enough:
             break
+        if launch is not None and events[-1].done:
+            break
+        if launch is not None and not enough and events[-3].done:
+            queue(max(1, math.ceil(EXTEND_S / seconds)))
         time.sleep(POLL_S)
     done = time.monotonic() - t0
     after = energy()
@@ -146,11 +163,11 @@ def window(ctx, energy, recorder, kernel_work) -> list[Sample]:
                Sample("energy_poll_s", float(np.median(np.diff([r[0] for r in readings]))) if len(readings) > 1
                       else math.nan, "s", 0, None, "monotonic")]
     samples += _changes(readings)
-    if count:
+    if launch is not None:
         events[-1].synchronize()
         ends = np.cumsum([cupy.cuda.get_elapsed_time(a, b) * 1e-3 for a, b in zip(events[:-1], events[1:])])
         hz = kernel_clock_hz(_CLOCKS.get())
-        rate = per_launch * count / ends[-1]
+        rate = per_launch * ends.size / ends[-1]
         per_clk = rate / ctx.device["sm_count"] / hz
         flag = "invalid" if too_fast(rate, hz) else ""
         samples += [Sample("launch_end_s", float(end), "s", i, hz, "cuda_event", flag) for i, end in enumerate(ends)]
@@ -164,6 +181,15 @@ def window(ctx, energy, recorder, kernel_work) -> list[Sample]:
                     Sample("trace_clock_event_reasons", reasons, "1", index, None, "nvml"),
                     Sample("trace_temperature_c", temperature, "C", index, None, "nvml")]
     return samples
+
+
+def settled_updates(changes: list[float]) -> int:
+    """Counter updates (the times its value changed, since the window began) SETTLE_PERIODS median update
+    periods or more past the start."""
+    if len(changes) < 2:
+        return 0
+    period = float(np.median(np.diff(changes)))
+    return sum(c >= SETTLE_PERIODS * period for c in changes)
 
 
 def _changes(readings: list[tuple[float, int]]) -> list[Sample]:
