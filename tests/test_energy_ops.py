@@ -159,3 +159,17 @@ def test_a_window_goes_on_until_the_counter_has_moved_enough_past_its_start():
     assert settled_updates(every_50ms) == sum(c >= SETTLE_PERIODS * 0.05 for c in every_50ms) >= WANT_UPDATES
     every_300ms = [0.2, 0.5, 0.8, 1.1]
     assert settled_updates(every_300ms) < WANT_UPDATES and settled_updates([0.5]) == 0
+
+
+def test_the_ffma_chains_end_where_the_hosts_single_rounded_steps_say():
+    """fma(x, -1, b) is b - x rounded once: numpy's float32 subtraction, checked against the exact difference
+    (float64 holds it) rounded to float32; the chains flip between two values from the first step on."""
+    from probes.families.energy import UNROLL, alternation
+
+    rng = np.random.default_rng(5)
+    start, b = rng.uniform(-1, 1, 4096).astype(np.float32), np.float32(0.6180339)
+    x = start
+    for _ in range(UNROLL):  # one trip, as the kernel steps, each step rounded once from the exact difference
+        x = (np.float64(b) - x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(x, alternation(start, b)) and UNROLL % 2 == 0
+    assert not np.array_equal(alternation(start, b), start)  # negative control: the steps moved the chains

@@ -8,7 +8,7 @@ around each change of its value (``energy_t_s``, ``energy_mj``: the counter move
 period, not at every read).  Beside them: the counter read right before and after the window, each launch's
 end on the events' timeline (``launch_end_s``), the work of one launch (FLOP or bytes, from the kernel's own
 counts), the in-kernel SM clock, and NVML's power, SM clock and clock-event-reason readings over the window
-(``trace_*``).  Every op proves its result on the host (a checksum or fixed point) and a rate above a
+(``trace_*``).  Every op proves its result on the host (a checksum or an exact value) and a rate above a
 physical bound is flagged ``invalid``.
 
 Tensor ops use wgmma (m64n256, compute's wgmma.cu, loaded by its file name: the version hashes it, and a
@@ -53,7 +53,8 @@ TENSOR = {"bf16": (16, 0x3F80, 0x3FC0, 2), "fp8": (32, 0x38, 0x3C, 1)}
 #: Bounds: an SM issues at most four warp instructions a clock (an FFMA is 2 FLOP a lane); no NVIDIA tensor
 #: core so far completes more than 1024 dense 16-bit FMAs a clock per sub-partition (8-bit: twice that).
 SUBPARTITIONS, LANES, CLOCK_SLACK, TC_FMA_16BIT = 4, 32, 1.05, 1024
-FIXED_POINT_RTOL = 1e-4
+#: Steps after which x -> b - x flips between two values (it takes one or two; UNROLL steps a trip is more).
+ALTERNATION_STEPS = 16
 FP8_ABSENT = ("no native FP8 tensor instruction this probe drives here: mma.sync e4m3 needs compute capability "
               "8.9 and is emulated on 10.x (whose FP8 path is tcgen05), wgmma exists on 9.0 only")
 
@@ -241,28 +242,42 @@ def _grid(func, threads: int, device: dict, smem: int = 0) -> int:
 
 
 def _ffma(ctx, op):
-    """FFMA chains x = fma(x, a, b), |a| < 1: every chain ends at the fixed point b / (1 - a)."""
+    """FFMA chains x = fma(x, -1, b): each chain flips between two values (its operand changes at every step,
+    which a chain settled on a fixed point would not), and after an even number of steps (UNROLL is even) it
+    holds exactly the value the host's float32 steps reach (``alternation``)."""
     import cupy
 
     func = kernel("energy.cu", "ffma_chains")
     blocks = _grid(func, VEC_THREADS, ctx.device)
     rng = ctx.rng(61)
-    init = cupy.asarray(rng.uniform(-1, 1, blocks * VEC_THREADS * CHAINS).astype(np.float32))
-    a, b = np.float32(rng.uniform(0.5, 0.9)), np.float32(rng.uniform(0.25, 1.0))
+    start = rng.uniform(-1, 1, blocks * VEC_THREADS * CHAINS).astype(np.float32)
+    b = np.float32(rng.uniform(0.25, 1.0))
+    want = cupy.asarray(alternation(start, b))
+    init = cupy.asarray(start)
     out = cupy.zeros_like(init)
     clocks = _CLOCKS.at_least(blocks)
 
     def run(trips: int):
-        return lambda: func((blocks,), (VEC_THREADS,), (init, a, b, np.int32(trips), out, clocks))
+        return lambda: func((blocks,), (VEC_THREADS,), (init, np.float32(-1.0), b, np.int32(trips), out, clocks))
 
     def check() -> None:
-        fixed = float(b) / (1 - float(a))
-        error = float(cupy.abs(out / np.float32(fixed) - 1).max())
-        if not error <= FIXED_POINT_RTOL:
-            raise RuntimeError(f"ffma_chains: a chain is {error:.3g} off its fixed point {fixed:.6g}")
+        wrong = int((out != want).sum())
+        if wrong:
+            raise RuntimeError(f"ffma_chains: {wrong} chains end off the value the host's float32 steps reach")
 
     threads = blocks * VEC_THREADS
     return run, check, lambda trips: float(threads * CHAINS * UNROLL * trips * 2), "FLOP", _flop_bound(ctx, op)
+
+
+def alternation(start: np.ndarray, b: np.float32, steps: int = ALTERNATION_STEPS) -> np.ndarray:
+    """Where x -> fma(x, -1, b) = b - x (one rounding, as numpy's float32 subtraction) leaves each of ``start``
+    after any even number of steps from ``steps`` on: by then every chain flips between the same two values."""
+    xs = [np.asarray(start, dtype=np.float32)]
+    for _ in range(steps):
+        xs.append(np.float32(b) - xs[-1])
+    if not np.array_equal(xs[-1], xs[-3]):
+        raise RuntimeError("x -> b - x has not settled into flipping between two values: pick other operands")
+    return xs[-1]
 
 
 def _tensor(ctx, op):

@@ -3,7 +3,7 @@
 // %globaltimer ns) of its loop in thread 0 of every block, so each launch carries the SM clock it ran at.
 //
 // * ffma_chains  -- FP32 FFMA: CHAINS independent chains x = fma(x, a, b) per thread, UNROLL a trip; the host
-//                   checks every chain against its fixed point b / (1 - a) (|a| < 1: it converges).
+//                   passes a = -1, so each chain flips between two values, and checks each exactly.
 // * read_stream  -- 16-byte ld.global.cg (L2, never L1) of every element of a buffer, `passes` times; the
 //                   sum of every word read goes to a sink the host checks against passes x the buffer's sum.
 //                   A buffer far larger than L2 reads HBM; one well inside L2, read again and again, the L2.
