@@ -2,14 +2,14 @@
 
 ``energy.per_operation`` -- one window per op, in the sweep's order: first ``idle`` (the GPU at rest, no
 kernel), then FP32 FFMA (vector), BF16 and FP8 (e4m3) tensor-core matmul, and 16-byte reads from HBM, the L2
-and shared memory.  Each op's kernel is launched back to back for WINDOW_S, longer where the counter moves too
-rarely (``window``), in launches of about LAUNCH_S, each timed by CUDA events; meanwhile the host reads NVML's energy counter every POLL_S and keeps the readings
-around each change of its value (``energy_t_s``, ``energy_mj``: the counter moves at the driver's update
-period, not at every read).  Beside them: the counter read right before and after the window, each launch's
-end on the events' timeline (``launch_end_s``), the work of one launch (FLOP or bytes, from the kernel's own
-counts), the in-kernel SM clock, and NVML's power, SM clock and clock-event-reason readings over the window
-(``trace_*``).  Every op proves its result on the host (a checksum or an exact value) and a rate above a
-physical bound is flagged ``invalid``.
+and shared memory.  Each op's kernel is launched back to back for WINDOW_S, longer where the counter moves
+too rarely (``window``), in launches of about LAUNCH_S, each timed by CUDA events; meanwhile the host reads
+NVML's energy counter every POLL_S and keeps the readings around each change of its value (``energy_t_s``,
+``energy_mj``: the counter moves at the driver's update period, not at every read).  Beside them: the counter
+read right before and after the window, each launch's end on the events' timeline (``launch_end_s``), the
+work of one launch (FLOP or bytes, from the kernel's own counts), the in-kernel SM clock, and NVML's power,
+SM clock and clock-event-reason readings over the window (``trace_*``).  Every op proves its result on the
+host (a checksum or an exact value) and a rate above a physical bound is flagged ``invalid``.
 
 Tensor ops use wgmma (m64n256, compute's wgmma.cu, loaded by its file name: the version hashes it, and a
 full run has built it for sm_90a by then) where it exists (compute capability 9.0), else mma.sync from
@@ -100,7 +100,10 @@ def _flop_bound(ctx, op: str):
        kernels=("energy.cu",), min_cc=(8, 0))
 def energy_per_operation(ctx, op: str) -> list[Sample]:
     """Energy per FLOP and per byte read: NVML's energy counter over a kernel held for over a second."""
-    if op not in OPS or (op == "fp8" and not tensor_path(ctx.device, "fp8")):
+    if op == "fp8" and not tensor_path(ctx.device, "fp8"):
+        raise ValueError(f"fp8 is not measured on compute capability {ctx.device['compute_capability']}: "
+                         f"{FP8_ABSENT}")
+    if op not in OPS:
         raise ValueError(f"op {op!r} is not measured here: choose one of "
                          f"{', '.join(c['op'] for c in ops_for(ctx.device))}")
     energy = telemetry.energy_reader(ctx.device.get("uuid"))
