@@ -126,7 +126,7 @@ def energy_sass():
 
 
 def test_each_kernel_does_the_work_it_counts(energy_sass):
-    from probes.families import energy
+    from probes.families.energy import work as energy
 
     code, usage = energy_sass
     assert opcodes(code["ffma_chains"])["FFMA"] == energy.CHAINS * energy.UNROLL
@@ -143,12 +143,13 @@ def test_each_kernel_does_the_work_it_counts(energy_sass):
 @pytest.mark.parametrize("arch, opcode", [("sm_89", "QMMA"), ("sm_120", "QMMA")])
 def test_fp8_mma_sync_is_native_where_the_sweep_measures_it(arch, opcode):
     from probes.families import energy
+    from probes.families.energy.work import MMA_ACC, MMA_UNROLL
 
     code = sass(compile_cubin("energy.cu", arch)[0])
-    assert opcodes(code["mma_e4m3"])[opcode] == energy.MMA_ACC * energy.MMA_UNROLL
+    assert opcodes(code["mma_e4m3"])[opcode] == MMA_ACC * MMA_UNROLL
     # negative control: on sm_100 it is emulated (one product, then FADDs), and the sweep leaves it out
     emulated = opcodes(sass(compile_cubin("energy.cu", "sm_100")[0])["mma_e4m3"])
-    assert sum(n for op, n in emulated.items() if op.endswith("MMA")) < energy.MMA_ACC * energy.MMA_UNROLL
+    assert sum(n for op, n in emulated.items() if op.endswith("MMA")) < MMA_ACC * MMA_UNROLL
     assert "fp8" not in [c["op"] for c in energy.ops_for({"compute_capability": "10.0"})]
 
 
@@ -164,7 +165,7 @@ def test_a_window_goes_on_until_the_counter_has_moved_enough_past_its_start():
 def test_the_ffma_chains_end_where_the_hosts_single_rounded_steps_say():
     """fma(x, -1, b) is b - x rounded once: numpy's float32 subtraction, checked against the exact difference
     (float64 holds it) rounded to float32; the chains flip between two values from the first step on."""
-    from probes.families.energy import UNROLL, alternation
+    from probes.families.energy.work import UNROLL, alternation
 
     rng = np.random.default_rng(5)
     start, b = rng.uniform(-1, 1, 4096).astype(np.float32), np.float32(0.6180339)
