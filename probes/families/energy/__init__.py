@@ -105,10 +105,14 @@ def window(ctx, energy, recorder, kernel_work) -> list[Sample]:
     readings, changes = [], []
     while True:
         t = time.monotonic() - t0
-        value = energy()
-        if readings and value != readings[-1][1]:
-            changes.append(t)
-        readings.append((t, value))
+        try:
+            value = energy()
+        except Exception:  # a failed read is a missing reading (the next one places the update)
+            value = None
+        if value is not None:
+            if readings and value != readings[-1][1]:
+                changes.append(t)
+            readings.append((t, value))
         enough = settled_updates(changes) >= WANT_UPDATES or t >= MAX_WINDOW_S
         if launch is None and t >= WINDOW_S and enough:
             break
@@ -119,6 +123,8 @@ def window(ctx, energy, recorder, kernel_work) -> list[Sample]:
         time.sleep(POLL_S)
     done = time.monotonic() - t0
     after = energy()
+    if not readings:
+        raise RuntimeError("NVML's energy counter answered no read during the window")
     samples = [Sample("energy_before_mj", before, "mJ", 0, None, "nvml"),
                Sample("energy_after_mj", after, "mJ", 0, None, "nvml"),
                Sample("host_window_s", done, "s", 0, None, "monotonic"),
