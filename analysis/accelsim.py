@@ -23,7 +23,8 @@ CARVEOUTS_KIB = {"7.0": (0, 8, 16, 32, 64, 96), "7.5": (32, 64), "8.0": (0, 8, 1
                  "8.6": (0, 8, 16, 32, 64, 100), "8.7": (0, 8, 16, 32, 64, 100, 132, 164),
                  "8.9": (0, 8, 16, 32, 64, 100),
                  "9.0": (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)}
-#: The MSHR and queue fields of the simulator's tested configs from Volta on (no probe measures them yet).
+#: The MSHR and queue fields of the simulator's tested configs from Volta on (dl1's MSHR entries are replaced by
+#: l1.mshr_per_sm where the run measured it).
 DL1_QUEUES, DL2_QUEUES = "A:512:8,16:0,32", "A:192:4,32:0,32"
 #: A memory bus this wide or wider is HBM (GDDR buses stop at 512 bits): 128-bit channels, else GDDR6's 16.
 HBM_BUS_BITS, HBM_CHANNEL_BITS, GDDR_CHANNEL_BITS = 1024, 128, 16
@@ -206,9 +207,16 @@ def _dl1(run: Run) -> Option:
                  if run.has("l1.sector_bytes") else "not sectored (no l1.sector_bytes)")
     parts.append("write through; write allocate " + (run.cite("l1.keeps_stored_lines")
                                                      if run.has("l1.keeps_stored_lines") else "lazy (default)"))
-    parts.append(f"MSHR and queue fields {DL1_QUEUES} from the simulator's tested configs (l1.mshr_per_sm is not "
-                 "measured)")
-    value = f"{'S' if sectored else 'N'}:{sets}:{line}:{ways},L:T:m:{'L' if keeps else 'N'}:L,{DL1_QUEUES}"
+    queues = DL1_QUEUES
+    if run.has("l1.mshr_per_sm"):  # the MSHR entries: distinct-line misses one SM keeps in flight, measured
+        kind, _, rest = DL1_QUEUES.split(":", 2)
+        queues = f"{kind}:{whole(run.value('l1.mshr_per_sm'))}:{rest}"
+        parts.append(f"MSHR entries {run.cite('l1.mshr_per_sm')}; MSHR kind, merge and queue fields of {queues} "
+                     "from the simulator's tested configs")
+    else:
+        parts.append(f"MSHR and queue fields {DL1_QUEUES} from the simulator's tested configs (l1.mshr_per_sm is "
+                     "not measured)")
+    value = f"{'S' if sectored else 'N'}:{sets}:{line}:{ways},L:T:m:{'L' if keeps else 'N'}:L,{queues}"
     return Option(name, value, "measured", "; ".join(parts))
 
 

@@ -26,11 +26,17 @@ def simulated_measurements(tmp_path, probes, profile):
     ``profile`` gives, without the runner's part file per config (the runner is tested in test_runs)."""
     run, meta = runner.new_run(tmp_path, DEVICE, {}, probes, profile, {}, 0, ["test"])
     ctx = runner.Context(device=DEVICE, budget=runner.Budget.for_profile(profile), seed=meta["seed"])
-    cc = tuple(int(x) for x in DEVICE["compute_capability"].split("."))
     frames = [pd.concat([workers.samples_frame(meta, p.id, c, p.func(ctx, **c)) for c in p.configs(DEVICE, profile)],
-                        ignore_index=True) for p in probes if runner.skip_reason(p, cc) is None]
+                        ignore_index=True) for p in measured_probes(probes, profile)]
     atomic_write_parquet(run.measurements_path, pd.concat(frames, ignore_index=True))
     return meta, run.read_measurements()
+
+
+def measured_probes(probes, profile: str) -> list:
+    """The probes a run of ``profile`` measures on the simulated GPU (not skipped, with configs: a full-only
+    probe's quick sweep is empty)."""
+    cc = tuple(int(x) for x in DEVICE["compute_capability"].split("."))
+    return [p for p in probes if runner.skip_reason(p, cc) is None and p.configs(DEVICE, profile)]
 
 
 @pytest.fixture(scope="module", params=["quick", "full"])
@@ -49,8 +55,7 @@ def test_derive_emits_for_each_probe_only_what_it_declares(measured, probe):
 def test_derive_emits_for_all_probes_together_only_what_they_declare(measured):
     meta, measurements = measured
     probes = simulated_probes()
-    cc = tuple(int(x) for x in DEVICE["compute_capability"].split("."))
-    assert set(measurements["probe"]) == {p.id for p in probes if runner.skip_reason(p, cc) is None} != set()
+    assert set(measurements["probe"]) == {p.id for p in measured_probes(probes, meta["profile"])} != set()
     declared = set().union(*(p.quantities for p in probes))
     together = set(derive(meta, measurements)["quantity"])
     assert together and together <= declared, together - declared

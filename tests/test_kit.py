@@ -144,6 +144,9 @@ def test_the_import_check_sees_a_borrowed_private_name_and_a_neighbour(tmp_path)
 
 
 _NAMED = re.compile(r"[\"']([\w.-]+\.(?:cuh|cu))[\"']")
+#: Kernel files a family launches from another family, by name, with the reason: energy.per_operation holds
+#: compute's wgmma kernels for a second to read their energy (one wgmma kernel set, not two copies).
+BORROWED = {("energy", "wgmma.cu"): "compute's wgmma kernels, held for a second under NVML's energy counter"}
 
 
 def test_each_kernel_file_lives_with_the_modules_that_name_it():
@@ -158,7 +161,7 @@ def test_each_kernel_file_lives_with_the_modules_that_name_it():
         family = family_of(path)
         home = KIT if family is None else (FAMILIES_DIR / family if (FAMILIES_DIR / family).is_dir() else FAMILIES_DIR)
         for name in set(_NAMED.findall(path.read_text())) & set(where):
-            assert where[name] in (home, KIT), (path.name, name, where[name])
+            assert where[name] in (home, KIT) or (family, name) in BORROWED, (path.name, name, where[name])
     for path in files:  # an include is found beside the including file or in the kit
         for name in re.findall(r'#include\s+"([^"]+)"', path.read_text()):
             assert (path.parent / name).is_file() or (KIT / name).is_file(), (path.name, name)

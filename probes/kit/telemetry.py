@@ -176,6 +176,30 @@ def _nvml_reader(uuid: str | None):
     return read
 
 
+def energy_reader(uuid: str | None):
+    """A function returning NVML's total energy counter (nvmlDeviceGetTotalEnergyConsumption: millijoules since
+    the driver loaded, an integer the driver updates at its own period), or None where NVML, the device or the
+    counter does not answer."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        except Exception:  # as _nvml_reader: only a lone GPU is surely the one measured
+            if pynvml.nvmlDeviceGetCount() != 1:
+                return None
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+
+        def read() -> int:
+            return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+
+        read()
+        return read
+    except Exception:
+        return None
+
+
 _RECORDER: Recorder | None = None
 _RECORDER_LOCK = threading.Lock()
 
