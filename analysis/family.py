@@ -76,6 +76,11 @@ def families() -> dict[str, Family]:
     if len(set(orders)) != len(orders):
         clash = sorted(n for n, f in found.items() if orders.count(f.order) > 1)
         raise ValueError(f"families {clash} declare the same order: give each its own")
+    late = min((f.order for f in found.values() if f.reads_rows), default=float("inf"))
+    early = sorted(n for n, f in found.items() if not f.reads_rows and f.order > late)
+    if early:
+        raise ValueError(f"families {early} order after a family that reads rows, but derive makes theirs first: "
+                         f"order them below {late}")
     return dict(sorted(found.items(), key=lambda item: item[1].order))
 
 

@@ -99,6 +99,24 @@ def test_the_vocabulary_is_every_familys_declaration_and_refuses_an_id_declared_
         merged({"one": a, "three": Family(order=3, rows=b.rows, quantities={"x.b": ("B", "again")})})
 
 
+def test_families_that_read_rows_order_last_and_no_two_share_an_order(monkeypatch):
+    import analysis.family
+    from analysis.family import Family
+
+    def family(order, reads_rows=False):
+        return Family(order, lambda *a: [], {}, reads_rows=reads_rows)
+
+    def found(**declared):
+        monkeypatch.setattr(analysis.family, "declared", lambda what: declared)
+        return list(analysis.family.families.__wrapped__())
+
+    assert found(b=family(2), a=family(1), late=family(3, True)) == ["a", "b", "late"]
+    with pytest.raises(ValueError, match=r"\['b'\] order after a family that reads rows"):  # negative controls
+        found(a=family(1), late=family(2, True), b=family(3))
+    with pytest.raises(ValueError, match="declare the same order"):
+        found(a=family(1), b=family(1))
+
+
 def _module(folder, name: str, text: str):
     folder.mkdir(exist_ok=True)
     (folder / f"{name}.py").write_text(text)
