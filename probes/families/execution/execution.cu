@@ -212,29 +212,39 @@ __device__ __forceinline__ float fma_step(float x, float a, float b) {
     return y;
 }
 
-// Each warp: ILP independent FFMA chains, SCHED_FFMA FFMAs a trip whatever the ILP.
-constexpr int SCHED_FFMA = 256;
-
-template <int ILP>
-__device__ __forceinline__ void sched(const float* init, float a, float b, int trips, float* out, u64* rec) {
+// The frame of the scheduling kernels: each thread's ILP chains start from its lane's row of init; after a
+// barrier (every warp starts together) body(x) runs, timed as record_block records it; then the chains are
+// stored, ILP words per thread.
+template <int ILP, typename Body>
+__device__ __forceinline__ void block_timed(const float* init, float* out, u64* rec, Body body) {
     float x[ILP];
 #pragma unroll
     for (int c = 0; c < ILP; ++c) x[c] = init[(threadIdx.x & 31) * CHAINS + c];
     __syncthreads();
     const long long c0 = clock64_plain();
     const u64 t0 = globaltimer();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < SCHED_FFMA / ILP; ++u) {
-#pragma unroll
-            for (int c = 0; c < ILP; ++c) x[c] = fma_step(x[c], a, b);
-        }
-    }
+    body(x);
     record_block(rec, c0, t0);
     const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * ILP;
 #pragma unroll
     for (int c = 0; c < ILP; ++c) out[first + c] = x[c];
+}
+
+// Each warp: ILP independent FFMA chains, SCHED_FFMA FFMAs a trip whatever the ILP.
+constexpr int SCHED_FFMA = 256;
+
+template <int ILP>
+__device__ __forceinline__ void sched(const float* init, float a, float b, int trips, float* out, u64* rec) {
+    block_timed<ILP>(init, out, rec, [&](float* x) {
+#pragma unroll 1
+        for (int t = 0; t < trips; ++t) {
+#pragma unroll
+            for (int u = 0; u < SCHED_FFMA / ILP; ++u) {
+#pragma unroll
+                for (int c = 0; c < ILP; ++c) x[c] = fma_step(x[c], a, b);
+            }
+        }
+    });
 }
 
 #define SCHED(ILP)                                                                                       \
@@ -249,29 +259,21 @@ SCHED(1) SCHED(2) SCHED(4) SCHED(8)
 extern "C" __global__ void __launch_bounds__(THR_THREADS)
 diverge_ffma(const float* init, float a, float b, int ways, int trips, float* out, u64* rec) {
     const int branch = threadIdx.x & (ways - 1);
-    float x[DIVERGE_ILP];
-#pragma unroll
-    for (int c = 0; c < DIVERGE_ILP; ++c) x[c] = init[(threadIdx.x & 31) * CHAINS + c];
-    __syncthreads();
-    const long long c0 = clock64_plain();
-    const u64 t0 = globaltimer();
+    block_timed<DIVERGE_ILP>(init, out, rec, [&](float* x) {
 #pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
+        for (int t = 0; t < trips; ++t) {
 #pragma unroll 1
-        for (int k = 0; k < ways; ++k) {
-            if (branch == k) {
+            for (int k = 0; k < ways; ++k) {
+                if (branch == k) {
 #pragma unroll
-                for (int u = 0; u < DIVERGE_UNROLL; ++u) {
+                    for (int u = 0; u < DIVERGE_UNROLL; ++u) {
 #pragma unroll
-                    for (int c = 0; c < DIVERGE_ILP; ++c) x[c] = fma_step(x[c], a, b);
+                        for (int c = 0; c < DIVERGE_ILP; ++c) x[c] = fma_step(x[c], a, b);
+                    }
                 }
             }
         }
-    }
-    record_block(rec, c0, t0);
-    const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * DIVERGE_ILP;
-#pragma unroll
-    for (int c = 0; c < DIVERGE_ILP; ++c) out[first + c] = x[c];
+    });
 }
 
 // ---- mma.sync latency --------------------------------------------------------------------------------
