@@ -79,7 +79,7 @@ def readonly_configs(device: dict, quick: bool = False) -> list[dict]:
                    "readonly.l1_shared", "readonly.l1_bandwidth_bytes_per_clk_sm", "readonly.l1_bandwidth_ratio",
                    "readonly.l2_bandwidth_ratio", "readonly.tex_latency_cycles", "readonly.tex_capacity_bytes",
                    "readonly.tex_l2_latency_cycles"),
-       kernels=("readonly.cu",))
+       kernels=("readonly.cu", "chase.cu"))
 def geometry_readonly(ctx, measure: str, load: str, footprint_bytes: int) -> list[Sample]:
     """Cycles per dependent load of a random chain through the plain, the read-only (nc) or both paths by
     turns; or bytes per clock per SM of every SM reading through the plain or the nc path."""

@@ -66,7 +66,7 @@ def write_configs(device: dict) -> list[dict]:
                    "l2.write_allocates", "dram.partial_write_sector_bytes_per_s",
                    "dram.partial_write_useful_bytes_per_s", "dram.partial_write_sector_ratio",
                    "dram.partial_write_rmw"),
-       kernels=("write_policy.cu",))
+       kernels=("write_policy.cu", "chase.cu"))
 def geometry_write_policy(ctx, measure: str, access: str) -> list[Sample]:
     """Cycles per step of an L1-resident chase whose loads are each followed by a store of the loaded word;
     the cost of reading freshly written lines against L2 hits and HBM misses; HBM write bandwidth of one

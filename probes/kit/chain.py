@@ -6,9 +6,9 @@ random sector of its block, so prefetchers and power-of-two aliasing are defeate
 kernel's final address (its sink) must be the ``k``-th element of that cycle, and ``ChainWalker`` checks it on
 every launch.  The chase families (CuPy, Numba), the geometry probes and the lecture's probes all walk it.
 
-The draws are numpy's on the host; the GPU side uses only the kit's own kernels (chase.cu's ``lay_chain`` and
-``touch``, bandwidth.cu's hash fill and sum for the L2 flush), compiled ahead, never a CuPy elementwise or
-reduction kernel that CuPy would build at its first use.
+The draws are numpy's on the host; on the GPU only chase.cu's own kernels lay the chain (``lay_chain``),
+bring it into the L2 and flush the L2 (``touch``), compiled ahead with the probe's kernel file, never a CuPy
+elementwise or reduction kernel that CuPy would build at its first use.
 """
 from __future__ import annotations
 
@@ -255,20 +255,21 @@ _FLUSH: dict = {}
 
 
 def flush_l2(device: dict) -> None:
-    """Evict the L2: read a buffer of 4x its capacity twice, so the lines it then holds are that buffer's,
-    clean (no write-back of a chain's dirty lines lands in a timed walk).  The buffer holds bandwidth.cu's
-    hashed words; each read is its 32-bit sum, which must be the sum taken when it was filled."""
+    """Evict the L2: read every sector of a buffer of 4x its capacity twice (chase.cu's ``touch`` from the
+    whole grid), so the lines it then holds are that buffer's, clean (no write-back of a chain's dirty lines
+    lands in a timed walk)."""
     import cupy
 
-    size = 4 * device["l2_bytes"] // 4
-    if size not in _FLUSH:
-        scratch = cupy.empty(size, dtype=cupy.uint32)
-        kit.fill_hash(scratch)
-        _FLUSH[size] = (scratch, kit.sum32(scratch))
-    scratch, want = _FLUSH[size]
+    from probes.kit.cuda import kernel
+
+    size = 4 * device["l2_bytes"] // 8
+    scratch = _FLUSH.get(size)
+    if scratch is None:
+        scratch = _FLUSH.setdefault(size, cupy.zeros(size, dtype=cupy.uint64))
+    sink = cupy.zeros(1, dtype=cupy.uint64)
+    touch = kernel("chase.cu", "touch")
     for _ in range(2):
-        if kit.sum32(scratch) != want:
-            raise RuntimeError("L2 flush buffer lost its contents")
+        touch((device["sm_count"] * 4,), (256,), (scratch, np.int64(size), np.int64(SECTOR_ALIGN // 8), sink))
 
 
 def warm_steps(device: dict, footprint_bytes: int, elements: int) -> int:
