@@ -12,7 +12,7 @@ import pytest
 
 from analysis.numerics import FORMATS, FP32, decode
 from analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, numerics_rows, numerics_table
-from probes.families.numerics import DTYPES, ROWS, Batch, _control, cases, pattern
+from probes.families.numerics import DTYPES, ELEMENT, ROWS, Batch, _control, cases, measure, pattern
 from probes.kit.cuda import compile_cubin, sass
 from test_compute import instructions
 
@@ -138,3 +138,116 @@ def test_the_report_table_says_each_property_in_words(simulated):
     assert table.loc[("e4m3", "wgmma"), "output rounding"] == "nearest even or toward zero"  # undecided
     assert table.loc[("e4m3", "wgmma"), "e8m13 claim"] == "holds"
     assert table.loc[("tf32", "wgmma"), "accumulator mantissa bits"] == "23"
+
+
+# -- the kernels' fragment gathers (numerics_mma.cu, as written there) against the PTX ISA's element layouts ----
+
+def _ptx_a(size: int, g: int, t: int, i: int) -> tuple:
+    """(row, col) of element a_i of a lane's A fragment, as the PTX ISA states it for m16n8k16 (16-bit),
+    m16n8k8 (tf32) and m16n8k32 (8-bit)."""
+    if size == 2:
+        return g + 8 * (i in (2, 3, 6, 7)), 2 * t + (i & 1) + 8 * (i >= 4)
+    if size == 4:
+        return g + 8 * (i in (1, 3)), t + 4 * (i >= 2)
+    return g + 8 * (i in (4, 5, 6, 7, 12, 13, 14, 15)), 4 * t + (i & 3) + 16 * (i >= 8)
+
+
+def _ptx_b(size: int, g: int, t: int, i: int) -> tuple:
+    """(k, n) of element b_i of a lane's B fragment (PTX ISA)."""
+    if size == 2:
+        return 2 * t + (i & 1) + 8 * (i >= 2), g
+    if size == 4:
+        return t + 4 * i, g
+    return 4 * t + (i & 3) + 16 * (i >= 4), g
+
+
+@pytest.mark.parametrize("dtype", ("fp16", "tf32", "e4m3"))
+def test_the_kernel_gathers_each_operand_element_where_the_ptx_isa_places_it(dtype):
+    k, size = DEPTH[dtype], np.dtype(ELEMENT_OF[dtype]).itemsize
+    rng = np.random.default_rng(1)
+    a = rng.integers(1, 1 << (8 * size - 1), (16, k)).astype(ELEMENT_OF[dtype])
+    b = rng.integers(1, 1 << (8 * size - 1), (8, k)).astype(ELEMENT_OF[dtype])
+    a_words, b_words = a.view(np.uint32).ravel(), b.view(np.uint32).ravel()
+    per_word = 4 // size
+    seen_a, seen_b = np.zeros_like(a), np.zeros_like(b)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        ar = [a_words[(g + 8 * (r & 1)) * 8 + t + 4 * (r >> 1)] for r in range(4)]  # numerics_mma.cu's gather
+        br = [b_words[g * 8 + t + 4 * r] for r in range(2)]
+        for r, word in enumerate(ar):
+            for j in range(per_word):
+                row, col = _ptx_a(size, g, t, r * per_word + j)
+                seen_a[row, col] = (int(word) >> (8 * size * j)) & ((1 << (8 * size)) - 1)
+        for r, word in enumerate(br):
+            for j in range(per_word):
+                kk, n = _ptx_b(size, g, t, r * per_word + j)
+                seen_b[n, kk] = (int(word) >> (8 * size * j)) & ((1 << (8 * size)) - 1)
+    assert np.array_equal(seen_a, a) and np.array_equal(seen_b, b)
+
+
+ELEMENT_OF = {"fp16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8}
+
+
+# -- the probe's host side end to end, on a kernel emulated in numpy (no GPU): packing, checks, samples --------
+
+class _Device(np.ndarray):
+    def get(self):
+        return np.array(self)
+
+
+class _FakeCupy:
+    @staticmethod
+    def asarray(x):
+        return np.array(x).view(_Device)
+
+    @staticmethod
+    def zeros_like(x):
+        return np.zeros_like(np.asarray(x)).view(_Device)
+
+
+def _values(words: np.ndarray, dtype: str) -> np.ndarray:
+    """The elements of packed operand rows as float64 (int64 for int8)."""
+    raw = np.ascontiguousarray(words).view({2: np.uint16, 4: np.uint32, 1: np.uint8}[
+        np.dtype(ELEMENT[dtype]).itemsize])
+    if dtype == "int8":
+        return raw.view(np.int8).astype(np.int64)
+    fmt = FP32 if dtype == "tf32" else FORMATS[dtype]
+    table = {int(p): float(decode(int(p), fmt)) for p in np.unique(raw)}
+    return np.vectorize(table.get, otypes=[float])(raw)
+
+
+def _emulated_kernel(dtype: str, broken_layout: bool = False):
+    """D = C + A B^T exactly, D(0, 0) of the crafted cases as the simulated tensor core computes it;
+    ``broken_layout``: D's columns stored one place off, as a misread fragment would."""
+    crafted = cases(dtype) if dtype != "int8" else []
+
+    def launch(grid, block, args):
+        a, b, c, d = (np.asarray(x) for x in args)
+        av, bv = _values(a, dtype), _values(b, dtype)
+        exact = c.astype(av.dtype) + np.einsum("xik,xjk->xij", av, bv)
+        d[...] = np.roll(exact, 1, axis=2) if broken_layout else exact  # broken: D's columns one off
+        for i, case in enumerate(crafted, 1):
+            d[i, 0, 0] = fake_numerics.tensor_core(dtype, case.a, case.b, case.c)
+
+    return launch
+
+
+@pytest.mark.parametrize("instruction", ROWS)
+@pytest.mark.parametrize("dtype", ("fp16", "tf32", "e4m3", "int8"))
+def test_the_probe_checks_its_control_and_records_every_case(monkeypatch, instruction, dtype):
+    import sys
+
+    import fakes
+    from probes.kit.harness import Budget, Context
+
+    monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
+    ctx = Context(device=fakes.DEVICE, budget=Budget())
+    samples = measure(ctx, _emulated_kernel(dtype), instruction, dtype)
+    if dtype == "int8":
+        assert {s.metric: s.value for s in samples} == {f"mismatches_{n}": 0 for n in
+                                                        ("random_full", "int32_max", "int32_min")}
+    else:
+        assert {s.metric: s.value for s in samples} == {f"d_{c.name}": fake_numerics.tensor_core(
+            dtype, c.a, c.b, c.c) for c in cases(dtype)}
+    with pytest.raises(RuntimeError, match="control case"):  # a misread layout is caught on the GPU
+        measure(ctx, _emulated_kernel(dtype, broken_layout=True), instruction, dtype)

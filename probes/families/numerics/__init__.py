@@ -92,14 +92,15 @@ def _control(rng: np.random.Generator, rows: int, k: int) -> tuple:
 
 def _int8_cases(rng: np.random.Generator, rows: int, k: int) -> dict:
     """name -> (A, B, C) of the int8 cases: full-range random, and sums reaching int32's largest and smallest."""
-    a, b = np.zeros((rows, k), np.int64), np.zeros((N, k), np.int64)
-    top, bottom = (a.copy(), b.copy(), np.zeros((rows, N), np.int64)), (a.copy(), b.copy(), np.zeros((rows, N),
-                                                                                                      np.int64))
-    top[0][0], top[1][0], top[2][0, 0] = -128, -128, 2**31 - 1 - k * 128 * 128
-    bottom[0][0], bottom[1][0], bottom[2][0, 0] = -128, 127, -2**31 + k * 128 * 127
+    def at_row_0(a0: int, b0: int, c00: int) -> tuple:
+        a, b, c = np.zeros((rows, k), np.int64), np.zeros((N, k), np.int64), np.zeros((rows, N), np.int64)
+        a[0], b[0], c[0, 0] = a0, b0, c00
+        return a, b, c
+
     full = (rng.integers(-128, 128, (rows, k)), rng.integers(-128, 128, (N, k)),
             rng.integers(-2**24, 2**24, (rows, N)))
-    return {"random_full": full, "int32_max": top, "int32_min": bottom}
+    return {"random_full": full, "int32_max": at_row_0(-128, -128, 2**31 - 1 - k * 128 * 128),
+            "int32_min": at_row_0(-128, 127, -2**31 + k * 128 * 127)}
 
 
 def measure(ctx, func, instruction: str, dtype: str) -> list[Sample]:
