@@ -13,7 +13,7 @@ import pytest
 from analysis.numerics import FORMATS, FP32, decode
 from analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, numerics_rows, numerics_table
 from probes.families.numerics import DTYPES, ELEMENT, ROWS, Batch, _control, cases, measure, pattern
-from probes.kit.cuda import compile_cubin, sass
+from probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_compute import instructions
 
 #: The one tensor instruction each kernel must be (sm_90: FP8 mma.sync is emulated with two FP16 HMMAs).
@@ -47,6 +47,13 @@ def test_each_mma_sync_kernel_is_its_tensor_instruction(mma_sass, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_each_wgmma_kernel_is_one_warpgroup_mma(wgmma_sass, dtype):
     assert tensor_ops(wgmma_sass[f"numerics_wgmma_{dtype}"]) == {WGMMA_SASS[dtype]: 1}
+
+
+@pytest.mark.parametrize("filename, arch", [("numerics_mma.cu", "sm_90"), ("numerics_wgmma.cu", "sm_90a")])
+def test_the_kernels_use_no_local_memory(filename, arch):
+    usage = resource_usage(compile_cubin(filename, arch)[1])
+    assert len(usage) == len(DTYPES)
+    assert all(u["stack_bytes"] == 0 and u["spill_stores"] == 0 for u in usage.values()), usage
 
 
 def test_the_instruction_check_fails_on_a_kernel_without_one(mma_sass, wgmma_sass):
@@ -163,10 +170,10 @@ def _ptx_b(size: int, g: int, t: int, i: int) -> tuple:
 
 @pytest.mark.parametrize("dtype", ("fp16", "tf32", "e4m3"))
 def test_the_kernel_gathers_each_operand_element_where_the_ptx_isa_places_it(dtype):
-    k, size = DEPTH[dtype], np.dtype(ELEMENT_OF[dtype]).itemsize
+    k, size = DEPTH[dtype], np.dtype(ELEMENT[dtype]).itemsize
     rng = np.random.default_rng(1)
-    a = rng.integers(1, 1 << (8 * size - 1), (16, k)).astype(ELEMENT_OF[dtype])
-    b = rng.integers(1, 1 << (8 * size - 1), (8, k)).astype(ELEMENT_OF[dtype])
+    a = rng.integers(1, 1 << (8 * size - 1), (16, k)).astype(ELEMENT[dtype])
+    b = rng.integers(1, 1 << (8 * size - 1), (8, k)).astype(ELEMENT[dtype])
     a_words, b_words = a.view(np.uint32).ravel(), b.view(np.uint32).ravel()
     per_word = 4 // size
     seen_a, seen_b = np.zeros_like(a), np.zeros_like(b)
@@ -184,8 +191,6 @@ def test_the_kernel_gathers_each_operand_element_where_the_ptx_isa_places_it(dty
                 seen_b[n, kk] = (int(word) >> (8 * size * j)) & ((1 << (8 * size)) - 1)
     assert np.array_equal(seen_a, a) and np.array_equal(seen_b, b)
 
-
-ELEMENT_OF = {"fp16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8}
 
 
 # -- the probe's host side end to end, on a kernel emulated in numpy (no GPU): packing, checks, samples --------
