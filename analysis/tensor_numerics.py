@@ -90,6 +90,7 @@ def float_rows(instruction: str, dtype: str, values: dict, device: dict) -> list
     crafted = cases(dtype)
     outputs = {name: Fraction(v) for name, v in values.items() if name in {c.name for c in crafted}}
     grid = hypotheses(k)
+    top = max(m.mantissa_bits for m in grid)
     models = consistent(outputs, crafted, fmt, grid)
     note = f"{len(outputs)} cases, {len(models)} of {len(grid)} models kept"
     if models:
@@ -103,6 +104,10 @@ def float_rows(instruction: str, dtype: str, values: dict, device: dict) -> list
         if not held:
             rows.append(derived_row(quantity, float("nan"), float("nan"), float("nan"), METHOD, probe,
                                     f"no model fits: {note}"))
+        elif name == "accumulator_mantissa_bits" and held[-1] == top:  # more bits than the cases reach
+            rows.append(derived_row(quantity, float("nan"), held[0], float("inf"), METHOD, probe,
+                                    f"at least {held[0]}: the cases tell no count past {top} from {top} "
+                                    f"(their sums need at most {top + 1} significant bits); {note}"))
         elif len(held) == 1:
             rows.append(derived_row(quantity, held[0], held[0], held[0], METHOD, probe, note))
         else:
@@ -172,7 +177,11 @@ def _shown(value, low, high, name: str) -> str:
 
     if value == value:
         return word(value)
-    return "-" if low != low else f"{word(low)} or {word(high)}" if name in _WORDS else f"{low:g}..{high:g}"
+    if low != low:
+        return "-"
+    if high == float("inf"):
+        return f"at least {low:g}"
+    return f"{word(low)} or {word(high)}" if name in _WORDS else f"{low:g}..{high:g}"
 
 
 FAMILY = Family(order=85, rows=numerics_rows, quantities=_quantities())

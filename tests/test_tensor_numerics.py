@@ -256,3 +256,14 @@ def test_the_probe_checks_its_control_and_records_every_case(monkeypatch, instru
             dtype, c.a, c.b, c.c) for c in cases(dtype)}
     with pytest.raises(RuntimeError, match="control case"):  # a misread layout is caught on the GPU
         measure(ctx, _emulated_kernel(dtype, broken_layout=True), instruction, dtype)
+
+
+def test_more_bits_than_the_cases_reach_is_a_lower_bound_not_a_count(monkeypatch):
+    """A tensor core keeping 30 significant bits reads as the grid's top count, which the cases cannot tell from
+    more: the row gives the bound, not a value."""
+    monkeypatch.setitem(fake_numerics.TRUTH, "fp16", (30, None, "trunc", False, False))
+    rows = pd.DataFrame(numerics_rows(_frame("numerics.wgmma", ("fp16",)), {})).set_index("quantity")
+    row = rows.loc["numerics.fp16.wgmma.accumulator_mantissa_bits"]
+    assert np.isnan(row["value"]) and row["ci_high"] == float("inf") and row["note"].startswith("at least 25")
+    table = numerics_table(rows.reset_index())
+    assert table.loc[0, "accumulator mantissa bits"] == "at least 25"
