@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 
+from fake_numerics import numerics as _numerics
 from probes.kit.harness import Sample
 from probes.registry import all_probes
 
@@ -1170,7 +1171,8 @@ FAKES = {"clock.sm": _clock, "launch.overhead": _launch, "chase.latency": _chase
          "exec.smem_atomics": _exec_smem_atomics, "exec.barriers": _exec_barriers,
          "exec.wgmma_latency": _exec_wgmma_latency,
          "link.topology": _topology, "link.memcpy": _memcpy,
-         "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives}
+         "link.p2p_bandwidth": _p2p_bandwidth, "link.p2p_latency": _p2p_latency, "nccl.collectives": _collectives,
+         "numerics.mma_sync": _numerics, "numerics.wgmma": _numerics}
 
 
 #: A fleet of simulated boards: the board of SLOW_UUID moves SLOW_FACTOR of every other board's bytes per
