@@ -26,7 +26,7 @@ from analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, cases, quantity_ids
 from probes.kit.harness import Sample
 from probes.registry import probe
 
-RUN_ORDER = 335
+RUN_ORDER = 145
 
 #: numerics_*.cu's shapes: rows of A (M) per instruction, N, and 8 words (32 bytes) of K per operand row.
 ROWS = {"mma_sync": 16, "wgmma": 64}
