@@ -27,6 +27,7 @@ from analysis.report_figures import FigureSpec
 from analysis.roofline import gap_explanation, roofline_table
 from analysis.shown import fmt_interval, fmt_value
 from analysis.stats import SPREAD_WARNING, unstable_configs
+from analysis.tensor_numerics import numerics_table
 from analysis.units import fmt_bytes
 
 
@@ -130,6 +131,10 @@ def _sections(meta, measurements, derived, figures: FigureJob):
         chapters["Compute and tensor cores"] = [
             ("Roofline: square tiles, predicted against measured", roofline_display(roof)),
             ("Roofline: the gap, explained", gap_explanation(roof, device))]
+    numerics = numerics_table(derived)
+    if not numerics.empty:
+        chapters.setdefault("Compute and tensor cores", []).append(
+            ("Tensor-core numerics: what the accumulator keeps (numerics.mma_sync, numerics.wgmma)", numerics))
     chapters["Hopper's units"] = hopper_sections(meta, derived)
     cross = []
     agreement = agreement_table(measurements)

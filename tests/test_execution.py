@@ -178,8 +178,8 @@ def _broken_source() -> str:
     from probes.kit.cuda import source
 
     text = source("execution.cu")
-    cut = text.replace("for (int u = 0; u < LAT_UNROLL; ++u) x = Op::step(x, a, b);",
-                       "for (int u = 0; u < LAT_UNROLL; ++u) { x0 = x0 + a; x = x + Op::step(x0, a, b); }")
+    cut = text.replace("timed_chain<LAT_UNROLL>(trips, [&] { x = Op::step(x, a, b); });",
+                       "timed_chain<LAT_UNROLL>(trips, [&] { x0 = x0 + a; x = x + Op::step(x0, a, b); });")
     cut = cut.replace("typename Op::type x = Op::start(init[(threadIdx.x & 31) * CHAINS]);",
                       "typename Op::type x = Op::start(init[(threadIdx.x & 31) * CHAINS]); typename Op::type x0 = x;")
     assert cut.count("x0") == 4, "the latency template changed: update this negative control"

@@ -163,3 +163,30 @@ def test_a_fleet_on_a_local_ray_cluster_measures_every_gpu(tmp_path):
     assert (out / "report" / "index.html").is_file() and list((out / "dataset").glob("run_id=*/part-0.parquet"))
     assert main(["fleet", "--address", "local", "--profile", "quick", "-p", "clock.sm", "-p", "bw.dram",
                  "--out", str(out)]) == 0, "a second call measures nothing and gathers again"
+
+
+@pytest.mark.parametrize("probe_id", ["numerics.mma_sync", "numerics.wgmma"])
+def test_the_numerics_probes_prove_their_layouts_and_the_table_reads_their_outputs(probe_id):
+    """Every dtype's control case comes back exact and every crafted case's D is zero outside (0, 0) (the probe
+    raises otherwise); the int8 sums are exact; every floating-point type gets a row of each property."""
+    import pandas as pd
+
+    from analysis.tensor_numerics import numerics_rows
+    from gpuatlas.machinery.device import device_properties
+    from probes.kit.harness import Budget, Context
+    from probes.registry import all_probes
+
+    device = device_properties()
+    probe = all_probes()[probe_id]
+    cc = tuple(int(x) for x in device["compute_capability"].split("."))
+    if cc < probe.min_cc or (probe.max_cc and cc > probe.max_cc):
+        pytest.skip(f"{probe_id} needs compute capability {probe.min_cc} to {probe.max_cc}")
+    frame = []
+    for config in probe.configs(device, "quick"):
+        samples = probe.func(Context(device=device, budget=Budget()), **config)
+        frame += [{"probe": probe_id, "dtype": config["dtype"], "metric": s.metric, "value": s.value,
+                   "repeat": s.repeat} for s in samples]
+    rows = pd.DataFrame(numerics_rows(pd.DataFrame(frame), device)).set_index("quantity")
+    instruction = probe_id.split(".")[1]
+    assert rows.loc[f"numerics.int8.{instruction}.accumulation_exact", "value"] == 1
+    assert (rows.index.str.endswith("accumulator_mantissa_bits")).sum() == len(probe.configs(device, "quick")) - 1

@@ -54,6 +54,17 @@ def test_chase_is_a_dependent_load_chain_of_the_named_flavour(chase_cubin, kerne
     assert timers[0] < clocks[0] and clocks[-1] < timers[-1], "%globaltimer brackets the clock64 region"
 
 
+def test_lay_chain_stores_each_element_once_with_no_local_memory(chase_cubin):
+    """The chain layer (fill_chain on the GPU): a grid-stride loop of two index loads and one 64-bit store per
+    element, nothing spilled."""
+    usage = resource_usage(chase_cubin[1])["lay_chain"]
+    assert usage["spill_stores"] == usage["stack_bytes"] == 0
+    ops = [re.sub(r"\s+", " ", l.split(";")[0]).split()[1] for l in sass(chase_cubin[0])["lay_chain"].splitlines()
+           if re.search(r"/\*[0-9a-f]{4}\*/", l) and not l.split("*/")[1].strip().startswith("@")]
+    assert "STG.E.64" in ops and not any(op.startswith("STL") for op in ops)
+    assert "SR_CLOCKLO" not in sass(chase_cubin[0])["lay_chain"], "the layer is untimed set-up"
+
+
 def test_shared_chase_is_a_dependent_lds_chain(chase_cubin):
     code = sass(chase_cubin[0])["chase_shared"]
     assert_dependent_chain(timed_region(code), "LDS", at_least=32, pattern=LDS)

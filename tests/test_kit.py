@@ -35,6 +35,35 @@ def test_clock_samples_from_globaltimer_and_from_a_measured_clock():
     assert {s.flag for s in slow} == {"throttled"} and {s.flag for s in (lat, time)} == {""}
 
 
+def test_chain_latency_differences_two_trip_counts(monkeypatch):
+    """A fake chain costing a fixed overhead plus 7 cycles a step: the difference of T and 2T trips is 7 a step
+    whatever the overhead; a chain under a cycle a step is impossible and flagged invalid."""
+    from probes.kit import chains
+
+    ctx = _ctx()
+    monkeypatch.setattr(ctx, "sm_clock", lambda: 2e9)
+    calls = []
+
+    def chain(trips: int) -> float:
+        calls.append(trips)
+        return 5000.0 + 7.0 * trips * 32
+
+    sample = chains.chain_latency(ctx, chain, 16, 32, 3)
+    assert calls == [16, 32], "T trips, then 2T"
+    assert (sample.metric, sample.value, sample.unit, sample.repeat, sample.timer, sample.flag) == (
+        "latency", 7.0, "cycles", 3, "clock64", "")
+    assert sample.value != (5000.0 + 7.0 * 32 * 32) / (32 * 32), "negative control: one trip count keeps the overhead"
+    flat = chains.chain_latency(ctx, lambda trips: 5000.0 + 0.5 * trips * 32, 16, 32, 0, hz=1e9)
+    assert (flat.value, flat.flag, flat.sm_clock_hz) == (0.5, "invalid", 1e9)
+    slow = chains.chain_latency(ctx, chain, 16, 32, 0, hz=0.5e9)
+    assert slow.flag == "throttled"
+    assert chains.chain_latency(ctx, chain, 16, 32, 0, hz=0.5e9, power_limited=True).flag == ""
+    budget = chains.config_budget(ctx, 0.01, 0.001)
+    assert (budget.time_s, budget.warmup_s, budget.max_repeats) == (0.01, 0.001, ctx.budget.max_repeats)
+    samples = chains.chain_latency_samples(ctx, chain, 16, 32, budget=budget)
+    assert samples and {s.value for s in samples} == {7.0}
+
+
 def test_bandwidth_samples_flags_what_the_device_cannot_do(monkeypatch):
     """The sampler with a timer that reports 1 ms per launch: 1 MB per launch is 1 GB/s."""
     class Timer:

@@ -39,13 +39,13 @@ ABSENT = {
     **{("barriers_sm90.cu", a): "mbarrier.try_wait and thread-block-cluster barriers start at sm_90"
        for a in ("sm_80", "sm_89")},
     **{(f, a): "wgmma.mma_async exists on sm_90a only (an architecture-specific target)"
-       for f in ("wgmma.cu", "wgmma_latency.cu", "tensor_units.cu") for a in ARCHS},
+       for f in ("wgmma.cu", "wgmma_latency.cu", "tensor_units.cu", "numerics_wgmma.cu") for a in ARCHS},
 }
 #: Probes each device must skip for its compute capability (their reasons name the capability they need).
 HOPPER_ONLY = {"hopper.dsmem_latency", "hopper.dsmem_bandwidth", "hopper.tma_latency", "hopper.tma_tensor",
                "hopper.copy_bandwidth", "hopper.dpx", "compute.wgmma", "exec.wgmma_latency",
-               "compute.tensor_units"}
-WGMMA_ONLY = {"compute.wgmma", "exec.wgmma_latency", "compute.tensor_units"}
+               "compute.tensor_units", "numerics.wgmma"}
+WGMMA_ONLY = {"compute.wgmma", "exec.wgmma_latency", "compute.tensor_units", "numerics.wgmma"}
 SKIPPED = {"a100-40gb": HOPPER_ONLY, "l4": HOPPER_ONLY, "h100-pcie": set(), "b200": WGMMA_ONLY,
            "rtx-5090": WGMMA_ONLY}
 

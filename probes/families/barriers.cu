@@ -17,15 +17,9 @@
 //                   generation x blocks (ld.acquire.gpu), __syncthreads.  scratch[0] is the counter (zeroed by
 //                   the host), scratch[1 ..] one flag word per block for the check.
 
-#include "common.cuh"
+#include "barriers.cuh"
 
-constexpr int BARRIER_UNROLL = 16;
 constexpr int GRID_UNROLL = 4;
-
-__device__ __forceinline__ void timed(long long* cycles, unsigned long long c0) {
-    const unsigned long long c1 = clock64_fenced();
-    if (threadIdx.x == 0 && blockIdx.x == 0) cycles[0] = (long long)(c1 - c0);
-}
 
 // The kernel NAME times NAME<false>(args...) from thread 0 of block 0; NAME_check runs NAME<true>(args...) untimed.
 #define TIMED_AND_CHECKED(NAME, ...)                                                                            \
@@ -47,17 +41,9 @@ __device__ __forceinline__ void named_partial(int n, int trips, unsigned* passed
     if ((int)threadIdx.x >= n * 32) return;
     const unsigned count = n * 32;
     const unsigned next = (threadIdx.x + 32) % count;
-    unsigned step = 0, behind = 0;
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < BARRIER_UNROLL; ++u, ++step) {
-            if (CHECK) *(volatile unsigned*)&slots[threadIdx.x] = step;
-            asm volatile("bar.sync 1, %0;" ::"r"(count) : "memory");
-            if (CHECK) behind += *(volatile unsigned*)&slots[next] < step;
-            if (CHECK) asm volatile("bar.sync 1, %0;" ::"r"(count) : "memory");  // nobody overtakes a reader
-        }
-    }
+    const auto sync = [&] { asm volatile("bar.sync 1, %0;" ::"r"(count) : "memory"); };
+    unsigned behind = 0;
+    const unsigned step = barrier_loop<CHECK>(trips, slots, next, behind, [&](unsigned) { sync(); }, sync);
     atomicAdd(passed, step);
     if (CHECK) atomicAdd(passed + 1, behind);
 }
@@ -70,17 +56,9 @@ __device__ __forceinline__ void named_ids(int n, int trips, unsigned* passed) {
     const unsigned id = (threadIdx.x / 32) % n;
     const unsigned count = blockDim.x / n;
     const unsigned next = (threadIdx.x + 32 * n) % blockDim.x;  // a thread of the next warp on the same id
-    unsigned step = 0, behind = 0;
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < BARRIER_UNROLL; ++u, ++step) {
-            if (CHECK) *(volatile unsigned*)&slots[threadIdx.x] = step;
-            asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-            if (CHECK) behind += *(volatile unsigned*)&slots[next] < step;
-            if (CHECK) asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
-        }
-    }
+    const auto sync = [&] { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory"); };
+    unsigned behind = 0;
+    const unsigned step = barrier_loop<CHECK>(trips, slots, next, behind, [&](unsigned) { sync(); }, sync);
     atomicAdd(passed, step);
     if (CHECK) atomicAdd(passed + 1, behind);
 }

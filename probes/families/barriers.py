@@ -25,7 +25,8 @@ import numpy as np
 
 from probes.kit.clusters import ClusterRefused, cluster_launch, refused_samples
 from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Sample, repeat_until_stable
+from probes.kit.chains import chain_latency, chain_latency_samples
+from probes.kit.harness import Sample
 from probes.kit.samplers import PLACEMENTS, random_lines
 from probes.registry import probe
 
@@ -196,20 +197,14 @@ def exec_barriers(ctx, kind: str, n: int) -> list[Sample]:
         counted(spec["name"], trips)
         return float(cycles.get()[0])
 
-    def sample(repeat: int) -> list[Sample]:
-        short, long = chain(spec["trips"]), chain(2 * spec["trips"])
-        per_barrier = (long - short) / (spec["trips"] * spec["unroll"])
-        hz = ctx.sm_clock()
-        return [Sample("latency", per_barrier, "cycles", repeat, hz, "clock64",
-                       "invalid" if per_barrier < 1 else ctx.throttle_flag(hz))]
-
     if not kind.startswith("fence_"):
-        return repeat_until_stable(sample, "latency", ctx.budget)
+        return chain_latency_samples(ctx, chain, spec["trips"], spec["unroll"])
     # a fence waits for its store's home L2 partition: one sample per random line the store goes to
     offsets = random_lines(ctx, PLACEMENTS, FENCE_SALT, FENCES.index(kind.removeprefix("fence_")))
     span = cupy.zeros(int(offsets.max()) // 4 + 1, dtype=cupy.uint32)
     samples = []
     for placement, offset in enumerate(offsets):
         scratch = span[int(offset) // 4:][:1]  # the word launch() and counted() read from now on
-        samples += [*sample(placement), Sample("address_offset", float(offset), "B", placement, None, "config")]
+        samples += [chain_latency(ctx, chain, spec["trips"], spec["unroll"], placement),
+                    Sample("address_offset", float(offset), "B", placement, None, "config")]
     return samples

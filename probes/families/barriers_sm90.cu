@@ -13,14 +13,7 @@
 //   cluster_bar_relaxed_c<N>: the same with arrive.relaxed (no fence): the barrier alone; no check variant,
 //                    as a relaxed arrive orders no memory.
 
-#include "common.cuh"
-
-constexpr int BARRIER_UNROLL = 16;
-
-__device__ __forceinline__ void timed(long long* cycles, unsigned long long c0) {
-    const unsigned long long c1 = clock64_fenced();
-    if (threadIdx.x == 0 && blockIdx.x == 0) cycles[0] = (long long)(c1 - c0);
-}
+#include "barriers.cuh"
 
 // ---- mbarrier ---------------------------------------------------------------------------------------------
 
@@ -40,21 +33,14 @@ __device__ __forceinline__ void mbar_rt(int trips, unsigned* passed, unsigned lo
     if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(blockDim.x) : "memory");
     __syncthreads();
     const unsigned next = (threadIdx.x + 32) % blockDim.x;
-    unsigned step = 0, behind = 0;
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < BARRIER_UNROLL; ++u, ++step) {
-            if (CHECK) *(volatile unsigned*)&slots[threadIdx.x] = step;
-            asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.shared::cta.b64 state, [%0];\n\t}" ::"r"(bar)
-                         : "memory");
-            mbar_wait(bar, step & 1);
-            if (CHECK) {
-                behind += *(volatile unsigned*)&slots[next] < step;
-                __syncthreads();  // nobody overwrites a slot before its reader has read it
-            }
-        }
-    }
+    unsigned behind = 0;
+    const auto round_trip = [&](unsigned step) {
+        asm volatile("{\n\t.reg .b64 state;\n\tmbarrier.arrive.shared::cta.b64 state, [%0];\n\t}" ::"r"(bar)
+                     : "memory");
+        mbar_wait(bar, step & 1);
+    };
+    // the settling __syncthreads: nobody overwrites a slot before its reader has read it
+    const unsigned step = barrier_loop<CHECK>(trips, slots, next, behind, round_trip, [] { __syncthreads(); });
     timed(cycles, c0);
     atomicAdd(passed, step);
     if (CHECK) atomicAdd(passed + 1, behind);

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
-from probes.kit.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, cupy_launcher,
-                              measure_chase, smem_footprints, steps_for, three_footprints)
-from probes.kit.harness import Sample, repeat_until_stable
+from probes.kit.chain import cupy_launcher, measure_chase, measure_shared_chase, smem_footprints, three_footprints
+from probes.kit.harness import Sample
 from probes.kit.samplers import STRIDE_WARMUP_S
 from probes.registry import geom, probe
 
@@ -185,35 +182,10 @@ FREE_MEMORY_USE = 0.95
        quantities=("smem.latency_cycles",), kernels=("chase.cu",))
 def chase_smem(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]:
     """Cycles per dependent 32-bit shared-memory load (LDS) over a random single-cycle chain."""
-    import cupy
-
     from probes.kit.cuda import kernel
 
-    elements = footprint_bytes // stride_bytes
-    order = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
-    next_index = np.empty(elements, dtype=np.uint32)
-    next_index[order] = np.roll(order, -1)
-    next_gpu = cupy.asarray(next_index)
-    out = cupy.zeros(3, dtype=cupy.uint64)
-    chase_kernel = kernel("chase.cu", "chase_shared")
-    position = 0
-
-    def run(warm: int, steps: int) -> np.ndarray:
-        nonlocal position
-        start = int(order[position % elements])
-        chase_kernel((1,), (32,), (next_gpu, np.int32(elements), np.int32(stride_bytes // 4), np.int32(start),
-                                   np.int64(warm), np.int64(steps), out), shared_mem=footprint_bytes)
-        result = out.get()
-        position += warm + steps
-        if int(result[2]) != int(order[position % elements]):
-            raise RuntimeError(f"shared chase sink mismatch: ended at element {int(result[2])}, the chain "
-                               f"says {int(order[position % elements])}")
-        return result
-
-    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
-    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
-    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, "clock64"),
-                               "latency", ctx.budget)
+    return measure_shared_chase(ctx, footprint_bytes, stride_bytes, kernel("chase.cu", "chase_shared"),
+                                "shared chase")
 
 
 def miss_footprints(device: dict, per_octave: int = 2) -> list[int]:

@@ -22,7 +22,7 @@ def launch_overhead(ctx, mode: str) -> list[Sample]:
     """Time per launch of an empty kernel (s), plain or replayed from a CUDA graph."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from probes.kit.cuda import kernel, replayed
 
     empty = kernel("launch.cu", "empty_kernel")
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -32,15 +32,7 @@ def launch_overhead(ctx, mode: str) -> list[Sample]:
         for _ in range(BATCH):
             empty(*args, stream=stream)
 
-    run = plain
-    if mode == "graph":
-        stream.begin_capture()
-        plain()
-        graph = stream.end_capture()
-        graph.upload(stream)
-        run = lambda: graph.launch(stream)  # noqa: E731
-
-    timer = EventTimer(run, ctx.budget.min_sample_s, stream=stream)
+    timer = EventTimer(replayed(plain, stream, mode), ctx.budget.min_sample_s, stream=stream)
 
     def sample(repeat: int) -> list[Sample]:
         t0 = time.perf_counter()

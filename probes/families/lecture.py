@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from analysis.roofline import matmul_flops, smem_budget
-from probes.kit.chain import CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, smem_footprints, steps_for
+from probes.kit.chain import measure_shared_chase, smem_footprints
 from probes.kit.harness import repeat_until_stable
 from probes.registry import probe
 
@@ -33,38 +33,10 @@ MIN_CYCLES_PER_STEP = 4.0
 def chase_smem_index(ctx, footprint_bytes: int, stride_bytes: int) -> list:
     """Cycles per step of a shared-memory chase that computes each address from the loaded index (IMAD, LEA,
     LDS), as published chases do."""
-    import cupy
-
     from probes.kit.cuda import kernel
 
-    elements = footprint_bytes // stride_bytes
-    order = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
-    next_index = np.empty(elements, dtype=np.uint32)
-    next_index[order] = np.roll(order, -1)
-    next_gpu = cupy.asarray(next_index)
-    out = cupy.zeros(3, dtype=cupy.uint64)
-    chase_kernel = kernel("lecture.cu", "chase_shared_index")
-    position = 0
-
-    def run(warm: int, steps: int) -> np.ndarray:
-        nonlocal position
-        start = int(order[position % elements])
-        chase_kernel((1,), (32,), (next_gpu, np.int32(elements), np.int32(stride_bytes // 4), np.int32(start),
-                                   np.int64(warm), np.int64(steps), out), shared_mem=footprint_bytes)
-        result = out.get()
-        position += warm + steps
-        if int(result[2]) != int(order[position % elements]):
-            raise RuntimeError(f"index chase sink mismatch: ended at element {int(result[2])}, the chain "
-                               f"says {int(order[position % elements])}")
-        if float(result[0]) / steps < MIN_CYCLES_PER_STEP:
-            raise RuntimeError(f"index chase took {float(result[0]) / steps:.2f} cycles per step, fewer than a "
-                               f"dependent load and its address arithmetic can take")
-        return result
-
-    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
-    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
-    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, "clock64"),
-                               "latency", ctx.budget)
+    return measure_shared_chase(ctx, footprint_bytes, stride_bytes, kernel("lecture.cu", "chase_shared_index"),
+                                "index chase", MIN_CYCLES_PER_STEP)
 
 
 #: §7.8's tile: (BLOCK_M, BLOCK_N, BLOCK_K), warps and pipeline stages, and its problem size.
@@ -231,7 +203,7 @@ def launch_decode_chain(ctx, mode: str) -> list:
     or replayed as one CUDA graph: a decode step's dispatch."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from probes.kit.cuda import kernel, replayed
     from probes.kit.harness import EventTimer, Sample
 
     step = kernel("lecture.cu", "step_kernel")
@@ -244,13 +216,7 @@ def launch_decode_chain(ctx, mode: str) -> list:
         for _ in range(DECODE_LAUNCHES):
             step((sms,), (128,), (counters,), stream=stream)
 
-    run = plain
-    if mode == "graph":
-        stream.begin_capture()
-        plain()
-        graph = stream.end_capture()
-        graph.upload(stream)
-        run = lambda: graph.launch(stream)  # noqa: E731
+    run = replayed(plain, stream, mode)
 
     def counted():
         nonlocal launched

@@ -15,61 +15,19 @@
 
 #include "common.cuh"
 
-template <int NC>
-__device__ __forceinline__ unsigned long long ro_step(unsigned long long p) {
-    unsigned long long next;
-    if (NC) {
-        asm volatile("ld.global.nc.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
-    } else {
-        asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
-    }
-    return next;
-}
-
 constexpr int UNROLL = 32;
 
 // Step i of the walk (i counted from the launch's start, which the host keeps even) takes path PATH, or for
-// PATH 2 the plain path on even i and the nc path on odd i.
+// PATH 2 the plain path on even i and the nc path on odd i: a pair of loads a call.
 template <int PATH>
 __device__ __forceinline__ unsigned long long ro_pair(unsigned long long p) {
-    p = ro_step<PATH == 1>(p);
-    return ro_step<PATH != 0>(p);
+    p = chase_load<PATH == 1 ? 2 : 0>(p);
+    return chase_load<PATH != 0 ? 2 : 0>(p);
 }
 
-template <int PATH>
-__device__ void ro_chase(unsigned long long start, long long warm_steps, long long steps,
-                         unsigned long long* out) {
-    unsigned long long p = start;
-    for (long long i = 0; i < warm_steps; i += 2) p = ro_pair<PATH>(p);  // bring the chain into the cache
-    unsigned long long c0, c1, t0, t1;
-    t0 = globaltimer_fenced();
-    c0 = clock64_fenced();
-#pragma unroll 1
-    for (long long i = 0; i < steps; i += UNROLL) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; u += 2) p = ro_pair<PATH>(p);
-    }
-    c1 = clock64_fenced();
-    t1 = globaltimer_fenced();
-    out[0] = c1 - c0;
-    out[1] = t1 - t0;
-    out[2] = p;
-}
-
-extern "C" __global__ void ro_chase_plain(unsigned long long start, long long warm_steps, long long steps,
-                                          unsigned long long* out) {
-    ro_chase<0>(start, warm_steps, steps, out);
-}
-
-extern "C" __global__ void ro_chase_nc(unsigned long long start, long long warm_steps, long long steps,
-                                       unsigned long long* out) {
-    ro_chase<1>(start, warm_steps, steps, out);
-}
-
-extern "C" __global__ void ro_chase_mixed(unsigned long long start, long long warm_steps, long long steps,
-                                          unsigned long long* out) {
-    ro_chase<2>(start, warm_steps, steps, out);
-}
+CHASE_KERNEL(ro_chase_plain, UNROLL, 2, ro_pair<0>)
+CHASE_KERNEL(ro_chase_nc, UNROLL, 2, ro_pair<1>)
+CHASE_KERNEL(ro_chase_mixed, UNROLL, 2, ro_pair<2>)
 
 // Texture chase: the chain as 32-bit texel indices in a linear 1-D texture of unsigned ints (a texture object),
 // each fetch (tex.1d, TLD) returning the next element's index.  Launched with one thread.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.kit import samplers as kit
-from probes.kit.chain import measure_chase
+from probes.kit.chain import chase_launcher, measure_chase
 from probes.kit.harness import Sample, Sink, repeat_until_stable
 from probes.registry import geom, probe
 
@@ -63,24 +63,6 @@ def readonly_configs(device: dict, quick: bool = False) -> list[dict]:
     return configs
 
 
-def chase_launcher(path: str):
-    """``launch(start, warm, steps) -> out`` for readonly.cu's chase of ``path``."""
-    import cupy
-
-    from probes.kit.cuda import kernel
-
-    step_kernel = kernel("readonly.cu", PATHS[path])
-    out = cupy.zeros(3, dtype=cupy.uint64)
-
-    def launch(start: int, warm: int, steps: int):
-        if warm % 2 or steps % 2:
-            raise ValueError(f"the chase walks pairs of steps: warm={warm} and steps={steps} must be even")
-        step_kernel((1,), (1,), (np.uint64(start), np.int64(warm), np.int64(steps), out))
-        return out.get()
-
-    return launch
-
-
 @probe("geometry.readonly",
        sweeps={"quick": lambda d: readonly_configs(d, quick=True), "full": readonly_configs},
        axes={"measure": "chase (one thread's dependent loads: cycles per step) or read (every SM reading: bytes "
@@ -95,7 +77,7 @@ def chase_launcher(path: str):
                    "readonly.l1_shared", "readonly.l1_bandwidth_bytes_per_clk_sm", "readonly.l1_bandwidth_ratio",
                    "readonly.l2_bandwidth_ratio", "readonly.tex_latency_cycles", "readonly.tex_capacity_bytes",
                    "readonly.tex_l2_latency_cycles"),
-       kernels=("readonly.cu",))
+       kernels=("readonly.cu", "chase.cu"))
 def geometry_readonly(ctx, measure: str, load: str, footprint_bytes: int) -> list[Sample]:
     """Cycles per dependent load of a random chain through the plain, the read-only (nc) or both paths by
     turns; or bytes per clock per SM of every SM reading through the plain or the nc path."""
@@ -105,7 +87,8 @@ def geometry_readonly(ctx, measure: str, load: str, footprint_bytes: int) -> lis
                              f"{footprint_bytes} a multiple of {ALIGN}")
         if load == "tex":
             return tex_samples(ctx, footprint_bytes)
-        return measure_chase(ctx, footprint_bytes, STRIDE, chase_launcher(load), timer="clock64")
+        launch = chase_launcher("readonly.cu", PATHS[load], pairs=True)
+        return measure_chase(ctx, footprint_bytes, STRIDE, launch, timer="clock64")
     if measure == "read" and load in READ_KERNELS and footprint_bytes % 16 == 0:
         return read_samples(ctx, load, footprint_bytes)
     raise ValueError(f"unknown config: measure={measure!r} load={load!r} footprint_bytes={footprint_bytes}")

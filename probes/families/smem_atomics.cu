@@ -27,15 +27,12 @@ constexpr int ATOMS_THR_UNROLL = 8;
         __syncthreads();                                                                                     \
         const unsigned int q = smem_addr(words + threadIdx.x);                                               \
         T x = v;                                                                                             \
-        const unsigned long long c0 = clock64_fenced();                                                      \
-        _Pragma("unroll 1") for (int t = 0; t < trips; ++t) {                                                \
-            _Pragma("unroll") for (int u = 0; u < ATOMS_UNROLL; ++u)                                         \
-                asm volatile("atom.shared.add." TYPE " %0, [%1], %0;" : "+" CC(x) : "r"(q) : "memory");      \
-        }                                                                                                    \
-        const unsigned long long c1 = clock64_fenced();                                                      \
+        const long long elapsed = timed_chain<ATOMS_UNROLL, true>(trips, [&] {                               \
+            asm volatile("atom.shared.add." TYPE " %0, [%1], %0;" : "+" CC(x) : "r"(q) : "memory");          \
+        });                                                                                                  \
         out[0] = x;                                                                                          \
         out[1] = words[threadIdx.x];                                                                         \
-        cycles[0] = (long long)(c1 - c0);                                                                    \
+        cycles[0] = elapsed;                                                                                 \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(ATOMS_WORDS)                                                \
         atoms_thr_##NAME(T v, int mode, int reps, T* out, unsigned long long* clocks) {                     \

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.kit.chains import add_chain, chain_latency_samples, kernel_file
 from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import MAX_BYTES_PER_CLK_SM
 from probes.registry import probe
@@ -31,14 +32,8 @@ LAUNCH_S, MAX_REPS = 2e-3, 2**31 - 1
 
 
 def chain_reference(dtype: str, steps: int) -> tuple:
-    """(x, word) after ``steps`` of x <- atom.add(word, x) from x = 1, word = 0: each step returns the old
-    word and adds the previous return (a Fibonacci recurrence), in the type's own arithmetic."""
-    kind = SMEM_ATOMIC_TYPES[dtype]
-    x, word = kind(1), kind(0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for _ in range(steps):
-            x, word = word, kind(word + x)
-    return x, word
+    """(x, word) after ``steps`` of x <- atom.add(word, x) from x = 1, word = 0, in ``dtype``'s arithmetic."""
+    return add_chain(SMEM_ATOMIC_TYPES[dtype], steps)
 
 
 def expected_words(dtype: str, mode: str, threads: int, adds_per_thread: int) -> np.ndarray:
@@ -58,10 +53,7 @@ def block_threads(device: dict) -> int:
     return min(device["max_threads_per_block"], ATOMS_WORDS) // LANES * LANES
 
 
-def _kernel(name: str):
-    from probes.kit.cuda import kernel
-
-    return kernel("smem_atomics.cu", name)
+_kernel = kernel_file("smem_atomics.cu")
 
 
 def _sweep(device):
@@ -132,11 +124,4 @@ def _latency(ctx, dtype: str, kind) -> list[Sample]:
             raise RuntimeError(f"atoms_lat_{dtype}: returned and stored {got}, the recurrence gives {want}")
         return float(cycles.get()[0])
 
-    def sample(repeat: int) -> list[Sample]:
-        short, long = chain(ATOMS_TRIPS), chain(2 * ATOMS_TRIPS)
-        per_atom = (long - short) / (ATOMS_TRIPS * ATOMS_UNROLL)
-        hz = ctx.sm_clock()
-        return [Sample("latency", per_atom, "cycles", repeat, hz, "clock64",
-                       "invalid" if per_atom < 1 else ctx.throttle_flag(hz))]
-
-    return repeat_until_stable(sample, "latency", ctx.budget)
+    return chain_latency_samples(ctx, chain, ATOMS_TRIPS, ATOMS_UNROLL)

@@ -26,37 +26,14 @@ constexpr int UNROLL = 32;
 
 template <int ACCESS>
 __device__ __forceinline__ unsigned long long wp_step(unsigned long long p) {
-    unsigned long long next;
-    if (ACCESS == 2) {
-        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
-    } else {
-        asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
-    }
+    const unsigned long long next = chase_load<ACCESS == 2 ? 1 : 0>(p);
     if (ACCESS == 1) asm volatile("st.global.u64 [%0], %1;" :: "l"(p), "l"(next) : "memory");
     return next;
 }
 
-template <int ACCESS>
-__device__ void wp_chase(unsigned long long start, long long warm_steps, long long steps,
-                         unsigned long long* out) {
-    out[2] = timed_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return wp_step<ACCESS>(p); },
-                                out);
-}
-
-extern "C" __global__ void wp_chase_load(unsigned long long start, long long warm_steps, long long steps,
-                                         unsigned long long* out) {
-    wp_chase<0>(start, warm_steps, steps, out);
-}
-
-extern "C" __global__ void wp_chase_store(unsigned long long start, long long warm_steps, long long steps,
-                                          unsigned long long* out) {
-    wp_chase<1>(start, warm_steps, steps, out);
-}
-
-extern "C" __global__ void wp_chase_cg(unsigned long long start, long long warm_steps, long long steps,
-                                       unsigned long long* out) {
-    wp_chase<2>(start, warm_steps, steps, out);
-}
+CHASE_KERNEL(wp_chase_load, UNROLL, 1, wp_step<0>)
+CHASE_KERNEL(wp_chase_store, UNROLL, 1, wp_step<1>)
+CHASE_KERNEL(wp_chase_cg, UNROLL, 1, wp_step<2>)
 
 __device__ __forceinline__ unsigned int wp_read_cg(const uint4* slice, long long vectors) {
     unsigned int acc = 0;

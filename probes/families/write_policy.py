@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.kit import samplers as kit
-from probes.kit.chain import flush_l2, measure_chase
+from probes.kit.chain import chase_launcher, flush_l2, measure_chase
 from probes.kit.harness import Sample, Sink, repeat_until_stable
 from probes.registry import probe
 
@@ -64,34 +64,19 @@ def write_configs(device: dict) -> list[dict]:
                    "l2.write_allocates", "dram.partial_write_sector_bytes_per_s",
                    "dram.partial_write_useful_bytes_per_s", "dram.partial_write_sector_ratio",
                    "dram.partial_write_rmw"),
-       kernels=("write_policy.cu",))
+       kernels=("write_policy.cu", "chase.cu"))
 def geometry_write_policy(ctx, measure: str, access: str) -> list[Sample]:
     """Cycles per step of an L1-resident chase whose loads are each followed by a store of the loaded word;
     the cost of reading freshly written lines against L2 hits and HBM misses; HBM write bandwidth of one
     word per sector against whole sectors."""
     if measure == "store_reload" and access in CHASE_KERNELS:
-        return measure_chase(ctx, chain_bytes(ctx.device), STRIDE, chase_launcher(access), timer="clock64")
+        launch = chase_launcher("write_policy.cu", CHASE_KERNELS[access])
+        return measure_chase(ctx, chain_bytes(ctx.device), STRIDE, launch, timer="clock64")
     if measure == "write_allocate" and access == "plain":
         return allocate_samples(ctx)
     if measure == "partial_write" and access in PARTIAL_STRIDES:
         return partial_samples(ctx, PARTIAL_STRIDES[access])
     raise ValueError(f"unknown config: measure={measure!r} access={access!r}")
-
-
-def chase_launcher(access: str):
-    """``launch(start, warm, steps) -> out`` for write_policy.cu's chase of ``access``."""
-    import cupy
-
-    from probes.kit.cuda import kernel
-
-    step_kernel = kernel("write_policy.cu", CHASE_KERNELS[access])
-    out = cupy.zeros(3, dtype=cupy.uint64)
-
-    def launch(start: int, warm: int, steps: int):
-        step_kernel((1,), (1,), (np.uint64(start), np.int64(warm), np.int64(steps), out))
-        return out.get()
-
-    return launch
 
 
 def allocate_samples(ctx) -> list[Sample]:

@@ -5,6 +5,10 @@ The chain is a random single cycle through every element (``chain_order``/``fill
 random sector of its block, so prefetchers and power-of-two aliasing are defeated; after ``k`` steps the
 kernel's final address (its sink) must be the ``k``-th element of that cycle, and ``ChainWalker`` checks it on
 every launch.  The chase families (CuPy, Numba), the geometry probes and the lecture's probes all walk it.
+
+The draws are numpy's on the host; on the GPU only chase.cu's own kernels lay the chain (``lay_chain``),
+bring it into the L2 and flush the L2 (``touch``), compiled ahead with the probe's kernel file, never a CuPy
+elementwise or reduction kernel that CuPy would build at its first use.
 """
 from __future__ import annotations
 
@@ -45,18 +49,64 @@ def three_footprints(device: dict) -> list[int]:
 
 def cupy_launcher(flavour: str):
     """``launch(start, warm, steps) -> out`` for chase.cu's kernel of ``flavour``."""
+    return chase_launcher("chase.cu", FLAVOURS[flavour])
+
+
+def chase_launcher(filename: str, name: str, pairs: bool = False):
+    """``launch(start, warm, steps) -> out`` for a one-thread chase kernel ``name`` of ``filename`` (taking
+    start, warm steps, timed steps, out = {cycles, ns, sink}); with ``pairs`` it walks pairs of steps, so warm
+    and steps must be even."""
     import cupy
 
     from probes.kit.cuda import kernel
 
-    step_kernel = kernel("chase.cu", FLAVOURS[flavour])
+    step_kernel = kernel(filename, name)
     out = cupy.zeros(3, dtype=cupy.uint64)
 
     def launch(start: int, warm: int, steps: int):
+        if pairs and (warm % 2 or steps % 2):
+            raise ValueError(f"the chase walks pairs of steps: warm={warm} and steps={steps} must be even")
         step_kernel((1,), (1,), (np.uint64(start), np.int64(warm), np.int64(steps), out))
         return out.get()
 
     return launch
+
+
+def measure_shared_chase(ctx, footprint_bytes: int, stride_bytes: int, chase_kernel, what: str,
+                         min_cycles_per_step: float = 0.0) -> list[Sample]:
+    """Time a shared-memory chase until stable: ``chase_kernel`` (one warp: next_index, elements, stride in
+    words, start, warm, steps, out = {cycles, ns, sink element}) over a random single cycle of
+    footprint / stride elements.  Each launch continues where the last stopped and its sink must be the
+    element the chain says; fewer than ``min_cycles_per_step`` cycles a step fails the probe."""
+    import cupy
+
+    elements = footprint_bytes // stride_bytes
+    order = chain_order(ctx.rng(footprint_bytes, stride_bytes), elements)
+    next_index = np.empty(elements, dtype=np.uint32)
+    next_index[order] = np.roll(order, -1)
+    next_gpu = cupy.asarray(next_index)
+    out = cupy.zeros(3, dtype=cupy.uint64)
+    position = 0
+
+    def run(warm: int, steps: int) -> np.ndarray:
+        nonlocal position
+        start = int(order[position % elements])
+        chase_kernel((1,), (32,), (next_gpu, np.int32(elements), np.int32(stride_bytes // 4), np.int32(start),
+                                   np.int64(warm), np.int64(steps), out), shared_mem=footprint_bytes)
+        result = out.get()
+        position += warm + steps
+        if int(result[2]) != int(order[position % elements]):
+            raise RuntimeError(f"{what} sink mismatch: ended at element {int(result[2])}, the chain "
+                               f"says {int(order[position % elements])}")
+        if float(result[0]) / steps < min_cycles_per_step:
+            raise RuntimeError(f"{what} took {float(result[0]) / steps:.2f} cycles per step, fewer than a "
+                               f"dependent load and its address arithmetic can take")
+        return result
+
+    first = run(min(elements, MAX_WARM_STEPS), CALIBRATION_STEPS)
+    steps = steps_for(float(first[1]) * 1e-9 / CALIBRATION_STEPS)
+    return repeat_until_stable(lambda repeat: chase_samples(ctx, run(0, steps), steps, repeat, "clock64"),
+                               "latency", ctx.budget)
 
 
 def smem_footprints(device: dict) -> list[int]:
@@ -78,20 +128,31 @@ def fill_chain(words, order, stride_bytes: int, base: int, offsets=None) -> None
     element ``order[i+1]``, and the last holds the first's, so the chain is one cycle through all of them.
     Element ``order[i]`` sits at byte ``order[i] * stride_bytes + offsets[i]`` (``offsets``: 8-byte multiples
     below the stride, parallel to ``order``; none: every element at the start of its block).  Addresses are
-    ``base`` plus byte offsets; other words are left alone."""
-    xp = _array_module(words)
-    at = order.astype(xp.uint64) * xp.uint64(stride_bytes)
+    ``base`` plus byte offsets; other words are left alone.  On the GPU chase.cu's ``lay_chain`` writes it
+    (compiled ahead with the kit's kernels: no CuPy kernel is built at first use)."""
+    if not isinstance(words, np.ndarray):
+        return _lay_on_gpu(words, order, stride_bytes, base, offsets)
+    at = order.astype(np.uint64) * np.uint64(stride_bytes)
     if offsets is not None:
-        at = at + xp.asarray(offsets).astype(xp.uint64)
-    words[(at // xp.uint64(8)).astype(xp.int64)] = xp.uint64(base) + xp.roll(at, -1)
+        at = at + np.asarray(offsets).astype(np.uint64)
+    words[(at // np.uint64(8)).astype(np.int64)] = np.uint64(base) + np.roll(at, -1)
 
 
-def _array_module(array):
-    if isinstance(array, np.ndarray):
-        return np
+def _lay_on_gpu(words, order, stride_bytes: int, base: int, offsets) -> None:
+    """fill_chain into a CuPy array: the order and offsets copied over as int64, then one lay_chain launch."""
     import cupy
 
-    return cupy.get_array_module(array)
+    from probes.kit.cuda import kernel
+
+    def int64_on_gpu(values):
+        host = values.get() if isinstance(values, cupy.ndarray) else values
+        return cupy.asarray(np.ascontiguousarray(host, dtype=np.int64))
+
+    order_gpu = int64_on_gpu(order)
+    offsets_gpu = np.uint64(0) if offsets is None else int64_on_gpu(offsets)
+    blocks = min(4096, -(-order_gpu.size // 256))
+    kernel("chase.cu", "lay_chain")((blocks,), (256,), (words, order_gpu, offsets_gpu, np.int64(order_gpu.size),
+                                                       np.int64(stride_bytes), np.uint64(base)))
 
 
 def expected_address(order: np.ndarray, steps: int, stride_bytes: int, base: int, offsets=None) -> int:
@@ -174,7 +235,6 @@ def place_chain(words, base: int, rng: np.random.Generator, footprint_bytes: int
     byte offsets) with ``rng``'s draws, and return its walker.  Laid again with another draw, a random chain
     takes a new placement in the same buffer: another visiting order and other sectors of each block, so other
     L2 slices and other TLB sets (the old chain's words are left behind, never visited)."""
-    xp = _array_module(words)
     elements = footprint_bytes // stride_bytes
     offsets = None
     if order == "sequential":
@@ -187,7 +247,7 @@ def place_chain(words, base: int, rng: np.random.Generator, footprint_bytes: int
         offsets = element_offsets(rng, order_host.size, stride_bytes)
     else:
         raise ValueError(f"unknown chain order {order!r}")
-    fill_chain(words, xp.asarray(order_host), stride_bytes, base, None if offsets is None else xp.asarray(offsets))
+    fill_chain(words, order_host, stride_bytes, base, offsets)
     return ChainWalker(order_host, stride_bytes, base, footprint_bytes, offsets)
 
 
@@ -195,17 +255,21 @@ _FLUSH: dict = {}
 
 
 def flush_l2(device: dict) -> None:
-    """Evict the L2: read a buffer of 4x its capacity twice, so the lines it then holds are that buffer's,
-    clean (no write-back of a chain's dirty lines lands in a timed walk)."""
+    """Evict the L2: read every sector of a buffer of 4x its capacity twice (chase.cu's ``touch`` from the
+    whole grid), so the lines it then holds are that buffer's, clean (no write-back of a chain's dirty lines
+    lands in a timed walk)."""
     import cupy
+
+    from probes.kit.cuda import kernel
 
     size = 4 * device["l2_bytes"] // 8
     scratch = _FLUSH.get(size)
     if scratch is None:
-        scratch = _FLUSH.setdefault(size, cupy.ones(size, dtype=cupy.uint64))
+        scratch = _FLUSH.setdefault(size, cupy.zeros(size, dtype=cupy.uint64))
+    sink = cupy.zeros(1, dtype=cupy.uint64)
+    touch = kernel("chase.cu", "touch")
     for _ in range(2):
-        if int(scratch.sum()) != size:
-            raise RuntimeError("L2 flush buffer lost its contents")
+        touch((device["sm_count"] * 4,), (256,), (scratch, np.int64(size), np.int64(SECTOR_ALIGN // 8), sink))
 
 
 def warm_steps(device: dict, footprint_bytes: int, elements: int) -> int:

@@ -8,41 +8,19 @@
 
 #include "common.cuh"
 
-template <int FLAVOUR>
-__device__ __forceinline__ unsigned long long step(unsigned long long p) {
-    unsigned long long next;
-    if (FLAVOUR == 0) {
-        asm volatile("ld.global.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
-    } else {
-        asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(next) : "l"(p) : "memory");
-    }
-    return next;
-}
-
 constexpr int UNROLL = 32;
 
-template <int FLAVOUR>
-__device__ void chase(unsigned long long start, long long warm_steps, long long steps,
-                      unsigned long long* out) {
-    out[2] = timed_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return step<FLAVOUR>(p); },
-                                out);
-}
-
-extern "C" __global__ void chase_default(unsigned long long start, long long warm_steps, long long steps,
-                                         unsigned long long* out) {
-    chase<0>(start, warm_steps, steps, out);
-}
-
-extern "C" __global__ void chase_cg(unsigned long long start, long long warm_steps, long long steps,
-                                    unsigned long long* out) {
-    chase<1>(start, warm_steps, steps, out);
-}
+CHASE_KERNEL(chase_default, UNROLL, 1, chase_load<0>)
+CHASE_KERNEL(chase_cg, UNROLL, 1, chase_load<1>)
 
 // The L2-only chase from every SM at once: one thread of block b follows the chain from starts[b], so the
 // chain's lines are read through both L2 partitions as every SM sees them.  out[3b..3b+2] as above.
 extern "C" __global__ void chase_cg_every_sm(const unsigned long long* starts, long long warm_steps,
                                              long long steps, unsigned long long* out) {
-    if (threadIdx.x == 0) chase<1>(starts[blockIdx.x], warm_steps, steps, out + 3 * blockIdx.x);
+    if (threadIdx.x != 0) return;
+    unsigned long long* mine = out + 3 * blockIdx.x;
+    mine[2] = timed_walk<UNROLL>(starts[blockIdx.x], warm_steps, steps,
+                                 [](unsigned long long p) { return chase_load<1>(p); }, mine);
 }
 
 // Per-access latency of the L2-only chase: the same dependent chain, but after each load the thread stores
@@ -56,7 +34,7 @@ extern "C" __global__ void chase_cg_record(unsigned long long start, long long w
     extern __shared__ unsigned short recorded[];  // steps intervals, then one 32-bit slot
     const unsigned int slot =
         (unsigned int)__cvta_generic_to_shared(recorded) + ((2u * steps + 3u) & ~3u);
-    out[2] = recorded_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return step<1>(p); },
+    out[2] = recorded_walk<UNROLL>(start, warm_steps, steps, [](unsigned long long p) { return chase_load<1>(p); },
                                    recorded, slot, intervals, out);
 }
 
@@ -93,4 +71,18 @@ extern "C" __global__ void chase_shared(const unsigned int* next_index, int elem
                                                   return p;
                                               }, out);
     out[2] = (p - base) / (4u * stride_words);
+}
+
+// Lay a chain (probes/kit/chain.py's fill_chain, on the GPU): element order[i] sits at byte at(i) =
+// order[i] * stride_bytes + offsets[i] (offsets null: + 0) and holds base + at(i + 1), the last element the
+// first's address, so the chain is one cycle through all `count` elements.  Other words are left alone.
+extern "C" __global__ void lay_chain(unsigned long long* words, const long long* order, const long long* offsets,
+                                     long long count, long long stride_bytes, unsigned long long base) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long j = i + 1 == count ? 0 : i + 1;
+        const unsigned long long at = (unsigned long long)order[i] * stride_bytes + (offsets ? offsets[i] : 0);
+        const unsigned long long next = (unsigned long long)order[j] * stride_bytes + (offsets ? offsets[j] : 0);
+        words[at / 8] = base + next;
+    }
 }

@@ -114,6 +114,20 @@ def kernel(filename: str, name: str, arch: str | None = None):
     return module(filename, arch).get_function(name)
 
 
+def replayed(launches, stream, mode: str):
+    """``launches`` itself (``mode`` plain), or (``graph``) a call that replays one CUDA graph captured from a
+    call of it on ``stream``: the same kernels, launched by the driver as one submission."""
+    if mode == "plain":
+        return launches
+    if mode != "graph":
+        raise ValueError(f"unknown launch mode {mode!r}: plain or graph")
+    stream.begin_capture()
+    launches()
+    graph = stream.end_capture()
+    graph.upload(stream)
+    return lambda: graph.launch(stream)
+
+
 def blocks_per_sm(func, threads: int, dynamic_smem: int = 0) -> int:
     """Resident blocks of ``threads`` per SM that the driver grants ``func`` (registers, shared memory)."""
     import cupy

@@ -248,7 +248,10 @@ def __getattr__(name: str):
         return gathered()
     if name.startswith("__"):
         raise AttributeError(name)
-    found = {id(vars(module)[name]): module for module in _family_modules() if name in vars(module)}
+    modules = _family_modules()
+    if name in globals():  # a family module itself, imported just now
+        return globals()[name]
+    found = {id(vars(module)[name]): module for module in modules if name in vars(module)}
     if len(found) > 1:
         raise AttributeError(f"{name!r} means different things in {sorted(m.__name__ for m in found.values())}: "
                              f"import it from its family's module")

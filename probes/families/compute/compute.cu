@@ -55,7 +55,7 @@ __device__ __forceinline__ void chains(const T* init, T a, T b, int trips, T* ou
     T x[CHAINS];
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) x[c] = init[first + c];
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {
@@ -98,15 +98,9 @@ int32_imad(const unsigned int* init, unsigned int a, unsigned int b, int trips, 
 extern "C" __global__ void latency_fp32(const float* init, float a, float b, int trips, float* out,
                                         long long* cycles) {
     float x = init[threadIdx.x];
-    const long long c0 = clock64();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < LATENCY_UNROLL; ++u) x = fmaf(x, a, b);
-    }
-    const long long c1 = clock64();
+    const long long elapsed = timed_chain<LATENCY_UNROLL>(trips, [&] { x = fmaf(x, a, b); });
     out[threadIdx.x] = x;
-    if (threadIdx.x == 0) cycles[0] = c1 - c0;
+    if (threadIdx.x == 0) cycles[0] = elapsed;
 }
 
 // ---- mma.sync ------------------------------------------------------------------------------------------
@@ -152,7 +146,7 @@ __device__ __forceinline__ void mma_loop(const unsigned int* a_words, const unsi
 #pragma unroll
         for (int i = 0; i < 4; ++i) c[j][i] = 0.0f;
     }
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {

@@ -135,7 +135,7 @@ __device__ __forceinline__ void gmma_loop(const uint4* a_rows, const unsigned in
     typename Acc<OP>::type d[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) d[i] = 0;
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (long long g = 0; g < groups; ++g) {
@@ -210,7 +210,7 @@ __device__ __forceinline__ void dmma_loop(const double* a_in, const double* b_in
 #pragma unroll
         for (int i = 0; i < S::C; ++i) c[j][i] = 0.0;
     }
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {

@@ -84,7 +84,7 @@ __device__ __forceinline__ void wgmma_loop(const uint4* a_rows, const uint4* b_r
     float d[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (long long g = 0; g < groups; ++g) {
@@ -95,7 +95,7 @@ __device__ __forceinline__ void wgmma_loop(const uint4* a_rows, const uint4* b_r
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    const long long c1 = clock64();
+    const long long c1 = clock64_plain();
     const unsigned long long t1 = globaltimer();
     float* mine = out + ((long long)blockIdx.x * WG_THREADS + threadIdx.x) * (N / 2);
 #pragma unroll

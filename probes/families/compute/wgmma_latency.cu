@@ -22,22 +22,16 @@ __device__ __forceinline__ void wgmma_chain(const uint4* a_rows, const uint4* b_
     float d[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
-    const unsigned long long c0 = clock64_fenced();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < WG_LAT_UNROLL; ++u) {
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            wgmma<N, OP>(d, da, db);
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        }
-    }
-    const unsigned long long c1 = clock64_fenced();
+    const long long elapsed = timed_chain<WG_LAT_UNROLL, true>(trips, [&] {
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+        wgmma<N, OP>(d, da, db);
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    });
     float* mine = out + threadIdx.x * (N / 2);
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) mine[i] = d[i];
-    if (threadIdx.x == 0) cycles[0] = (long long)(c1 - c0);
+    if (threadIdx.x == 0) cycles[0] = elapsed;
 }
 
 #define WGMMA_LAT_KERNEL(OP, N)                                                                          \

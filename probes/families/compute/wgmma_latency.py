@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.harness import Sample, repeat_until_stable
+from probes.kit.chains import chain_latency_samples, kernel_file, ones_chain
+from probes.kit.harness import Sample
 from probes.registry import probe
 
 #: wgmma_latency.cu's constants (WG_THREADS, A_ROWS, ROW_BYTES from wgmma.cu).
@@ -21,10 +22,7 @@ WGMMA_ONES = {"bf16": (0x3F803F80, 16), "fp16": (0x3C003C00, 16), "tf32": (0x3F8
               "e4m3": (0x38383838, 32)}
 
 
-def _kernel(name: str):
-    from probes.kit.cuda import kernel
-
-    return kernel("wgmma_latency.cu", name, arch="sm_90a")
+_kernel = kernel_file("wgmma_latency.cu", arch="sm_90a")
 
 
 def _sweep(device):
@@ -55,20 +53,6 @@ def exec_wgmma_latency(ctx, dtype: str, n: int) -> list[Sample]:
     out = cupy.zeros(WG_THREADS * n // 2, dtype=cupy.float32)
     cycles = cupy.zeros(1, dtype=cupy.int64)
 
-    def chain(trips: int) -> float:
-        func((1,), (WG_THREADS,), (a_rows, b_rows, np.int32(trips), out, cycles))
-        want = trips * WG_LAT_UNROLL * k  # every element: steps x (K products of 1 x 1)
-        got = out.get()
-        if not np.all(got == want):
-            raise RuntimeError(f"wgmma_lat_{dtype}_n{n}: accumulators {np.unique(got)[:4]} after "
-                               f"{trips * WG_LAT_UNROLL} steps, expected {want} in every element")
-        return float(cycles.get()[0])
-
-    def sample(repeat: int) -> list[Sample]:
-        short, long = chain(WG_LAT_TRIPS), chain(2 * WG_LAT_TRIPS)
-        per_wgmma = (long - short) / (WG_LAT_TRIPS * WG_LAT_UNROLL)
-        hz = ctx.sm_clock()
-        return [Sample("latency", per_wgmma, "cycles", repeat, hz, "clock64",
-                       "invalid" if per_wgmma < 1 else ctx.throttle_flag(hz, power_limited=True))]
-
-    return repeat_until_stable(sample, "latency", ctx.budget)
+    chain = ones_chain(lambda trips: func((1,), (WG_THREADS,), (a_rows, b_rows, np.int32(trips), out, cycles)),
+                       out, cycles, WG_LAT_UNROLL, k, f"wgmma_lat_{dtype}_n{n}")
+    return chain_latency_samples(ctx, chain, WG_LAT_TRIPS, WG_LAT_UNROLL, power_limited=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.execution import OPS
+from probes.kit.chains import chain_latency, config_budget, kernel_file
 from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import kernel_clock_hz
@@ -45,19 +46,7 @@ INST_TIME_S, RATE_TIME_S, WARMUP_S = 0.1, 0.05, 0.005
 
 _NP = {"u32": np.uint32, "u64": np.uint64, "f32": np.float32, "f64": np.float64}
 
-
-def _budget(ctx, time_s: float):
-    """The profile's repeats, within a shorter time per config."""
-    import dataclasses
-
-    return dataclasses.replace(ctx.budget, time_s=min(ctx.budget.time_s, time_s),
-                               warmup_s=min(ctx.budget.warmup_s, WARMUP_S))
-
-
-def _kernel(name: str):
-    from probes.kit.cuda import kernel
-
-    return kernel("execution.cu", name)
+_kernel = kernel_file("execution.cu")
 
 
 # -- operands -----------------------------------------------------------------------------------------------
@@ -173,14 +162,11 @@ def exec_inst(ctx, op: str) -> list[Sample]:
         samples = [Sample("ops_per_clk_sm", per_clk, "1/cycle", repeat, hz, "cuda_event", flag),
                    Sample("throughput", rate, "1/s", repeat, hz, "cuda_event", flag)]
         if spec.latency:
-            short, _ = chain_cycles(LAT_TRIPS)
-            long, _ = chain_cycles(2 * LAT_TRIPS)
-            per_inst = (long - short) / (LAT_TRIPS * LAT_UNROLL * spec.per_step)
-            samples.append(Sample("latency", per_inst, "cycles", repeat, hz, "clock64",
-                                  "invalid" if per_inst < 1 else ctx.throttle_flag(hz)))
+            samples.append(chain_latency(ctx, lambda trips: chain_cycles(trips)[0], LAT_TRIPS,
+                                         LAT_UNROLL * spec.per_step, repeat, hz=hz))
         return samples
 
-    samples = repeat_until_stable(sample, "ops_per_clk_sm", _budget(ctx, INST_TIME_S))
+    samples = repeat_until_stable(sample, "ops_per_clk_sm", config_budget(ctx, INST_TIME_S, WARMUP_S))
     _check_warps(out.get(), CHAINS, op)
     return samples
 
@@ -286,7 +272,7 @@ def exec_schedule(ctx, resident_warps_per_sm: int, ilp: int) -> list[Sample]:
         flag = "invalid" if ipc * LANES > ISSUE_BOUND * CLOCK_SLACK else ctx.throttle_flag(hz)
         return [Sample("warp_ipc_sm", ipc, "1/cycle", repeat, hz, "clock64", flag)]
 
-    samples = repeat_until_stable(sample, "warp_ipc_sm", _budget(ctx, RATE_TIME_S))
+    samples = repeat_until_stable(sample, "warp_ipc_sm", config_budget(ctx, RATE_TIME_S, WARMUP_S))
     _check_warps(out.get(), ilp, f"sched_ffma_ilp{ilp}")
     return samples
 
@@ -320,6 +306,6 @@ def exec_diverge(ctx, ways: int) -> list[Sample]:
         flag = "invalid" if rate > ISSUE_BOUND * CLOCK_SLACK else ctx.throttle_flag(hz)
         return [Sample("lane_ffma_per_clk_sm", rate, "1/cycle", repeat, hz, "clock64", flag)]
 
-    samples = repeat_until_stable(sample, "lane_ffma_per_clk_sm", _budget(ctx, RATE_TIME_S))
+    samples = repeat_until_stable(sample, "lane_ffma_per_clk_sm", config_budget(ctx, RATE_TIME_S, WARMUP_S))
     _check_warps(out.get(), DIVERGE_ILP, "diverge_ffma")
     return samples

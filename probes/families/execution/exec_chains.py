@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.kit.chains import add_chain, chain_latency, chain_latency_samples, config_budget, kernel_file, ones_chain
 from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
@@ -28,19 +29,8 @@ LAUNCH_S, SAMPLE_S, MAX_TRIPS = 1e-3, 1e-3, 2**31 - 1
 #: Longest a config repeats for stability (the chapter is many short configs) and its warm-up.
 RATE_TIME_S, WARMUP_S = 0.05, 0.005
 
+_kernel = kernel_file("execution.cu")
 
-def _budget(ctx, time_s: float):
-    """The profile's repeats, within a shorter time per config."""
-    import dataclasses
-
-    return dataclasses.replace(ctx.budget, time_s=min(ctx.budget.time_s, time_s),
-                               warmup_s=min(ctx.budget.warmup_s, WARMUP_S))
-
-
-def _kernel(name: str):
-    from probes.kit.cuda import kernel
-
-    return kernel("execution.cu", name)
 
 # -- exec.mma_latency ---------------------------------------------------------------------------------------
 
@@ -68,23 +58,11 @@ def exec_mma_latency(ctx, dtype: str) -> list[Sample]:
     out = cupy.zeros(LANES * per_lane, dtype=acc)
     cycles = cupy.zeros(1, dtype=cupy.int64)
 
-    def chain(trips: int) -> float:
-        func((1,), (LANES,), (operand, operand, np.int32(trips), out, cycles))
-        want = trips * MMA_UNROLL * k  # every element: steps x (K products of 1 x 1)
-        got = out.get()
-        if not np.all(got == want):
-            raise RuntimeError(f"mma_lat_{dtype}: accumulators {np.unique(got)[:4]} after {trips * MMA_UNROLL} "
-                               f"steps, expected {want} in every element")
-        return float(cycles.get()[0])
+    chain = ones_chain(lambda trips: func((1,), (LANES,), (operand, operand, np.int32(trips), out, cycles)),
+                       out, cycles, MMA_UNROLL, k, f"mma_lat_{dtype}")
 
-    def sample(repeat: int) -> list[Sample]:
-        short, long = chain(MMA_TRIPS), chain(2 * MMA_TRIPS)
-        per_mma = (long - short) / (MMA_TRIPS * MMA_UNROLL)
-        hz = ctx.sm_clock()
-        return [Sample("latency", per_mma, "cycles", repeat, hz, "clock64",
-                       "invalid" if per_mma < 1 else ctx.throttle_flag(hz, power_limited=True))]
-
-    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))
+    return chain_latency_samples(ctx, chain, MMA_TRIPS, MMA_UNROLL, budget=config_budget(ctx, RATE_TIME_S, WARMUP_S),
+                                 power_limited=True)
 
 
 # -- exec.atomics -------------------------------------------------------------------------------------------
@@ -99,14 +77,8 @@ ATOMIC_SALT = 0xA70
 
 
 def atomic_chain(dtype: str, steps: int) -> tuple:
-    """(x, memory) after ``steps`` of x <- atom.add(p, x) from x = 1, p = 0: each step returns the old value
-    and adds the previous return (a Fibonacci recurrence), in the type's own arithmetic."""
-    kind = ATOMIC_TYPES[dtype]
-    x, p = kind(1), kind(0)
-    with np.errstate(over="ignore"):
-        for _ in range(steps):
-            x, p = p, kind(p + x)
-    return x, p
+    """(x, memory) after ``steps`` of x <- atom.add(p, x) from x = 1, p = 0, in ``dtype``'s arithmetic."""
+    return add_chain(ATOMIC_TYPES[dtype], steps)
 
 
 def red_expected(dtype: str, adds: int):
@@ -163,7 +135,7 @@ def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
         return [Sample("ops_per_s", rate, "1/s", repeat, hz, "cuda_event", ctx.throttle_flag(hz)),
                 Sample("ops_per_clk", rate / hz, "1/cycle", repeat, hz, "cuda_event", ctx.throttle_flag(hz))]
 
-    samples = repeat_until_stable(sample, "ops_per_s", _budget(ctx, RATE_TIME_S))
+    samples = repeat_until_stable(sample, "ops_per_s", config_budget(ctx, RATE_TIME_S, WARMUP_S))
     per_word = launches[0] * threads // words  # adds of 1 every word received
     got = memory.get()
     if not np.all(got == red_expected(dtype, per_word)):
@@ -195,12 +167,8 @@ def _atomic_latency(ctx, dtype: str, kind) -> list[Sample]:
     samples = []
     for placement, offset in enumerate(offsets):
         memory = span[int(offset) // np.dtype(kind).itemsize:][:1]
-        short, long = chain(memory, ATOM_TRIPS), chain(memory, 2 * ATOM_TRIPS)
-        per_atom = (long - short) / (ATOM_TRIPS * ATOM_UNROLL)
-        hz = ctx.sm_clock()
-        flag = "invalid" if per_atom < 1 else ctx.throttle_flag(hz)
-        samples += [Sample("latency", per_atom, "cycles", placement, hz, "clock64", flag),
-                    Sample("address_offset", float(offset), "B", placement, hz, "config")]
+        latency = chain_latency(ctx, lambda trips: chain(memory, trips), ATOM_TRIPS, ATOM_UNROLL, placement)
+        samples += [latency, Sample("address_offset", float(offset), "B", placement, latency.sm_clock_hz, "config")]
     return samples
 
 
@@ -240,11 +208,4 @@ def exec_sync(ctx, threads: int) -> list[Sample]:
                                f"{threads * trips * SYNC_UNROLL}")
         return float(cycles.get()[0])
 
-    def sample(repeat: int) -> list[Sample]:
-        short, long = chain(SYNC_TRIPS), chain(2 * SYNC_TRIPS)
-        per_barrier = (long - short) / (SYNC_TRIPS * SYNC_UNROLL)
-        hz = ctx.sm_clock()
-        return [Sample("latency", per_barrier, "cycles", repeat, hz, "clock64",
-                       "invalid" if per_barrier < 1 else ctx.throttle_flag(hz))]
-
-    return repeat_until_stable(sample, "latency", _budget(ctx, RATE_TIME_S))
+    return chain_latency_samples(ctx, chain, SYNC_TRIPS, SYNC_UNROLL, budget=config_budget(ctx, RATE_TIME_S, WARMUP_S))

@@ -137,15 +137,9 @@ __device__ __forceinline__ void latency(const typename Op::type* init, typename 
                                         int trips, typename Op::type* out, long long* cycles) {
     Op::setup();
     typename Op::type x = Op::start(init[(threadIdx.x & 31) * CHAINS]);
-    const long long c0 = clock64();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < LAT_UNROLL; ++u) x = Op::step(x, a, b);
-    }
-    const long long c1 = clock64();
+    const long long elapsed = timed_chain<LAT_UNROLL>(trips, [&] { x = Op::step(x, a, b); });
     out[threadIdx.x] = x;
-    if (threadIdx.x == 0) cycles[0] = c1 - c0;
+    if (threadIdx.x == 0) cycles[0] = elapsed;
 }
 
 template <class Op>
@@ -155,7 +149,7 @@ __device__ __forceinline__ void throughput(const typename Op::type* init, typena
     typename Op::type x[CHAINS];
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) x[c] = Op::start(init[(threadIdx.x & 31) * CHAINS + c]);
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const u64 t0 = globaltimer();
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {
@@ -200,7 +194,7 @@ KERNELS(lds) KERNELS(ldg) KERNELS(sts)
 // ends it), %globaltimer at start and end.
 __device__ __forceinline__ void record_block(u64* rec, long long c0, u64 t0) {
     __syncthreads();
-    const long long c1 = clock64();
+    const long long c1 = clock64_plain();
     const u64 t1 = globaltimer();
     if (threadIdx.x == 0) {
         u64* r = rec + 5 * blockIdx.x;
@@ -218,29 +212,39 @@ __device__ __forceinline__ float fma_step(float x, float a, float b) {
     return y;
 }
 
+// The frame of the scheduling kernels: each thread's ILP chains start from its lane's row of init; after a
+// barrier (every warp starts together) body(x) runs, timed as record_block records it; then the chains are
+// stored, ILP words per thread.
+template <int ILP, typename Body>
+__device__ __forceinline__ void block_timed(const float* init, float* out, u64* rec, Body body) {
+    float x[ILP];
+#pragma unroll
+    for (int c = 0; c < ILP; ++c) x[c] = init[(threadIdx.x & 31) * CHAINS + c];
+    __syncthreads();
+    const long long c0 = clock64_plain();
+    const u64 t0 = globaltimer();
+    body(x);
+    record_block(rec, c0, t0);
+    const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * ILP;
+#pragma unroll
+    for (int c = 0; c < ILP; ++c) out[first + c] = x[c];
+}
+
 // Each warp: ILP independent FFMA chains, SCHED_FFMA FFMAs a trip whatever the ILP.
 constexpr int SCHED_FFMA = 256;
 
 template <int ILP>
 __device__ __forceinline__ void sched(const float* init, float a, float b, int trips, float* out, u64* rec) {
-    float x[ILP];
-#pragma unroll
-    for (int c = 0; c < ILP; ++c) x[c] = init[(threadIdx.x & 31) * CHAINS + c];
-    __syncthreads();
-    const long long c0 = clock64();
-    const u64 t0 = globaltimer();
+    block_timed<ILP>(init, out, rec, [&](float* x) {
 #pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
+        for (int t = 0; t < trips; ++t) {
 #pragma unroll
-        for (int u = 0; u < SCHED_FFMA / ILP; ++u) {
+            for (int u = 0; u < SCHED_FFMA / ILP; ++u) {
 #pragma unroll
-            for (int c = 0; c < ILP; ++c) x[c] = fma_step(x[c], a, b);
+                for (int c = 0; c < ILP; ++c) x[c] = fma_step(x[c], a, b);
+            }
         }
-    }
-    record_block(rec, c0, t0);
-    const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * ILP;
-#pragma unroll
-    for (int c = 0; c < ILP; ++c) out[first + c] = x[c];
+    });
 }
 
 #define SCHED(ILP)                                                                                       \
@@ -255,29 +259,21 @@ SCHED(1) SCHED(2) SCHED(4) SCHED(8)
 extern "C" __global__ void __launch_bounds__(THR_THREADS)
 diverge_ffma(const float* init, float a, float b, int ways, int trips, float* out, u64* rec) {
     const int branch = threadIdx.x & (ways - 1);
-    float x[DIVERGE_ILP];
-#pragma unroll
-    for (int c = 0; c < DIVERGE_ILP; ++c) x[c] = init[(threadIdx.x & 31) * CHAINS + c];
-    __syncthreads();
-    const long long c0 = clock64();
-    const u64 t0 = globaltimer();
+    block_timed<DIVERGE_ILP>(init, out, rec, [&](float* x) {
 #pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
+        for (int t = 0; t < trips; ++t) {
 #pragma unroll 1
-        for (int k = 0; k < ways; ++k) {
-            if (branch == k) {
+            for (int k = 0; k < ways; ++k) {
+                if (branch == k) {
 #pragma unroll
-                for (int u = 0; u < DIVERGE_UNROLL; ++u) {
+                    for (int u = 0; u < DIVERGE_UNROLL; ++u) {
 #pragma unroll
-                    for (int c = 0; c < DIVERGE_ILP; ++c) x[c] = fma_step(x[c], a, b);
+                        for (int c = 0; c < DIVERGE_ILP; ++c) x[c] = fma_step(x[c], a, b);
+                    }
                 }
             }
         }
-    }
-    record_block(rec, c0, t0);
-    const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * DIVERGE_ILP;
-#pragma unroll
-    for (int c = 0; c < DIVERGE_ILP; ++c) out[first + c] = x[c];
+    });
 }
 
 // ---- mma.sync latency --------------------------------------------------------------------------------
@@ -287,18 +283,14 @@ diverge_ffma(const float* init, float a, float b, int ways, int trips, float* ou
 #define MMA_LATENCY(NAME, SHAPE, CT, CC)                                                                    \
     extern "C" __global__ void mma_lat_##NAME(u32 a, u32 b, int trips, CT* out, long long* cycles) {      \
         CT d[4] = {0, 0, 0, 0};                                                                         \
-        const long long c0 = clock64();                                                                 \
-        _Pragma("unroll 1") for (int t = 0; t < trips; ++t) {                                           \
-            _Pragma("unroll") for (int u = 0; u < MMA_UNROLL; ++u) {                                    \
-                asm volatile("mma.sync.aligned." SHAPE " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "  \
-                             "{%0, %1, %2, %3};"                                                        \
-                             : "+" CC(d[0]), "+" CC(d[1]), "+" CC(d[2]), "+" CC(d[3])                   \
-                             : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));                         \
-            }                                                                                           \
-        }                                                                                               \
-        const long long c1 = clock64();                                                                 \
+        const long long elapsed = timed_chain<MMA_UNROLL>(trips, [&] {                                  \
+            asm volatile("mma.sync.aligned." SHAPE " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "      \
+                         "{%0, %1, %2, %3};"                                                            \
+                         : "+" CC(d[0]), "+" CC(d[1]), "+" CC(d[2]), "+" CC(d[3])                       \
+                         : "r"(a), "r"(a), "r"(a), "r"(a), "r"(b), "r"(b));                             \
+        });                                                                                             \
         for (int i = 0; i < 4; ++i) out[4 * threadIdx.x + i] = d[i];                                    \
-        if (threadIdx.x == 0) cycles[0] = c1 - c0;                                                      \
+        if (threadIdx.x == 0) cycles[0] = elapsed;                                                      \
     }
 
 constexpr int MMA_UNROLL = 32;
@@ -310,19 +302,14 @@ MMA_LATENCY(int8, "m16n8k32.row.col.s32.s8.s8.s32", int, "r")
 // FP64 m8n8k4: A and B one double per lane, two accumulators per lane.
 extern "C" __global__ void mma_lat_fp64(double a, double b, int trips, double* out, long long* cycles) {
     double d[2] = {0, 0};
-    const long long c0 = clock64();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < MMA_UNROLL; ++u)
-            asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
-                         : "+d"(d[0]), "+d"(d[1])
-                         : "d"(a), "d"(b));
-    }
-    const long long c1 = clock64();
+    const long long elapsed = timed_chain<MMA_UNROLL>(trips, [&] {
+        asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+                     : "+d"(d[0]), "+d"(d[1])
+                     : "d"(a), "d"(b));
+    });
     out[2 * threadIdx.x] = d[0];
     out[2 * threadIdx.x + 1] = d[1];
-    if (threadIdx.x == 0) cycles[0] = c1 - c0;
+    if (threadIdx.x == 0) cycles[0] = elapsed;
 }
 
 // ---- global atomics ------------------------------------------------------------------------------------
@@ -334,20 +321,17 @@ extern "C" __global__ void mma_lat_fp64(double a, double b, int trips, double* o
     extern "C" __global__ void atom_lat_##NAME(T* p, T v, int trips, T* out, long long* cycles) {           \
         T x = v;                                                                                            \
         T* q = p + threadIdx.x;                                                                             \
-        const long long c0 = clock64();                                                                     \
-        _Pragma("unroll 1") for (int t = 0; t < trips; ++t) {                                               \
-            _Pragma("unroll") for (int u = 0; u < ATOM_UNROLL; ++u)                                         \
-                asm volatile("atom.global.add." TYPE " %0, [%1], %2;" : "=" CC(x) : "l"(q), CC(x) : "memory"); \
-        }                                                                                                   \
-        const long long c1 = clock64();                                                                     \
+        const long long elapsed = timed_chain<ATOM_UNROLL>(trips, [&] {                                     \
+            asm volatile("atom.global.add." TYPE " %0, [%1], %2;" : "=" CC(x) : "l"(q), CC(x) : "memory");  \
+        });                                                                                                 \
         out[0] = x;                                                                                         \
-        cycles[0] = c1 - c0;                                                                                \
+        cycles[0] = elapsed;                                                                                \
     }                                                                                                       \
     extern "C" __global__ void __launch_bounds__(THR_THREADS)                                               \
         red_##NAME(T* p, T v, int mode, int reps, u64* clocks) {                                            \
         const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;                          \
         T* q = p + (mode == 0 ? 0 : mode == 1 ? thread / 32 : thread);                                      \
-        const long long c0 = clock64();                                                                     \
+        const long long c0 = clock64_plain();                                                                     \
         const u64 t0 = globaltimer();                                                                       \
         _Pragma("unroll 1") for (int r = 0; r < reps; ++r)                                                  \
             asm volatile("red.global.add." TYPE " [%0], %1;" ::"l"(q), CC(v) : "memory");                  \
@@ -367,17 +351,11 @@ extern "C" __global__ void sync_lat(int trips, u32* passed, long long* cycles) {
     __shared__ u32 count;
     if (threadIdx.x == 0) count = 0;
     __syncthreads();
-    const long long c0 = clock64();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < SYNC_UNROLL; ++u) __syncthreads();
-    }
-    const long long c1 = clock64();
+    const long long elapsed = timed_chain<SYNC_UNROLL>(trips, [] { __syncthreads(); });
     atomicAdd(&count, (u32)(trips * SYNC_UNROLL));
     __syncthreads();
     if (threadIdx.x == 0) {
         passed[0] = count;
-        cycles[0] = c1 - c0;
+        cycles[0] = elapsed;
     }
 }
