@@ -184,8 +184,10 @@ def mshr_rows(measurements: pd.DataFrame, device: dict, rows: list[dict]) -> lis
                 f"{fit['split_spread']:.2f}x")
         if count:
             out.append(derived_row(quantity, fit["knee"], *fit["knee_ci"], method, PROBE, note))
-        else:
-            out.append(derived_row(quantity, np.nan, *fit["knee_ci"], method, PROBE, f"undecided: {note}"))
+        else:  # a rate hides the count: the registers hold at least what the HBM knee kept in flight
+            dram = found.get((load, "dram", 1))
+            bound = (dram["knee_ci"][0], np.inf) if dram and dram["decided"] else fit["knee_ci"]
+            out.append(derived_row(quantity, np.nan, *bound, method, PROBE, f"undecided: {note}"))
         if load == "plain":
             out.append(derived_row("l1.miss_lines_per_clk_sm", fit["plateau"], *fit["plateau_ci"],
                                    "plateau of the same fit", PROBE, "lines of one 32-byte sector each"))

@@ -462,8 +462,10 @@ def gpu_ctx():
 
 
 @pytest.mark.gpu
-def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx):
-    """The 128-B chain's lines held fit the unified array's bound, and a one-set stride holds far fewer."""
+def test_gpu_l1_walks_hold_a_plausible_capacity_and_no_stride_holds_more(gpu_ctx):
+    """The 128-B chain's lines held fit the unified array's bound, and the widest power-of-two stride holds no
+    more: a cache holds at most its lines at any stride.  (Where the set index is hashed, as the H200's 482 sets
+    are, a power-of-two stride does not fall into one set, so it need not hold fewer.)"""
     from probes.families.geometry import geometry_l1, set_strides
 
     device = gpu_ctx.device
@@ -471,7 +473,7 @@ def test_gpu_l1_walks_hold_a_plausible_capacity_and_one_set_holds_fewer(gpu_ctx)
     m = frame({(s, RECORD_BYTES, "stride"): geometry_l1(gpu_ctx, s, RECORD_BYTES, "stride") for s in strides})
     held = {s: n for (s, _, _), n in lines_held(walks(m)).items()}
     assert device["smem_per_sm_bytes"] / 16 < held[LINE] * LINE <= 2 * device["smem_per_sm_bytes"]
-    assert held[strides[1]] < held[LINE]
+    assert held[strides[1]] <= held[LINE]
 
 
 @pytest.mark.gpu

@@ -66,6 +66,8 @@ def test_a_per_line_rate_is_told_by_the_dram_control():
     assert np.isnan(row["value"]) and "a rate, not a count" in row["note"]
     floor = float(re.search(r"at least (\d+) misses", row["note"]).group(1))
     assert floor == pytest.approx(0.6 * fakes.LEVELS["dram"], rel=0.2)
+    assert row["ci_high"] == np.inf and 0.8 * floor <= row["ci_low"] <= floor, "the interval is the lower bound"
+    assert row["ci_low"] <= 4096, "and the simulated registers lie inside it"
 
 
 def test_too_few_steps_or_a_knee_past_the_sweep_is_undecided():

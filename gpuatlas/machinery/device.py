@@ -92,11 +92,15 @@ def device_properties(index: int = 0) -> dict:
                       f"{props.get('pciDeviceID', 0):02x}",
     }
     device["gpu_count"] = int(rt.getDeviceCount())  # GPUs this run sees (CUDA_VISIBLE_DEVICES applied)
+    if not _whole(device["uuid"]):
+        device["uuid"] = _nvml_uuid(device["pci_bus_id"]) or device["uuid"]
     device.update(_nvml_facts(device["uuid"]))
     return device
 
 
 def _uuid(raw) -> str | None:
+    """The UUID as nvidia-smi prints it, from cudaDeviceProp's 16 bytes.  CuPy hands them over as a C string,
+    cut at the first zero byte: such a UUID comes out short (``_whole`` says so) and NVML completes it."""
     if raw is None:
         return None
     data = bytes(raw) if not isinstance(raw, (bytes, str)) else raw
@@ -104,6 +108,24 @@ def _uuid(raw) -> str | None:
         return data
     h = data.hex()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _whole(uuid: str | None) -> bool:
+    return bool(uuid) and len(uuid) == len("GPU-") + 36
+
+
+def _nvml_uuid(pci_bus_id: str) -> str | None:
+    """The board's UUID from NVML, found by its PCI bus id (domain:bus:device, as cudaDeviceProp gives it)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return _decode(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByPciBusId(f"{pci_bus_id}.0")))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
 
 
 def _nvml_facts(uuid: str | None) -> dict:

@@ -226,7 +226,7 @@ def _dram_read_once(ctx) -> list[Sample]:
         launches["n"] = 0
 
     def verify():
-        got, want = int(sinks.sum(dtype=cupy.uint64)) % 2**32, launches["n"] * total % 2**32
+        got, want = int(sinks.get().sum(dtype=np.uint64)) % 2**32, launches["n"] * total % 2**32
         if got != want:
             raise RuntimeError(f"dram_read_once: checksum mismatch after {launches['n']} launches: the kernels "
                                f"summed {got:#010x}, the buffer says {want:#010x}")
