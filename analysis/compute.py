@@ -241,7 +241,7 @@ def compute_rows(measurements: pd.DataFrame, device: dict | None = None) -> list
     return rows + _ratio_row(rows)
 
 
-FAMILY = Family(order=70, probe_modules=("compute", "compute.wgmma"),
+FAMILY = Family(order=70, probe_modules=("compute", "compute.wgmma", "compute.tensor_units"),
                 rows=lambda m, device: compute_rows(m, device), quantities={
     "fp32.peak_flops": ("FLOP/s", "FP32 FMA peak"),
     "fp64.peak_flops": ("FLOP/s", "FP64 FMA peak"),

@@ -206,7 +206,7 @@ def energy_op_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     return rows
 
 
-FAMILY = Family(order=165, probe_modules=("energy",), rows=energy_op_rows, quantities={
+FAMILY = Family(order=77, probe_modules=("energy",), rows=energy_op_rows, quantities={
     "energy.idle_power_w": ("W", "board power at rest, from NVML's energy counter over a window with no kernel"),
     **{f"energy.{name}.{kind}_pj_per_{'flop' if per == 'FLOP' else 'byte'}":
        (f"pJ/{'FLOP' if per == 'FLOP' else 'B'}",

@@ -121,8 +121,7 @@ def _shared_memory_bound(measurements: pd.DataFrame, per_clk: float, a_from_smem
             f"{documented_per_clk_sm('bf16_sparse') * per_flop:.0f}")
 
 
-FAMILY = Family(order=80, probe_modules=("compute.tensor_units",),
-                rows=lambda m, device: tensor_unit_rows(m), quantities={
+FAMILY = Family(order=80, rows=lambda m, device: tensor_unit_rows(m), quantities={
     "tc.bf16.ss_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A and B "
                                                  "from shared memory (SS)"),
     "tc.bf16.rs_flop_per_clk_sm": ("FLOP/cycle", "dense BF16 wgmma m64n256k16 FLOP per clock per SM, A from "
