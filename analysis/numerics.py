@@ -10,8 +10,9 @@ inputs may be flushed to zero (``flush_in``), and so may subnormal results (``fl
 
 ``crafted_cases`` builds dot products whose exact sums separate the models: the effective bits (c = 2^k plus
 or minus 1), the alignment's rounding (2^k plus 3/4), the group size (2^m - 2^m + 1 with the 1 moved along k) and
-subnormals in and out.  ``consistent`` keeps the models that reproduce every observed output; ``verdict``
-judges a claimed accumulator width (e.g. the e8m13 claim for FP8: 13 mantissa bits) against them.
+subnormals in and out.  ``consistent`` keeps the models that reproduce every observed output (it runs ``dot``'s
+steps in integers, every value in units of a case's 2^-shift: the same outputs, without a Fraction per step);
+``verdict`` judges a claimed accumulator width (e.g. the e8m13 claim for FP8: 13 mantissa bits) against them.
 """
 from __future__ import annotations
 
@@ -239,10 +240,99 @@ def consistent(observed: dict, cases: list[Case], fmt: Format, models: list[Accu
     left = list(models)
     names = list(observed)
     for name in [names[i] for i in _bisection(len(names))]:  # one case at a time, halving the models
-        value = observed[name]
-        case = by_name[name]
-        left = [m for m in left if m.dot(case.a, case.b, case.c, fmt) == value]
+        value, case = observed[name], by_name[name]
+        scaled = _Scaled(case, fmt) if left else None
+        left = [m for m in left if _output_is(m, case, scaled, value, fmt)]
     return left
+
+
+def _output_is(model: Accumulator, case: Case, scaled, value, fmt: Format) -> bool:
+    """Whether ``model`` gives ``value`` on ``case``: in integers, or through ``Accumulator.dot`` where the
+    integer path does not reach (an output past FP32)."""
+    got = scaled.dot(model) if scaled.shift is not None else None
+    if got is None:
+        return model.dot(case.a, case.b, case.c, fmt) == value
+    return Fraction(got, 1 << scaled.shift) == value
+
+
+class _Scaled:
+    """One case as ``Accumulator.dot`` sees it, in integers: every value in units of 2^-shift, the smallest that
+    makes c and the exact products a_i b_i whole (their denominators are powers of two; shift None where one is
+    not).  The products are model-independent, so they are made once per case, each with its index and whether
+    an operand is subnormal (what ``flush_in`` drops)."""
+
+    def __init__(self, case: Case, fmt: Format):
+        tiny = Fraction(2) ** fmt.emin
+        c = Fraction(case.c)
+        exact = [(i, Fraction(x) * Fraction(y), abs(x) < tiny or abs(y) < tiny)
+                 for i, (x, y) in enumerate(zip(case.a, case.b)) if x and y]
+        denominators = [c.denominator] + [p.denominator for _, p, _ in exact]
+        self.k = len(case.a)
+        self.shift = None
+        if any(d & (d - 1) for d in denominators):
+            return
+        self.shift = max(d.bit_length() for d in denominators) - 1
+        self.c = int(c * (1 << self.shift))
+        self.fp32_max = int(FP32.max_finite) << self.shift
+        self.c_subnormal = c != 0 and abs(c) < Fraction(2) ** FP32.emin
+        self.products = [(i, int(p * (1 << self.shift)), subnormal) for i, p, subnormal in exact]
+
+    def exponent(self, x: int) -> int:
+        """floor(log2 |x|) of the value of a nonzero scaled x."""
+        return abs(x).bit_length() - 1 - self.shift
+
+    def dot(self, m: Accumulator):
+        """``m.dot`` of this case, step for step, in units of 2^-shift; None past FP32's largest finite value (or
+        for a rounding mode that is none of MODES), where ``Accumulator.dot`` gives the answer."""
+        if m.align not in MODES or m.out not in MODES:
+            return None
+        acc = 0 if m.flush_in and self.c_subnormal else self.c
+        size = m.group or self.k
+        groups = {}
+        for i, p, subnormal in self.products:
+            if not (m.flush_in and subnormal):
+                groups.setdefault(i // size, []).append(p)
+        g, last = 0, (self.k - 1) // size
+        while g <= last:
+            terms = groups.get(g, [])
+            quantum = max((abs(t).bit_length() for t in (acc, *terms) if t), default=0) - m.bits  # 2^quantum
+            if not terms and (not acc or _whole(acc, quantum) and self.exponent(acc) >= FP32.emin):
+                # nothing to add, or a normal accumulator alone that the alignment keeps whole: nothing changes
+                # until the next group with a product
+                g = min((h for h in groups if h > g), default=last + 1)
+                continue
+            total = _round_int(acc, quantum, m.align) + sum(_round_int(t, quantum, m.align) for t in terms)
+            acc = self.to_fp32(total, m.out, m.flush_out)
+            if acc is None:
+                return None
+            g += 1
+        return acc
+
+    def to_fp32(self, x: int, mode: str, flush: bool):
+        """``round_to(x, FP32, mode, flush)`` of a scaled x; None past the largest finite value."""
+        if x == 0 or flush and self.exponent(x) < FP32.emin:
+            return 0
+        out = _round_int(x, max(self.exponent(x), FP32.emin) - FP32.mantissa_bits + self.shift, mode)
+        return None if abs(out) > self.fp32_max else out
+
+
+def _whole(x: int, quantum: int) -> bool:
+    """Whether x is a multiple of 2^quantum."""
+    return quantum <= 0 or not x & ((1 << quantum) - 1)
+
+
+def _round_int(x: int, quantum: int, mode: str) -> int:
+    """``round_quantum`` of integers: x to a multiple of 2^quantum (exact where quantum <= 0)."""
+    if quantum <= 0:
+        return x
+    whole, rest = x >> quantum, x & ((1 << quantum) - 1)  # floor, and what it drops
+    if mode == "rz":
+        whole += x < 0 and rest != 0
+    else:
+        half = 1 << (quantum - 1)
+        whole += rest > half or (rest == half and whole & 1)
+    return whole << quantum
+
 
 def _bisection(n: int) -> list[int]:
     """0..n-1 in the order a bisection visits them (middle, then the quarters, ...): run over a sweep of

@@ -7,11 +7,14 @@ import pytest
 
 from analysis.numerics import (
     FORMATS,
+    MODES,
     Accumulator,
+    Case,
     consistent,
     crafted_cases,
     decode,
     encode,
+    exponent,
     hypotheses,
     round_to,
     summary,
@@ -112,3 +115,48 @@ def test_the_e8m13_claim_is_judged_from_the_outputs():
     observed["bits_3"] += 1
     assert verdict(consistent(observed, cases, fmt, grid), 13) == "no model fits"
     assert verdict([Accumulator(14), Accumulator(15)], 13) == "undecided"
+
+
+
+@pytest.mark.parametrize("name", sorted(K))
+def test_consistent_keeps_exactly_the_models_whose_dot_gives_every_output(name):
+    """``consistent`` (integer arithmetic) against the models' own Fraction ``dot``: random models, random
+    cases (operands of either sign, a fifth subnormal, sparse and dense; FP32 accumulators from subnormal to
+    2^60) and the outputs of one of the models, one of them moved by an FP32 unit so that the model no longer fits."""
+    fmt, k = FORMATS[name], K[name]
+    e, m = fmt.exponent_bits, fmt.mantissa_bits
+    rng = np.random.default_rng(sum(map(ord, name)))
+
+    def operand():
+        biased = 0 if rng.random() < 0.2 else int(rng.integers(1, min(fmt.bias + 20, (1 << e) - 1)))
+        return decode(int(rng.integers(2)) << (e + m) | biased << m | int(rng.integers(1 << m)), fmt)
+
+    cases = []
+    for n in range(16):
+        a, b = [F(0)] * k, [F(0)] * k
+        for i in rng.choice(k, size=k if n % 4 == 0 else int(rng.integers(0, 4)), replace=False).tolist():
+            a[i], b[i] = operand(), operand()
+        c = round_to(F(float(rng.standard_normal())) * F(2) ** int(rng.integers(-150, 60)), FORMATS["fp32"])
+        cases.append(Case(f"case_{n}", tuple(a), tuple(b), c, "random"))
+    groups = [g for g in (1, 2, 4, 8, 16) if g < k] + [0]
+    models = list(dict.fromkeys(
+        Accumulator(int(rng.integers(6, 29)), str(rng.choice(MODES)), int(rng.choice(groups)), str(rng.choice(MODES)),
+                    bool(rng.integers(2)), bool(rng.integers(2))) for _ in range(80)))
+    outputs = {mo: {c.name: mo.dot(c.a, c.b, c.c, fmt) for c in cases} for mo in models}
+    for truth in models[:3]:
+        for moved in (None, cases[int(rng.integers(len(cases)))].name):
+            observed = dict(outputs[truth])
+            if moved:
+                observed[moved] += F(2) ** (exponent(observed[moved]) - 23) if observed[moved] else F(2) ** -149
+            want = [mo for mo in models if outputs[mo] == observed]
+            assert consistent(observed, cases, fmt, models) == want
+            assert (truth in want) == (moved is None)
+
+
+def test_an_output_past_fp32_is_infinite_to_nearest_and_the_largest_value_toward_zero():
+    fmt, k = FORMATS["bf16"], K["bf16"]
+    big = (F(0),) * (k - 1) + (F(2) ** 100,)  # in the last group, so that no later group adds to an infinity
+    case, grid = Case("past_fp32", big, big, F(0), "2^200"), hypotheses(k)
+    assert consistent({case.name: float("inf")}, [case], fmt, grid) == [m for m in grid if m.out == "rne"]
+    largest = FORMATS["fp32"].max_finite
+    assert consistent({case.name: largest}, [case], fmt, grid) == [m for m in grid if m.out == "rz"]
