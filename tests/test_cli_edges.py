@@ -76,6 +76,7 @@ def a_file(tmp_path):
     (["--resume", "{file}"], "is not a directory"),
     (["--out", "{file}"], "a-file is a file, not a folder"),
     (["--out", "{file}/sub"], "a-file is a file, not a folder"),
+    (["-p", "energy"], "energy.per_operation measure only in the full profile: add --profile full"),
 ])
 def test_run_refuses_bad_arguments_before_asking_for_a_gpu(tmp_path, capsys, no_work, a_file, argv, says):
     before = tree_digest(tmp_path)
@@ -90,6 +91,8 @@ def test_a_good_run_request_gets_as_far_as_the_gpu(tmp_path, capsys, no_work):
                  "--out", str(tmp_path / "new")]) == 1
     assert "work started" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+    assert main(["run", "-p", "energy", "--profile", "full", "--out", str(tmp_path / "new")]) == 1
+    assert "work started" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, says", [

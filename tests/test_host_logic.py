@@ -70,7 +70,7 @@ def test_every_probe_declares_quick_and_full_and_counts_configs():
     for probe in all_probes().values():
         node = dict(device, gpu_count=probe.min_gpus)  # the link probes size their pairs from the GPUs seen
         quick, full = probe.configs(node, "quick"), probe.configs(node, "full")
-        assert 0 < len(quick) <= len(full)
+        assert 0 < len(full) and len(quick) <= len(full)  # quick is a subset; a full-only probe has none
         if probe.min_gpus > 1:
             assert probe.configs(dict(device, gpu_count=1), "quick") == [], "no pair on one GPU"
         assert probe.summary and probe.version

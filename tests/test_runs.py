@@ -187,7 +187,8 @@ def test_report_renders_a_simulated_run(simulated_quick_run, tmp_path):
 def test_derive_and_render_work_on_a_run_of_any_single_probe(tmp_path, probe_id):
     probes = [p for p in simulated_probes() if p.id == probe_id]
     device = dict(DEVICE, gpu_count=probes[0].min_gpus)  # a link probe measures on a node of the GPUs it needs
-    run, meta = runner.new_run(tmp_path, device, {"python": "3"}, probes, "quick", {}, 0, ["gpuatlas", "run"])
+    profile = "quick" if probes[0].configs(device, "quick") else "full"  # a probe of sustained windows is full-only
+    run, meta = runner.new_run(tmp_path, device, {"python": "3"}, probes, profile, {}, 0, ["gpuatlas", "run"])
     meta = runner.execute(run, meta, probes, isolate=False)
     measurements = run.read_measurements()
     render(meta, measurements, derive(meta, measurements), tmp_path / "report")
