@@ -10,21 +10,35 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import EngFormatter, FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
+from matplotlib.ticker import EngFormatter, FixedLocator, FuncFormatter, Locator, NullFormatter  # noqa: E402
 
 from analysis.units import fmt_bytes  # noqa: E402
 
 
+class PowersOfTwo(Locator):
+    """Ticks at powers of two, every 2**k-th one so that labels ``label_inches`` wide (a "256 MiB") never meet
+    along the axes' width as drawn: placed at draw time, after a layout has narrowed the axes for a legend."""
+
+    def __init__(self, label_inches: float):
+        self.label_inches = label_inches
+
+    def __call__(self):
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin, vmax):
+        lo, hi = sorted((vmin, vmax))
+        first, last = int(np.ceil(np.log2(max(lo, 1e-300)))), int(np.floor(np.log2(hi)))
+        axes = self.axis.axes
+        room = axes.get_position().width * axes.figure.get_figwidth() / self.label_inches
+        step = max(1, int(np.ceil((last - first + 1) / max(room, 1))))
+        step = 2 ** int(np.ceil(np.log2(step)))  # 1, 2, 4, 8 powers apart: ticks stay on round sizes
+        return [2.0 ** k for k in range(first, last + 1) if k % step == 0]
+
+
 def _bytes_axis(ax, label_inches: float = 0.75):
-    """A log2 byte axis with ticks at powers of two, every 2**k-th one so that labels ``label_inches`` wide
-    (a "256 MiB") never meet along the axes' width."""
+    """A log2 byte axis labelled in KiB/MiB/GiB at powers of two that never meet (PowersOfTwo)."""
     ax.set_xscale("log", base=2)
-    lo, hi = ax.get_xlim()
-    first, last = int(np.ceil(np.log2(lo))), int(np.floor(np.log2(hi)))
-    room = ax.get_position().width * ax.figure.get_figwidth() / label_inches
-    step = max(1, int(np.ceil((last - first + 1) / max(room, 1))))
-    step = 2 ** int(np.ceil(np.log2(step)))  # 1, 2, 4, 8 powers apart: ticks stay on round sizes
-    ax.xaxis.set_major_locator(FixedLocator([2.0 ** k for k in range(first, last + 1) if k % step == 0]))
+    ax.xaxis.set_major_locator(PowersOfTwo(label_inches))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
     ax.xaxis.set_minor_formatter(NullFormatter())
 

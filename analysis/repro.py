@@ -41,7 +41,8 @@ def panel_spread(derived_by_board: dict[str, pd.DataFrame]) -> pd.DataFrame:
     boards = values.notna().sum(axis=1)
     values = values[boards >= 2]
     median = values.median(axis=1)
-    spread = values.std(axis=1, ddof=1) / median.abs()
+    deviation = values.std(axis=1, ddof=1)
+    spread = (deviation / median.abs()).where(deviation > 0, 0.0)  # boards that agree agree at zero too
     out = pd.DataFrame({"quantity": values.index, "boards": boards[values.index].astype(int),
                         "median": median, "spread": spread.replace([np.inf], np.nan)})
     return out.dropna(subset=["spread"]).reset_index(drop=True)

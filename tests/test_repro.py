@@ -150,6 +150,17 @@ def test_the_panel_spread_is_the_boards_sd_over_the_median_and_a_board_is_the_me
     assert out.at["q", "spread"] == pytest.approx(np.std([100.0, 104.0, 96.0], ddof=1) / 100.0)
 
 
+def test_boards_that_agree_at_zero_have_no_spread_and_a_zero_width_repro_interval():
+    """A decided "no" (a flag at 0 on every board) is as reproducible as a decided "yes"; a zero that moves
+    between boards has no relative spread to give."""
+    frames = {b: _derived({"flag": 0.0, "moving": v}) for b, v in (("b0", 0.0), ("b1", 1.0), ("b2", -1.0))}
+    out = repro.panel_spread(frames).set_index("quantity")
+    assert out.at["flag", "spread"] == 0.0 and "moving" not in out.index
+    table = out.reset_index().assign(model="GPU X", panel="p")
+    flag = repro.attach(frames["b0"], "GPU X", table).set_index("quantity").loc["flag"]
+    assert flag["repro_low"] == flag["repro_high"] == 0.0
+
+
 def test_a_non_negative_quantitys_interval_stops_at_zero_and_a_signed_ones_does_not():
     table = pd.DataFrame([{"model": "GPU X", "quantity": q, "boards": 3, "median": 1.0, "spread": 0.5, "panel": "p"}
                           for q in ("count", "slope")])
