@@ -4,9 +4,10 @@ One block on one SM keeps n distinct lines in flight, each an L1 miss.  Little's
 X(n) = n / L0 while the misses are served in parallel (L0 the unloaded latency), flat at X_max once a per-SM
 limit binds; the knee n* = X_max x L0 is the number of misses the SM holds in flight.  The fit is the
 two-segment model log X = log X_max + min(log n - log n*, 0) (slope one, then flat), least absolute
-deviations over the per-n medians, the knee searched on a grid; the 95% interval comes from a bootstrap that
-resamples the launches (placements and repeats) at each n.  A knee is undecided when fewer than MIN_SIDE
-swept n lie on either side of it, or its interval spans more than MAX_CI_RATIO.
+deviations over the per-n medians, the knee searched on a grid and refined within a step of it; the 95%
+interval comes from a bootstrap that resamples the launches (placements and repeats) at each n.  A knee is
+undecided when fewer than MIN_SIDE swept n lie on either side of it, or its interval spans more than
+MAX_CI_RATIO.
 
 A knee is a count only if nothing else caps the plateau.  Two controls tell: a count keeps n* when the
 latency changes (the DRAM source: the plateau falls as 1 / L0), a rate keeps its plateau instead; and a
@@ -30,7 +31,7 @@ KEYS = ["load", "source", "sectors_per_line"]
 MIN_SIDE, MAX_CI_RATIO, AGREE = 3, 2.0, 1.3
 #: The 1-sector plateau is a byte ceiling when its bytes per cycle reach this fraction of the 4-sector one's.
 BYTE_CEILING = 0.8
-GRID, BOOTSTRAP = 400, 300
+GRID, REFINE, BOOTSTRAP = 400, 40, 300
 QUANTITY = {"plain": "l1.mshr_per_sm", "cg": "l2.requests_in_flight_per_sm"}
 SECTOR, LINE = 32, 128
 
@@ -51,14 +52,23 @@ def launches(measurements: pd.DataFrame) -> pd.DataFrame:
 
 
 def _hinge(log_n: np.ndarray, log_x: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(log n*, log X_max) of the least-absolute-deviation fit of log X = b + min(log n - c, 0), c on ``grid``
-    and b the median residual at each c, for each row of ``log_x`` (curves over ``log_n``)."""
-    low = np.minimum(log_n[None, :] - grid[:, None], 0.0)  # (grid, n)
-    residual = log_x[:, None, :] - low[None]  # (curves, grid, n)
+    """(log n*, log X_max) of the least-absolute-deviation fit of log X = b + min(log n - c, 0) for each row of
+    ``log_x`` (curves over ``log_n``): c searched on ``grid``, then within one grid step of each curve's best
+    at REFINE times the grid's resolution, so that no interval end sits on a grid point; b is the median
+    residual at each c."""
+    c, _ = _hinge_on(log_n, log_x, np.broadcast_to(grid, (log_x.shape[0], grid.size)))
+    step = grid[1] - grid[0]
+    return _hinge_on(log_n, log_x, c[:, None] + np.linspace(-step, step, 2 * REFINE + 1)[None, :])
+
+
+def _hinge_on(log_n: np.ndarray, log_x: np.ndarray, grids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best c of each curve's own candidates (``grids``: curves x candidates) and its b."""
+    low = np.minimum(log_n[None, None, :] - grids[:, :, None], 0.0)  # (curves, candidates, n)
+    residual = log_x[:, None, :] - low
     b = np.median(residual, axis=2)
     best = np.argmin(np.abs(residual - b[..., None]).sum(axis=2), axis=1)
     rows = np.arange(log_x.shape[0])
-    return grid[best], b[rows, best]
+    return grids[rows, best], b[rows, best]
 
 
 def fit_knee(n, x, resamples: int = BOOTSTRAP, seed: int = 0) -> dict:

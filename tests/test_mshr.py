@@ -42,6 +42,18 @@ def test_the_registers_of_both_paths_are_recovered_within_their_interval():
     assert plateau["value"] == pytest.approx(fakes.MSHRS["plain"] / fakes.LEVELS["l2"], rel=0.15)
 
 
+@pytest.mark.parametrize("knee", [300.0, 517.3, 777.7])
+def test_a_sharp_knee_between_grid_points_is_placed_finer_than_the_grid_and_its_interval_has_width(knee):
+    """An ideal hinge (slope one, then flat) with 0.2% noise: a knee read off the search grid alone is off by
+    up to half a grid step (about 1% here) and its bootstrap ends sit on grid points, often one and the same."""
+    n = np.repeat(np.geomspace(8, 4096, 24), 5)
+    x = np.minimum(n, knee) / 600 * (1 + np.random.default_rng(1).normal(0, 0.002, n.size))
+    fit = fit_knee(n, x)
+    assert fit["knee"] == pytest.approx(knee, rel=1e-3)
+    low, high = fit["knee_ci"]
+    assert low < high and high / low < 1.01
+
+
 def test_the_cross_check_sets_plateau_times_chase_latency_beside_the_knee():
     rows = [{"quantity": "l2.latency_cycles", "value": fakes.LEVELS["l2"]},
             {"quantity": "littles.l2_bytes_in_flight", "value": 100.0 * 128 * fakes.DEVICE["sm_count"]},
