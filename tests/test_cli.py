@@ -143,6 +143,9 @@ def test_compare_of_the_readme_fits_a_reader_at_80_columns(monkeypatch, capsys):
     common = common_only(every)
     assert 0 < common["quantity"].nunique() < every["quantity"].nunique()
     for row in common.itertuples():
+        if row.quantity in common.attrs["companions"]:  # a like-for-like ratio's stand-in, named in its note
+            assert any(row.quantity in line for line in lines), row.quantity
+            continue
         for token in _cell_tokens(format_value(row.value, row.unit, row.ci_low, row.ci_high)):
             assert any(token in line for line in lines), (row.quantity, token)
     one_sided = every["quantity"].nunique() - common["quantity"].nunique()
