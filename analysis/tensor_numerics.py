@@ -13,6 +13,8 @@ elements off the exact sum per case (metric ``mismatches_<case>``), and the tabl
 """
 from __future__ import annotations
 
+import functools
+
 from fractions import Fraction
 
 import pandas as pd
@@ -84,14 +86,21 @@ def observed(frame: pd.DataFrame, prefix: str) -> dict:
     return {m[len(prefix):]: v for m, v in zip(part["metric"], part["value"])}
 
 
+@functools.lru_cache(maxsize=64)
+def kept_models(dtype: str, outputs: tuple) -> tuple:
+    """The grid's models consistent with one input type's outputs (sorted (case name, value) pairs): a pure
+    function of them, kept for the process, since one GPU's boards and runs give the same outputs."""
+    return tuple(consistent(dict(outputs), cases(dtype), FORMATS[dtype], hypotheses(DEPTH[dtype])))
+
+
 def float_rows(instruction: str, dtype: str, values: dict, device: dict) -> list[dict]:
     """The table's rows of one input type through one instruction from its outputs (case name -> value)."""
-    probe, fmt, k = INSTRUCTIONS[instruction], FORMATS[dtype], DEPTH[dtype]
-    crafted = cases(dtype)
-    outputs = {name: Fraction(v) for name, v in values.items() if name in {c.name for c in crafted}}
+    probe, k = INSTRUCTIONS[instruction], DEPTH[dtype]
+    names = {c.name for c in cases(dtype)}
+    outputs = {name: Fraction(v) for name, v in values.items() if name in names}
     grid = hypotheses(k)
     top = max(m.mantissa_bits for m in grid)
-    models = consistent(outputs, crafted, fmt, grid)
+    models = kept_models(dtype, tuple(sorted(outputs.items())))
     note = f"{len(outputs)} cases, {len(models)} of {len(grid)} models kept"
     if models:
         note += ": " + ", ".join(f"{name} {value}" for name, value in summary(models).items())
