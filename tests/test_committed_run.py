@@ -26,7 +26,8 @@ def _distinct(runs: list) -> list:
 
 
 #: Every committed run of the H200 (the two consecutive runs of reports/h200-repeat, the other board's run).
-ALL_RUNS = _distinct([COMMITTED_RUN, *sorted(COMMITTED_RUN.parent.glob("h200-*/2*"))])
+ALL_RUNS = _distinct([COMMITTED_RUN, *sorted(p for p in COMMITTED_RUN.parent.glob("h200-*/2*")
+                                             if (p / "run.json").is_file())])  # a stray folder is no run
 
 
 def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_run):
