@@ -5,7 +5,7 @@ quantities it is computed from, each as ``id = value unit [CI]``, and the arithm
 property in run.json's device block), ``default`` (a documented value no probe measures) or, as a comment
 line, ``not set`` (why not: the simulator's own default then applies).  Accel-Sim's definitions: latencies
 in core cycles; ``-gpgpu_l2_rop_latency`` = L2 hit - L1 hit; ``-dram_latency`` = DRAM - L2 hit; an opcode's
-initiation interval = 32 lanes / its lanes per clock per scheduler (analysis.accelsim_sm: the SM's options).
+initiation interval = 32 lanes / its lanes per clock per scheduler (gpuatlas.analysis.accelsim_sm: the SM's options).
 docs/accel-sim.md explains each option.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import math
 
 import pandas as pd
 
-from analysis.accelsim_options import KNOWN
-from analysis.accelsim_run import Option, Run, measured, missing, whole
-from analysis.accelsim_sm import core_options, opcode_options, trace_options
+from gpuatlas.analysis.accelsim_options import KNOWN
+from gpuatlas.analysis.accelsim_run import Option, Run, measured, missing, whole
+from gpuatlas.analysis.accelsim_sm import core_options, opcode_options, trace_options
 
 #: The CUDA C++ Programming Guide's shared-memory carve-outs (KiB) per compute capability.
 CARVEOUTS_KIB = {"7.0": (0, 8, 16, 32, 64, 96), "7.5": (32, 64), "8.0": (0, 8, 16, 32, 64, 100, 132, 164),
@@ -253,8 +253,8 @@ def export(run_dir, out_dir) -> list:
     import os
     from pathlib import Path
 
-    from analysis.errors import UsageError
-    from analysis.results import RunDir
+    from gpuatlas.analysis.errors import UsageError
+    from gpuatlas.analysis.results import RunDir
 
     run = RunDir(Path(run_dir))
     meta, derived = run.read_meta(), run.read_derived()

@@ -1,6 +1,6 @@
 """What an Accel-Sim option is built from: a run's derived quantities and device properties (``Run``), and one
-option line (``Option``) with where its value comes from; shared by the memory side (analysis.accelsim) and
-the SM's (analysis.accelsim_sm)."""
+option line (``Option``) with where its value comes from; shared by the memory side (gpuatlas.analysis.accelsim) and
+the SM's (gpuatlas.analysis.accelsim_sm)."""
 from __future__ import annotations
 
 import math

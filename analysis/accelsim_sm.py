@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from analysis.accelsim_run import Option, Run, measured, missing, whole
+from gpuatlas.analysis.accelsim_run import Option, Run, measured, missing, whole
 
 #: The simulator's defaults for the opcode-list positions no probe measures (MAX of floats, DIV), from
 #: GPGPU-Sim's option registration of ``-ptx_opcode_latency_*`` / ``-ptx_opcode_initiation_*``.

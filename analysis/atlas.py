@@ -17,8 +17,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.patches import FancyBboxPatch
 
-from analysis.report_figures import FigureSpec
-from analysis.shown import fmt_measured, fmt_value
+from gpuatlas.analysis.report_figures import FigureSpec
+from gpuatlas.analysis.shown import fmt_measured, fmt_value
 
 #: The quantity that turns cycles into time.
 CLOCK = "clock.sm_hz"

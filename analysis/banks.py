@@ -26,9 +26,9 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, of_probe, select, usable
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, of_probe, select, usable
 
 LANES = 32
 CANDIDATES = tuple((banks, width) for banks in (16, 32, 64) for width in (4, 8))

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.board_text import pct, rule_line, spread_text, z_text
-from analysis.boards import distribution, read_summary
-from analysis.fleet_page import render_fleet_page
-from analysis.page import write_page
-from analysis.results import RunDir
-from analysis.units import fmt_value
+from gpuatlas.analysis.board_text import pct, rule_line, spread_text, z_text
+from gpuatlas.analysis.boards import distribution, read_summary
+from gpuatlas.analysis.fleet_page import render_fleet_page
+from gpuatlas.analysis.page import write_page
+from gpuatlas.analysis.results import RunDir
+from gpuatlas.analysis.units import fmt_value
 
 
 def boards_sections(summary: dict, compared: pd.DataFrame) -> list:
@@ -45,7 +45,7 @@ def render_boards(folder: Path, kind: str, out_dir: Path) -> Path:
     summary, compared = read_summary(folder, kind)
     if kind == "fleet":
         return render_fleet_page(folder, summary, compared, out_dir)
-    from analysis.links import link_sections  # links' sections derive a run, and derive imports every family
+    from gpuatlas.analysis.links import link_sections  # links' sections derive a run, and derive imports every family
 
     title = f"gpuatlas: {kind} of {len(summary['boards'])} boards ({Path(folder).name})"
     links = [link_sections(RunDir(Path(folder) / "links" / summary["links_run"]))] if summary.get("links_run") else []

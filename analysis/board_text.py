@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.boards import FALSE_ALARMS, GROUPS, is_group
+from gpuatlas.analysis.boards import FALSE_ALARMS, GROUPS, is_group
 
 
 def pct(v) -> str:

@@ -63,9 +63,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from scipy.special import stdtrit
 
-from analysis.errors import UsageError
-from analysis.repro import read_spread_table
-from analysis.results import RENAMED_QUANTITIES, RunDir, atomic_write_bytes, atomic_write_text
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.repro import read_spread_table
+from gpuatlas.analysis.results import RENAMED_QUANTITIES, RunDir, atomic_write_bytes, atomic_write_text
 
 #: Expected false alarms of a whole summary (every board and quantity of a model) when every board is healthy;
 #: the group screen holds its own to the same.

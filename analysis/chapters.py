@@ -7,11 +7,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis import claims, execution, repro
-from analysis.page import Part
-from analysis.quantities import QUANTITIES
-from analysis.report_figures import declared_figures
-from analysis.shown import fmt_interval, fmt_value
+from gpuatlas.analysis import claims, execution, repro
+from gpuatlas.analysis.page import Part
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.report_figures import declared_figures
+from gpuatlas.analysis.shown import fmt_interval, fmt_value
 
 
 class Chapter(NamedTuple):
@@ -112,7 +112,7 @@ def reproducibility(derived: pd.DataFrame) -> str:
 
 def reproducibility_chapter(derived: pd.DataFrame) -> list:
     """The quantities another board reads further off than this run's CI says, widest first, with the cause
-    measured for each (analysis.repro.CAUSES)."""
+    measured for each (gpuatlas.analysis.repro.CAUSES)."""
     if not has_repro(derived):
         return []
     wide = repro.beyond_ci(derived)
@@ -158,7 +158,7 @@ def verdict_bars(table: pd.DataFrame) -> tuple:
 
 def report_sections(meta, derived, figs: dict, tables) -> list:
     """(title, content) of the whole report: Summary, the chapters, the appendices.  ``figs``: stem ->
-    (spec, svg) of every figure drawn; ``tables``: the report's tables by name (analysis.render makes them)."""
+    (spec, svg) of every figure drawn; ``tables``: the report's tables by name (gpuatlas.analysis.render makes them)."""
     def drawn(stems):
         return [figs[s] for s in stems if s in figs]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.stats import median_ci, of_probe, usable
+from gpuatlas.analysis.stats import median_ci, of_probe, usable
 
 CUPY_PROBE, NUMBA_PROBE, ACCESS_PROBE = "chase.latency", "chase.latency_numba", "chase.access"
 

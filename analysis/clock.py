@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
 
 
 def clock_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:

@@ -1,5 +1,5 @@
 """Coalescing, the bandwidth of every level and the L2's capacity (where the L2 sweep falls to HBM), from the
-``bw.*`` probes (HBM's read, write and copy rows in analysis.hbm_bandwidth).
+``bw.*`` probes (HBM's read, write and copy rows in gpuatlas.analysis.hbm_bandwidth).
 
 Byte accounting (the lecture's §7.6 rule, with the block size left open): one warp-wide load whose 32 lanes
 read one ``e``-byte element each, ``s`` elements apart, moves every distinct ``B``-byte block it touches,
@@ -20,12 +20,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.capacity import fit_capacity
-from analysis.family import Family
-from analysis.hbm_bandwidth import config_median, dram_rows
-from analysis.quantities import derived_row, structure_row
-from analysis.stats import median_ci, ratio_ci, select
-from analysis.units import fmt_bytes, fmt_value
+from gpuatlas.analysis.capacity import fit_capacity
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.hbm_bandwidth import config_median, dram_rows
+from gpuatlas.analysis.quantities import derived_row, structure_row
+from gpuatlas.analysis.stats import median_ci, ratio_ci, select
+from gpuatlas.analysis.units import fmt_bytes, fmt_value
 
 LANES = 32
 #: Block sizes the fit compares: the sector, a sector pair (a DRAM burst), the lecture's segment.
@@ -221,7 +221,7 @@ CAPACITY_FLOOR = 1 / 8
 
 
 def l2_capacity_fit(frame, device):
-    """The miss model (``analysis.capacity.fit_capacity``) fitted to usable bw.l2 samples at footprints from
+    """The miss model (``gpuatlas.analysis.capacity.fit_capacity``) fitted to usable bw.l2 samples at footprints from
     L2 / 8 up; None when the sweep does not fall clearly below the L2 plateau (a sweep that stops at the L2).
     A report fits each run once: the figure gets the fit derive made (the same samples give the same fit)."""
     return _capacity_fit(frame["footprint_bytes"].to_numpy(dtype=float).tobytes(),
@@ -267,7 +267,7 @@ def _capacity_row(frame, device, hit_bytes_per_s: float, miss_bytes_per_s: float
                  + ", ".join(f"{fmt_bytes(f)}: {fmt_bytes(c)}" for f, c in kept.items())
                  + " (one C under the model: where they drift, the fitted C is not a capacity)")
     return [derived_row("l2.capacity_bytes", fit.capacity_bytes, *fit.ci,
-                        "miss model fitted to the all-SM read sweep (analysis.capacity.fit_capacity): an L2 of C "
+                        "miss model fitted to the all-SM read sweep (gpuatlas.analysis.capacity.fit_capacity): an L2 of C "
                         "bytes re-read cyclically over a footprint F keeps a fraction h = min(1, C/F) resident, "
                         "bandwidth(F) = 1 / (h / B_L2 + (1 - h) / B_HBM), scanned over C (global least "
                         "squares); 95% CI the wider of a bootstrap over repeats and the profile interval",

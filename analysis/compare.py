@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.derive import derived_for
-from analysis.errors import UsageError
-from analysis.quantities import QUANTITIES
-from analysis.references import is_reference, load_reference
-from analysis.results import RunDir
+from gpuatlas.analysis.derive import derived_for
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.references import is_reference, load_reference
+from gpuatlas.analysis.results import RunDir
 
 COLUMNS = ("id", "gpu", "quantity", "level", "value", "ci_low", "ci_high", "unit", "method", "kind", "source", "caveat")
 
@@ -63,7 +63,7 @@ def _sort_key(quantity: str):
 
 
 def load_derived(source: str | Path) -> tuple[str, pd.DataFrame]:
-    """A label and the derived quantities of a run directory (``analysis.derive.derived_for``, the source
+    """A label and the derived quantities of a run directory (``gpuatlas.analysis.derive.derived_for``, the source
     ``report`` uses), or of a reference such as ``ref:h100-sxm`` (with ``source`` per row)."""
     if is_reference(source):
         return load_reference(source)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.compare import gpus, letters, ratios, resolve_baseline
-from analysis.errors import UsageError
+from gpuatlas.analysis.compare import gpus, letters, ratios, resolve_baseline
+from gpuatlas.analysis.errors import UsageError
 
 #: Ratios an axis may be labelled at: every one in view while they fit, else the powers of two alone.
 RATIO_TICKS = (1 / 16, 1 / 8, 1 / 4, 1 / 3, 1 / 2, 3 / 4, 1, 3 / 2, 2, 3, 4, 8, 16)
@@ -24,7 +24,7 @@ def ratio_figure(long: pd.DataFrame, baseline: str | None = None):
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    from analysis.figures import color_palette
+    from gpuatlas.analysis.figures import color_palette
 
     base = resolve_baseline(long, baseline)
     frame = ratios(long, base)

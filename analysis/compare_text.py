@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from analysis.compare import _published, _sig, format_value, gpus, letters, level, ratios, resolve_baseline
+from gpuatlas.analysis.compare import _published, _sig, format_value, gpus, letters, level, ratios, resolve_baseline
 
 
 def format_ratio(ratio: float) -> str:

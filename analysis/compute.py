@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
-from analysis.units import fmt_value
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
+from gpuatlas.analysis.units import fmt_value
 
 VECTOR_PROBE, LATENCY_PROBE, MMA_PROBE, WGMMA_PROBE = ("compute.vector", "compute.latency", "compute.mma_sync",
                                                        "compute.wgmma")

@@ -10,15 +10,15 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from analysis.compute import PEAK_BARS, WGMMA_PROBE  # noqa: E402
-from analysis.figures import _legend, _no_data, _si_axis, color_palette  # noqa: E402
-from analysis.fusion import fusion_table  # noqa: E402
-from analysis.littles_law import (HEADLINE_LOAD_BYTES, fit_sweep, model, throughput_samples,  # noqa: E402
+from gpuatlas.analysis.compute import PEAK_BARS, WGMMA_PROBE  # noqa: E402
+from gpuatlas.analysis.figures import _legend, _no_data, _si_axis, color_palette  # noqa: E402
+from gpuatlas.analysis.fusion import fusion_table  # noqa: E402
+from gpuatlas.analysis.littles_law import (HEADLINE_LOAD_BYTES, fit_sweep, model, throughput_samples,  # noqa: E402
                                   throughput_table)
-from analysis.report_figures import FigureSpec  # noqa: E402
-from analysis.roofline import BANDWIDTH_QUANTITY, PEAK_QUANTITY, roofline_table  # noqa: E402
-from analysis.stats import usable  # noqa: E402
-from analysis.units import plain_log_axis  # noqa: E402
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.roofline import BANDWIDTH_QUANTITY, PEAK_QUANTITY, roofline_table  # noqa: E402
+from gpuatlas.analysis.stats import usable  # noqa: E402
+from gpuatlas.analysis.units import plain_log_axis  # noqa: E402
 
 
 def launch_overhead(measurements: pd.DataFrame, ax=None):

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.compute import STEADY_FROM, TC_NAMES, WGMMA_PROBE
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import select
+from gpuatlas.analysis.compute import STEADY_FROM, TC_NAMES, WGMMA_PROBE
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import select
 
 SW_POWER_CAP, HW_POWER_BRAKE = 0x4, 0x80
 PJ = 1e12

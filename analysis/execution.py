@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row, home_partition_rows
-from analysis.stats import median_ci, ratio_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row, home_partition_rows
+from gpuatlas.analysis.stats import median_ci, ratio_ci, select
 
 INST_PROBE, SCHEDULE_PROBE, DIVERGE_PROBE = "exec.inst", "exec.schedule", "exec.diverge"
 

@@ -8,10 +8,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.execution import DIVERGE_PROBE, OPS, UNITS, schedule_curve  # noqa: E402
-from analysis.report_figures import FigureSpec  # noqa: E402
-from analysis.stats import select  # noqa: E402
-from analysis.units import plain_log_axis  # noqa: E402
+from gpuatlas.analysis.execution import DIVERGE_PROBE, OPS, UNITS, schedule_curve  # noqa: E402
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.stats import select  # noqa: E402
+from gpuatlas.analysis.units import plain_log_axis  # noqa: E402
 
 
 def latency_throughput_figure(derived: pd.DataFrame):

@@ -6,17 +6,17 @@ A module under analysis/ that makes derived rows declares its family once, at mo
                     quantities={"clock.sm_hz": ("Hz", "...")})
 
 ``order`` is the project's one ordering: it places the family's rows in derived.csv and its ids in the
-vocabulary (``analysis.quantities.QUANTITIES`` is every family's, in ``order``), and a run measures the probe
-modules of ``probe_modules`` (modules of ``probes.families``, named without the package) in the same order,
-family by family, each family's modules as it lists them (``probes.registry.probe_modules``).  derive calls
+vocabulary (``gpuatlas.analysis.quantities.QUANTITIES`` is every family's, in ``order``), and a run measures the probe
+modules of ``probe_modules`` (modules of ``gpuatlas.probes.families``, named without the package) in the same order,
+family by family, each family's modules as it lists them (``gpuatlas.probes.registry.probe_modules``).  derive calls
 ``rows(measurements, device)`` of every family in ``order``; a family whose rows read the others' (the
 roofline reads the tensor peak and the HBM bandwidth) sets ``reads_rows`` and runs after them all as
 ``rows(measurements, device, rows)``.
 
 Beside ``FAMILY`` a family's modules declare what the report shows of it: ``FIGURES`` (its figures,
-``analysis.report_figures.FigureSpec``), ``CLAIMS`` (lecture claims its quantities judge,
-``analysis.claims.model.Claim``) and ``LEVELS`` (its rows of the memory hierarchy table,
-``analysis.hierarchy.Level``).  No central list names any of them: a module is found by its line
+``gpuatlas.analysis.report_figures.FigureSpec``), ``CLAIMS`` (lecture claims its quantities judge,
+``gpuatlas.analysis.claims.model.Claim``) and ``LEVELS`` (its rows of the memory hierarchy table,
+``gpuatlas.analysis.hierarchy.Level``).  No central list names any of them: a module is found by its line
 ``FAMILY = Family(``, ``FIGURES = (``, ``CLAIMS = (`` or ``LEVELS = (`` (``declared``).
 """
 from __future__ import annotations
@@ -43,21 +43,21 @@ class Family:
     rows: Callable  # (measurements, device) -> rows, or (measurements, device, rows) with reads_rows
     quantities: dict  # id -> (unit, meaning): everything its rows may emit
     reads_rows: bool = False
-    probe_modules: tuple = ()  # the modules of probes.families a run measures for it, in that order
+    probe_modules: tuple = ()  # the modules of gpuatlas.probes.families a run measures for it, in that order
 
 
 def declared(what: str) -> dict[str, object]:
     """module name -> its module-level ``what`` (FAMILY, FIGURES, CLAIMS or LEVELS), for every module directly
     under analysis/ with its line (see ``_DECLARES``), imported; in the modules' name order."""
-    import analysis
+    import gpuatlas.analysis
 
     marker = re.compile(_DECLARES[what], re.MULTILINE)
     found = {}
-    for info in sorted(pkgutil.iter_modules(analysis.__path__), key=lambda info: info.name):
+    for info in sorted(pkgutil.iter_modules(gpuatlas.analysis.__path__), key=lambda info: info.name):
         path = Path(info.module_finder.path) / f"{info.name}.py"
         if info.ispkg or not path.is_file() or not marker.search(path.read_text()):
             continue
-        name = f"analysis.{info.name}"
+        name = f"gpuatlas.analysis.{info.name}"
         module = importlib.import_module(name)
         if what not in vars(module):
             raise ValueError(f"{name} has a {what} line but no module-level {what}")

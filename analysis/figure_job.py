@@ -7,9 +7,9 @@ import os
 import time
 from contextlib import ExitStack, contextmanager
 
-from analysis.derive import FAMILIES, family
-from analysis.report_figures import figure_specs, uses_derived
-from analysis.stats import split_by_probe
+from gpuatlas.analysis.derive import FAMILIES, family
+from gpuatlas.analysis.report_figures import figure_specs, uses_derived
+from gpuatlas.analysis.stats import split_by_probe
 
 #: Resolution at which a figure's text is measured to lay it out: the SVG is vector, but Agg measures text in
 #: whole pixels, so a finer grid places labels and margins closer to their true extents.

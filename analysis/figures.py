@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import EngFormatter, FixedLocator, FuncFormatter, Locator, NullFormatter  # noqa: E402
 
-from analysis.units import fmt_bytes  # noqa: E402
+from gpuatlas.analysis.units import fmt_bytes  # noqa: E402
 
 
 class PowersOfTwo(Locator):

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.board_text import pct, rule_line, spread_text, z_text
-from analysis.boards import distribution, is_group
-from analysis.results import atomic_write_bytes, atomic_write_text
-from analysis.units import fmt_value
+from gpuatlas.analysis.board_text import pct, rule_line, spread_text, z_text
+from gpuatlas.analysis.boards import distribution, is_group
+from gpuatlas.analysis.results import atomic_write_bytes, atomic_write_text
+from gpuatlas.analysis.units import fmt_value
 
 #: Rows of the tables that could grow with the fleet (the whole screen is in fleet.csv).
 TOP_BOARDS, MAX_OUTLIER_ROWS = 25, 200

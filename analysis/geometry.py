@@ -1,16 +1,16 @@
-"""The geometry family: the L1's sets and ways (analysis.l1_sets), the L2 partitions' homes and sides
-(analysis.l2_partitions), the constant caches' staircase and L2 persistence's speedup."""
+"""The geometry family: the L1's sets and ways (gpuatlas.analysis.l1_sets), the L2 partitions' homes and sides
+(gpuatlas.analysis.l2_partitions), the constant caches' staircase and L2 persistence's speedup."""
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.l1_sets import l1_rows
-from analysis.l2_partitions import partition_rows, sm_map_rows
-from analysis.plateaus import fit_staircase
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.l1_sets import l1_rows
+from gpuatlas.analysis.l2_partitions import partition_rows, sm_map_rows
+from gpuatlas.analysis.plateaus import fit_staircase
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
+from gpuatlas.analysis.units import fmt_bytes
 
 
 def geometry_rows(measurements: pd.DataFrame) -> list[dict]:

@@ -11,14 +11,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from analysis.geometry import CONST_PROBE  # noqa: E402
-from analysis.l1_sets import (MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held, overfill_misses,  # noqa: E402
-                              walks)
-from analysis.l2_partitions import PARTITION_PROBE, miss_valley, sm_maps, sm_sides  # noqa: E402
-from analysis.l2_sets import balls_in_bins, curves  # noqa: E402
-from analysis.report_figures import FigureSpec  # noqa: E402
-from analysis.stats import usable  # noqa: E402
-from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
+from gpuatlas.analysis.geometry import CONST_PROBE  # noqa: E402
+from gpuatlas.analysis.l1_sets import (MISS_FACTOR, PROBE, cyclic_miss_fraction, lines_held,  # noqa: E402
+                                       overfill_misses, walks)
+from gpuatlas.analysis.l2_partitions import PARTITION_PROBE, miss_valley, sm_maps, sm_sides  # noqa: E402
+from gpuatlas.analysis.l2_sets import balls_in_bins, curves  # noqa: E402
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.stats import usable  # noqa: E402
+from gpuatlas.analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
 
 def _bytes_axis(axis):

@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.plateaus import fit_staircase
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, ratio_ci, select
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.plateaus import fit_staircase
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, ratio_ci, select
+from gpuatlas.analysis.units import fmt_bytes
 
 READONLY_PROBE = "geometry.readonly"
 #: The mixed chain's knee over the plain one's: 1 for one array behind both paths, 2 for two arrays; the

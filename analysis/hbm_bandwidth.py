@@ -1,15 +1,15 @@
 """HBM's bandwidth from bw.dram and bw.dram_footprint: read (the fastest kernel, named by the pattern it
 recorded), write (the fastest store variant, with what each pair of variants that differ in one thing says)
 and copy, each against the interface peak; and the read bandwidth at the footprint sweep's largest footprint.
-The coalescing family declares the rows (analysis.coalescing's FAMILY)."""
+The coalescing family declares the rows (gpuatlas.analysis.coalescing's FAMILY)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
-from analysis.units import fmt_bytes, fmt_value
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
+from gpuatlas.analysis.units import fmt_bytes, fmt_value
 
 DRAM_PROBE, FOOTPRINT_PROBE = "bw.dram", "bw.dram_footprint"
 

@@ -1,5 +1,5 @@
 """The memory hierarchy table: one row per level, each declared by a family beside its analysis (a module-level
-``LEVELS = (Level(...), ...)``, found as ``analysis.family`` finds a family), in family order.
+``LEVELS = (Level(...), ...)``, found as ``gpuatlas.analysis.family`` finds a family), in family order.
 
 A row's cells come from the run's derived quantities with their CIs (``Cells``): a quantity the run lacks is
 "not resolved" where its probe ran and "not measured" where it did not; time is cycles over the SM clock
@@ -11,8 +11,8 @@ from typing import Callable, NamedTuple
 
 import pandas as pd
 
-from analysis.family import declared, families
-from analysis.shown import fmt_measured, fmt_value
+from gpuatlas.analysis.family import declared, families
+from gpuatlas.analysis.shown import fmt_measured, fmt_value
 
 COLUMNS = ["level", "capacity (95% CI)", "latency (cycles, 95% CI)", "latency (time)", "bandwidth", "shared by"]
 

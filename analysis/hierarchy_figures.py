@@ -10,16 +10,16 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
-from analysis.capacity import bandwidth_model  # noqa: E402
-from analysis.chase_levels import ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE  # noqa: E402
-from analysis.coalescing import CAPACITY_FLOOR, l2_capacity_fit, stride_table  # noqa: E402
-from analysis.figures import (_bytes_axis, _legend, _level_labels, _median_lines, _no_data, _si_axis,  # noqa: E402
-                              color_palette)
-from analysis.latency import capacity_knees  # noqa: E402
-from analysis.miss_latency import access_bands  # noqa: E402
-from analysis.report_figures import FigureSpec  # noqa: E402
-from analysis.stats import usable  # noqa: E402
-from analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
+from gpuatlas.analysis.capacity import bandwidth_model  # noqa: E402
+from gpuatlas.analysis.chase_levels import ACCESS_PROBE, CUPY_PROBE, NUMBA_PROBE  # noqa: E402
+from gpuatlas.analysis.coalescing import CAPACITY_FLOOR, l2_capacity_fit, stride_table  # noqa: E402
+from gpuatlas.analysis.figures import (_bytes_axis, _legend, _level_labels, _median_lines, _no_data,  # noqa: E402
+                                       _si_axis, color_palette)
+from gpuatlas.analysis.latency import capacity_knees  # noqa: E402
+from gpuatlas.analysis.miss_latency import access_bands  # noqa: E402
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.stats import usable  # noqa: E402
+from gpuatlas.analysis.units import fmt_bytes, plain_log_axis  # noqa: E402
 
 
 LATENCY_LINES = {"smem.latency_cycles": "smem", "l1.latency_cycles": "L1", "l2.latency_cycles": "L2 near",
@@ -260,7 +260,7 @@ def bank_conflicts(measurements: pd.DataFrame, ax=None):
     return axes[0][0]
 
 
-#: The models' prediction columns of analysis.coalescing.stride_table and their line styles.
+#: The models' prediction columns of gpuatlas.analysis.coalescing.stride_table and their line styles.
 MODEL_STYLES = {"pred_32": "--", "pred_64": "-.", "pred_128": ":"}
 
 

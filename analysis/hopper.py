@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, of_probe, ratio_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, of_probe, ratio_ci, select
 
 DSMEM_LATENCY, DSMEM_BANDWIDTH = "hopper.dsmem_latency", "hopper.dsmem_bandwidth"
 TMA_LATENCY, COPY_BANDWIDTH, DPX = "hopper.tma_latency", "hopper.copy_bandwidth", "hopper.dpx"

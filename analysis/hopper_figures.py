@@ -9,10 +9,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from analysis.figures import _bytes_axis, _legend, _level_labels, _median_lines, _si_axis, color_palette  # noqa: E402
-from analysis.hopper import COPY_BANDWIDTH, DSMEM_LATENCY, TMA_LATENCY, TMA_TENSOR, refused_cluster_sizes  # noqa: E402
-from analysis.report_figures import FigureSpec  # noqa: E402
-from analysis.stats import usable  # noqa: E402
+from gpuatlas.analysis.figures import (_bytes_axis, _legend, _level_labels, _median_lines, _si_axis,  # noqa: E402
+                                       color_palette)
+from gpuatlas.analysis.hopper import (COPY_BANDWIDTH, DSMEM_LATENCY, TMA_LATENCY, TMA_TENSOR,  # noqa: E402
+                                      refused_cluster_sizes)
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.stats import usable  # noqa: E402
 
 
 def dsmem_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):

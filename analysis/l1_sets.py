@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.quantities import derived_row
-from analysis.stats import of_probe, usable
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import of_probe, usable
+from gpuatlas.analysis.units import fmt_bytes
 
 PROBE = "geometry.l1"
 #: A stride's lines held may differ from the pattern by this fraction (and at least one line).

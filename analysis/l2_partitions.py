@@ -4,16 +4,16 @@ which side of the chip.
 A miss to a line the SM's far partition homes crosses the chip and back, so one SM's cold L2-only misses fall
 in two clusters (``miss_valley`` splits them).  Read in address order (geometry.l2_partition) they give the
 interleave of the partitions' homes and the far-homed share; read by every SM over the same lines
-(geometry.l2_sm_map) they group the SMs into sides.  geometry declares the rows (analysis.geometry's FAMILY).
+(geometry.l2_sm_map) they group the SMs into sides.  geometry declares the rows (gpuatlas.analysis.geometry's FAMILY).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from analysis.quantities import derived_row
-from analysis.stats import of_probe, usable
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import of_probe, usable
+from gpuatlas.analysis.units import fmt_bytes
 
 #: Bin width (cycles) of the miss histogram, and the least distance between the two miss clusters' peaks.
 MISS_BIN, MISS_PEAK_SEPARATION = 5, 60

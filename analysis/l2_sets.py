@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.l2_partitions import far_home_fraction
-from analysis.quantities import derived_row, structure_row
-from analysis.stats import of_probe, usable
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.l2_partitions import far_home_fraction
+from gpuatlas.analysis.quantities import derived_row, structure_row
+from gpuatlas.analysis.stats import of_probe, usable
+from gpuatlas.analysis.units import fmt_bytes
 
 PROBE = "geometry.l2_sets"
 #: Ways the balls-into-bins fit tries: powers of two, the points halfway between them, and 20.

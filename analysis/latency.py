@@ -1,30 +1,30 @@
 """Every level's latency and capacity from the pointer chases: the chase family's rows.
 
-A dense footprint sweep (the ``full`` profile) is fitted as a staircase (analysis.plateaus): through-L1
+A dense footprint sweep (the ``full`` profile) is fitted as a staircase (gpuatlas.analysis.plateaus): through-L1
 loads give the L1 plateau and its capacity; L2-only loads give the near-partition L2 plateau, the knee where
 one partition's reach ends, and HBM; when the
 curve has exactly one step between them (a far plateau), the knee where one SM's chase turns from
 far-partition hits to HBM misses (``l2.far_reach_bytes``; the L2's capacity is the all-SM bandwidth fit of
-analysis.coalescing).  Past the partition the chase's average mixes far hits with misses in proportions that
+gpuatlas.analysis.coalescing).  Past the partition the chase's average mixes far hits with misses in proportions that
 move with the footprint (on an H200 it is a ramp, cut into steps in different places run to run), so the far
-partition's latency comes from chase.access's access-by-access record instead (analysis.miss_latency).  A sparse
+partition's latency comes from chase.access's access-by-access record instead (gpuatlas.analysis.miss_latency).  A sparse
 sweep (``quick``: one footprint per level) falls back to the median of the samples in each level's footprint
-window, sized from the device's own properties (analysis.chase_levels).
+window, sized from the device's own properties (gpuatlas.analysis.chase_levels).
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis.chase_levels import CUPY_PROBE, chase_levels
-from analysis.family import Family
-from analysis.hierarchy import Level
-from analysis.l2_sets import l2_set_rows
-from analysis.linesize import fit_line_by_capacity, fit_line_size
-from analysis.miss_latency import access_bands, access_rows, cold_miss_rows
-from analysis.plateaus import fit_staircase, plateau_text
-from analysis.quantities import derived_row, structure_row
-from analysis.stats import median_ci, of_probe, select
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.chase_levels import CUPY_PROBE, chase_levels
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.hierarchy import Level
+from gpuatlas.analysis.l2_sets import l2_set_rows
+from gpuatlas.analysis.linesize import fit_line_by_capacity, fit_line_size
+from gpuatlas.analysis.miss_latency import access_bands, access_rows, cold_miss_rows
+from gpuatlas.analysis.plateaus import fit_staircase, plateau_text
+from gpuatlas.analysis.quantities import derived_row, structure_row
+from gpuatlas.analysis.stats import median_ci, of_probe, select
+from gpuatlas.analysis.units import fmt_bytes
 
 #: A sweep with at least this many footprints is fitted as a staircase.
 DENSE_FOOTPRINTS = 16
@@ -337,7 +337,7 @@ def _far_reach(c) -> str:
                          "L2's capacity is in the rows below"))
 
 
-#: The memory hierarchy table's rows (analysis.hierarchy): each level with what measures it.
+#: The memory hierarchy table's rows (gpuatlas.analysis.hierarchy): each level with what measures it.
 LEVELS = (
     Level("Shared memory", lambda c: (
         f"{fmt_bytes(c.device['smem_per_sm_bytes'])}/SM (driver)", c.measured("smem.latency_cycles", "chase.smem"),

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
 
 TILE_PROBE, NAIVE_PROBE, DECODE_PROBE, CHAIN_PROBE = ("matmul.lecture_tile", "matmul.naive", "matmul.decode",
                                                       "launch.decode_chain")

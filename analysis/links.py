@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.collectives import COLLECTIVES
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
+from gpuatlas.analysis.collectives import COLLECTIVES
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
 
 
 def _of(measurements: pd.DataFrame, probe: str, metric: str) -> pd.DataFrame:
@@ -124,8 +124,8 @@ def collective_curves(measurements: pd.DataFrame) -> pd.DataFrame:
 def link_sections(run) -> list:
     """The node page's link sections from the run (a RunDir) of the link probes: skipped probes with their reason, the
     P2P matrices, the latency, the NCCL curves and the derived link quantities."""
-    from analysis.derive import derive
-    from analysis.units import fmt_value
+    from gpuatlas.analysis.derive import derive
+    from gpuatlas.analysis.units import fmt_value
 
     meta = run.read_meta()
     states = {pid: s for pid, s in meta["probes"].items() if pid.startswith(("link.", "nccl."))}

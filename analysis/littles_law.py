@@ -13,9 +13,9 @@ import functools
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, ratio_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, ratio_ci, select
 
 
 def model(concurrency, bytes_per_load: float, latency_s: float, peak_bytes_per_s: float):

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.chase_levels import ACCESS_PROBE, CUPY_PROBE
-from analysis.l2_partitions import miss_valley
-from analysis.plateaus import fit_staircase, noise_step, plateau_text
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, of_probe, select, usable
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.chase_levels import ACCESS_PROBE, CUPY_PROBE
+from gpuatlas.analysis.l2_partitions import miss_valley
+from gpuatlas.analysis.plateaus import fit_staircase, noise_step, plateau_text
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, of_probe, select, usable
+from gpuatlas.analysis.units import fmt_bytes
 
 #: chase.access: the near-hit band ends at this percentile of a chain inside one partition (every access a
 #: near hit); the miss band starts at this percentile of the cold paths of 2x the L2 or more (misses only).

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import of_probe, usable
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import of_probe, usable
 
 PROBE = "geometry.mshr"
 KEYS = ["load", "source", "sectors_per_line"]

@@ -8,9 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.mshr import KEYS, fit_knee, launches  # noqa: E402
-from analysis.report_figures import FigureSpec  # noqa: E402
-from analysis.units import plain_log_axis  # noqa: E402
+from gpuatlas.analysis.mshr import KEYS, fit_knee, launches  # noqa: E402
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.units import plain_log_axis  # noqa: E402
 
 LABELS = {("plain", "l2", 1): "plain loads, L2 hits", ("plain", "dram", 1): "plain loads, HBM",
           ("plain", "l2", 4): "plain loads, L2 hits, 4 sectors a line", ("cg", "l2", 1): "L2-only loads, L2 hits",

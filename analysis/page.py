@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from analysis.results import atomic_write_bytes, atomic_write_text
+from gpuatlas.analysis.results import atomic_write_bytes, atomic_write_text
 
 
 class Part(NamedTuple):
@@ -209,7 +209,7 @@ details>summary{display:none}nav.toc{display:none}}"""
 
 def check_pdf_printer() -> None:
     """Refuse --pdf before any work where WeasyPrint (the pdf extra) cannot be imported."""
-    from analysis.errors import UsageError
+    from gpuatlas.analysis.errors import UsageError
 
     try:
         import weasyprint  # noqa: F401

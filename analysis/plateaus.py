@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.units import fmt_bytes
 
 MIN_STEP = 0.05
 """Smallest relative change between adjacent levels that makes them two levels: a real level change on

@@ -1,7 +1,7 @@
 """The vocabulary of derived quantities: stable dotted ids, their units and what they mean.
 
 derived.csv rows use these ids and nothing else.  Each family declares its own ids beside the rows that
-derive them (``FAMILY = Family(...)`` in its module, see ``analysis.family``); ``QUANTITIES`` is all of them,
+derive them (``FAMILY = Family(...)`` in its module, see ``gpuatlas.analysis.family``); ``QUANTITIES`` is all of them,
 in family order, assembled on first use.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from analysis.family import vocabulary
-from analysis.stats import mean_ci, near_far
-from analysis.units import fmt_value
+from gpuatlas.analysis.family import vocabulary
+from gpuatlas.analysis.stats import mean_ci, near_far
+from gpuatlas.analysis.units import fmt_value
 
 
 class _Vocabulary(Mapping):

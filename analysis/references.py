@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.errors import UsageError
-from analysis.quantities import QUANTITIES
-from analysis.results import BASE_DERIVED_COLUMNS
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.results import BASE_DERIVED_COLUMNS
 
 REFERENCE_DIR = Path(__file__).resolve().parent / "reference"
 PREFIX = "ref:"

@@ -1,7 +1,7 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
-In a paper's order (analysis.chapters): a one-screen summary under the title (the atlas, the compute peaks
-beside the roofline, the lecture's verdicts), then chapters that open with their figures (analysis.report_figures,
+In a paper's order (gpuatlas.analysis.chapters): a one-screen summary under the title (the atlas, the compute peaks
+beside the roofline, the lecture's verdicts), then chapters that open with their figures (gpuatlas.analysis.report_figures,
 each also written as SVG) and a short table of key quantities, then appendices with the big tables: every
 derived quantity, the claims one by one, the instruction table, the cross-checks, the device, probes and
 warnings.
@@ -13,22 +13,22 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis import telemetry
-from analysis.chapters import claims_chapter, has_repro, report_sections
-from analysis.chase_levels import frontend_agreement
-from analysis.compare_figure import ratio_figure
-from analysis.compare_text import display
-from analysis.errors import UsageError
-from analysis.figure_job import FigureJob, figure_svg
-from analysis.hierarchy import hierarchy_table
-from analysis.hopper import comparison_rows
-from analysis.page import write_page as _write_page
-from analysis.report_figures import FigureSpec
-from analysis.roofline import gap_explanation, roofline_table
-from analysis.shown import fmt_interval, fmt_value
-from analysis.stats import SPREAD_WARNING, unstable_configs
-from analysis.tensor_numerics import numerics_table
-from analysis.units import fmt_bytes
+from gpuatlas.analysis import telemetry
+from gpuatlas.analysis.chapters import claims_chapter, has_repro, report_sections
+from gpuatlas.analysis.chase_levels import frontend_agreement
+from gpuatlas.analysis.compare_figure import ratio_figure
+from gpuatlas.analysis.compare_text import display
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.figure_job import FigureJob, figure_svg
+from gpuatlas.analysis.hierarchy import hierarchy_table
+from gpuatlas.analysis.hopper import comparison_rows
+from gpuatlas.analysis.page import write_page as _write_page
+from gpuatlas.analysis.report_figures import FigureSpec
+from gpuatlas.analysis.roofline import gap_explanation, roofline_table
+from gpuatlas.analysis.shown import fmt_interval, fmt_value
+from gpuatlas.analysis.stats import SPREAD_WARNING, unstable_configs
+from gpuatlas.analysis.tensor_numerics import numerics_table
+from gpuatlas.analysis.units import fmt_bytes
 
 
 def derived_table(derived: pd.DataFrame) -> pd.DataFrame:
@@ -105,7 +105,7 @@ def warnings(meta: dict, measurements: pd.DataFrame) -> list[str]:
 
 
 def _sections(meta, measurements, derived, figures: FigureJob):
-    """(title, content) in report order (analysis.chapters); the tables are made while ``figures`` is drawn."""
+    """(title, content) in report order (gpuatlas.analysis.chapters); the tables are made while ``figures`` is drawn."""
     device = meta["device"]
     soft = meta.get("software", {})
     facts = pd.DataFrame([
@@ -215,7 +215,7 @@ def spread_table(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def render_comparison(long: pd.DataFrame, same_gpu_runs: dict[str, dict[str, pd.DataFrame]], out_dir: Path) -> Path:
-    """A page comparing several runs and references (``analysis.compare.comparison``'s long form), grouped by
+    """A page comparing several runs and references (``gpuatlas.analysis.compare.comparison``'s long form), grouped by
     level with CIs, ratios and numbered footnotes, and run-to-run spread for GPUs measured more than once."""
     shown, legend, notes = display(long)
     sections = []

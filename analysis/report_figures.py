@@ -1,18 +1,18 @@
 """The report's figures, each declared by its family beside the code that draws it (a module-level
-``FIGURES = (FigureSpec(...), ...)``, found as ``analysis.family`` finds a family): its file stem, the probe
+``FIGURES = (FigureSpec(...), ...)``, found as ``gpuatlas.analysis.family`` finds a family): its file stem, the probe
 whose data it needs, its heading and caption, how it is drawn, and its place (its chapter, and the figure it
-follows there: ``analysis.chapters`` lays them out)."""
+follows there: ``gpuatlas.analysis.chapters`` lays them out)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from analysis.family import declared
+from gpuatlas.analysis.family import declared
 
 
 class FigureSpec(NamedTuple):
     """One report figure: its file stem, the probe whose data it needs (None: any), its heading and caption,
     how to draw it from (meta, measurements, derived) -> Axes (None when the run has nothing to draw), its
-    chapter (a title of ``analysis.chapters.CHAPTERS``, or "Summary"), the stem of the figure it follows
+    chapter (a title of ``gpuatlas.analysis.chapters.CHAPTERS``, or "Summary"), the stem of the figure it follows
     there ("" opens the chapter; figures that follow one figure come in the order they are found), and
     ``shown(measurements)``, where given, says whether a run gets the figure at all."""
     stem: str

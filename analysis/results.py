@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.errors import UsageError
+from gpuatlas.analysis.errors import UsageError
 
 SCHEMA = "gpuatlas.run"
 #: 2: every measurements row carries NVML telemetry (TELEMETRY_COLUMNS); schema-1 runs load with them empty.
@@ -67,7 +67,7 @@ MEASUREMENT_COLUMNS = CORE_COLUMNS + TELEMETRY_COLUMNS
 #: The columns of every schema's derived.csv (and of the references' tables).
 BASE_DERIVED_COLUMNS = ("quantity", "value", "unit", "ci_low", "ci_high", "method", "probe", "note")
 #: The interval another board of the same GPU model is expected to read (95%): the run's CI widened by the
-#: board-to-board spread of the model's panel (``analysis.repro``).  Empty where neither is known.
+#: board-to-board spread of the model's panel (``gpuatlas.analysis.repro``).  Empty where neither is known.
 REPRO_COLUMNS = ("repro_low", "repro_high")
 DERIVED_COLUMNS = (*BASE_DERIVED_COLUMNS[:5], *REPRO_COLUMNS, *BASE_DERIVED_COLUMNS[5:])
 

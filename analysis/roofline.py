@@ -20,10 +20,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
-from analysis.units import fmt_value
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
+from gpuatlas.analysis.units import fmt_value
 
 LIBRARY_PROBE, ROOFLINE_PROBE = "matmul.library", "matmul.roofline"
 BF16_BYTES = 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from analysis.units import fmt_value as _fmt_value
+from gpuatlas.analysis.units import fmt_value as _fmt_value
 
 #: Units of counts and ratios, which print without a unit.
 COUNT_UNITS = ("1", "")

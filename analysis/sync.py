@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row, home_partition_rows
-from analysis.stats import median_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row, home_partition_rows
+from gpuatlas.analysis.stats import median_ci, select
 
 SMEM_ATOMICS_PROBE, BARRIERS_PROBE = "exec.smem_atomics", "exec.barriers"
 SMEM_ATOMIC_SASS = {"i32": "ATOMS.ADD", "f32": "LDS + FADD + ATOMS.CAST.SPIN, retried"}

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.report_figures import FigureSpec  # noqa: E402
+from gpuatlas.analysis.report_figures import FigureSpec  # noqa: E402
 
 TRACE_PROBE = "compute.wgmma"
 #: SW power cap (0x4) or HW power brake (0x80); SW or HW thermal slowdown (0x20, 0x40).

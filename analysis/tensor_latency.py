@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
 
 WGMMA_LATENCY_PROBE = "exec.wgmma_latency"
 #: dtype -> (the quantities' name for it, K of m64nNk, the SASS each step is on sm_90a).

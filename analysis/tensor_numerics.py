@@ -1,5 +1,5 @@
 """The numerics table: what the tensor cores compute, per input type and instruction, from the crafted dot
-products of ``numerics.mma_sync`` and ``numerics.wgmma`` held against the exact host model (analysis.numerics).
+products of ``numerics.mma_sync`` and ``numerics.wgmma`` held against the exact host model (gpuatlas.analysis.numerics).
 
 Each probe records, per dtype, D(0, 0) of every case of ``cases(dtype)`` (metric ``d_<case>``, the FP32 value
 exactly).  The models of ``hypotheses(k)`` that reproduce every output are kept; each property of the table
@@ -19,9 +19,9 @@ from fractions import Fraction
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.numerics import FORMATS, consistent, crafted_cases, hypotheses, summary, verdict
-from analysis.quantities import derived_row, structure_row
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.numerics import FORMATS, consistent, crafted_cases, hypotheses, summary, verdict
+from gpuatlas.analysis.quantities import derived_row, structure_row
 
 #: k of the instruction shapes per input type (mma.sync m16n8k, wgmma m64n8k): 32 bytes of K per operand row.
 DEPTH = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "int8": 32}
@@ -48,7 +48,7 @@ PROPERTIES = (
      lambda m, k: int(not m.flush_out)),
 )
 METHOD = ("crafted dot products (operands at row 0 of A and column 0 of B, C(0, 0) set, D(0, 0) read), every "
-          "output held against the exact host model's accumulators (analysis.numerics)")
+          "output held against the exact host model's accumulators (gpuatlas.analysis.numerics)")
 
 
 def cases(dtype: str) -> list:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.stats import median_ci, select
-from analysis.units import fmt_value
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.stats import median_ci, select
+from gpuatlas.analysis.units import fmt_value
 
 TENSOR_UNITS_PROBE = "compute.tensor_units"
 #: H100 SXM datasheet figures (../shared/reference/PUBLISHED.md §2a, glennklockwood.com/garden/processors/h100

@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.family import Family
-from analysis.l1_sets import overfill_misses
-from analysis.quantities import derived_row, structure_row
-from analysis.stats import select
-from analysis.units import fmt_bytes
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.l1_sets import overfill_misses
+from gpuatlas.analysis.quantities import derived_row, structure_row
+from gpuatlas.analysis.stats import select
+from gpuatlas.analysis.units import fmt_bytes
 
 TLB_PROBE, PAGE_STRIDE = "chase.tlb", 2 << 20
 #: Ways per set the fit tries; None is one set (fully associative: a step at the reach).

@@ -9,6 +9,12 @@ from pathlib import Path
 
 __version__ = "0.1.0"
 
+#: A source checkout run without an install (``python -m gpuatlas`` in a clone): probes/ and analysis/ sit beside
+#: this package, and are its subpackages gpuatlas.probes and gpuatlas.analysis, as an install maps them.
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_CHECKOUT / "setup.py").is_file() and (_CHECKOUT / "probes" / "__init__.py").is_file():
+    __path__.append(str(_CHECKOUT))
+
 #: Where the committed H200 run sits: the repository's ``reports/h200``, beside this package in a source tree.
 COMMITTED_RUN = Path(__file__).resolve().parents[1] / "reports" / "h200"
 
@@ -28,7 +34,7 @@ def committed_run() -> Path:
 def load(source: str | Path):
     """One run's derived quantities (measured, with 95% CIs) or a published reference's (``ref:NAME``), as a
     tidy frame: one row per quantity, the columns of ``compare``."""
-    from analysis.compare import source_rows
+    from gpuatlas.analysis.compare import source_rows
 
     return source_rows(str(source), _derived([str(source)]))
 
@@ -38,7 +44,7 @@ def compare(sources: list[str | Path], common: bool = True):
     id or ``ref:NAME``), ``gpu``, ``quantity``, ``level``, ``value``, ``ci_low``, ``ci_high``, ``unit``,
     ``method``, ``kind``, ``source`` and ``caveat``.  ``common`` (the default, as on the command line) keeps
     the quantities every source has; ``common=False`` keeps them all."""
-    from analysis.compare import comparison
+    from gpuatlas.analysis.compare import comparison
 
     sources = [str(s) for s in sources]
     return comparison(sources, common=common, loaded=_derived(sources))
@@ -51,7 +57,7 @@ _DERIVED: dict = {}
 
 def _derived(sources: list[str]) -> dict:
     """Each source's label and derived rows, from the cache where its files have not changed since."""
-    from analysis.compare import load_derived
+    from gpuatlas.analysis.compare import load_derived
 
     loaded = {}
     for source in sources:

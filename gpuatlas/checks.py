@@ -8,7 +8,7 @@ import math
 import os
 from pathlib import Path
 
-from analysis.errors import UsageError
+from gpuatlas.analysis.errors import UsageError
 
 
 def positive_seconds(text: str) -> float:
@@ -90,7 +90,7 @@ def check_axis_values(overrides: dict, probes: list, device: dict) -> None:
     """A numeric axis (sizes, counts, strides) takes numbers: ``-a footprint_bytes=abc`` is refused.  Whether an
     axis is numeric is read from the probes' own sweeps sized for ``device`` (any GPU's description: sizes
     move with the GPU, types do not)."""
-    from probes.registry import PROFILES
+    from gpuatlas.probes.registry import PROFILES
 
     for name, values in overrides.items():
         declared = []
@@ -111,8 +111,8 @@ def check_axis_values(overrides: dict, probes: list, device: dict) -> None:
 def checked_sources(sources: list[str]) -> list[dict]:
     """Each source checked without reading its measurements: a reference's name, a run's run.json; returns
     the runs' metadata."""
-    from analysis.references import is_reference, reference_path
-    from analysis.results import RunDir
+    from gpuatlas.analysis.references import is_reference, reference_path
+    from gpuatlas.analysis.results import RunDir
 
     for source in sources:
         if is_reference(source):
@@ -124,8 +124,8 @@ def checked_run_request(args, reference_device: dict | None) -> dict:
     """Every argument of ``run`` checked before a GPU is asked for: the profile, the probes, the sweep
     overrides (their values' types too, read from ``reference_device``, the committed run's GPU where it is
     installed, else from this GPU's), the run to resume and the folder to write; returns the overrides."""
-    from analysis.results import RunDir
-    from probes.registry import PROFILES, parse_override, select
+    from gpuatlas.analysis.results import RunDir
+    from gpuatlas.probes.registry import PROFILES, parse_override, select
 
     if args.profile not in PROFILES:
         raise UsageError(f"unknown profile {args.profile!r}: choose one of {', '.join(PROFILES)}")

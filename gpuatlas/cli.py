@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from analysis.errors import UsageError
+from gpuatlas.analysis.errors import UsageError
 from gpuatlas.checks import gpu_list, positive_seconds
 from gpuatlas.commands import (cmd_compare, cmd_doctor, cmd_export, cmd_fleet, cmd_list, cmd_report,
                                cmd_run)
@@ -80,7 +80,7 @@ def parser() -> argparse.ArgumentParser:
                                        "grouped by level, with CIs, ratios and footnoted sources and caveats")
     s.add_argument("runs", nargs="+", action=_TwoOrMore, metavar="RUN_DIR|ref:NAME",
                    help="two or more run directories, or published references: " + ", ".join(
-                       f"ref:{n}" for n in __import__("analysis.references", fromlist=["x"]).list_references()))
+                       f"ref:{n}" for n in __import__("gpuatlas.analysis.references", fromlist=["x"]).list_references()))
     s.add_argument("--baseline", metavar="NAME",
                    help="ratios against this run or reference (a run id, ref:NAME or part of a label; default: "
                         "the first)")

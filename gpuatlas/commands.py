@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from analysis.errors import UsageError
+from gpuatlas.analysis.errors import UsageError
 from gpuatlas import COMMITTED_RUN
 from gpuatlas.checks import checked_run_request, checked_sources, figure_suffixes, writable_file, writable_folder
 
@@ -28,13 +28,13 @@ def _console():
 
 def _reference_device() -> dict | None:
     """The committed run's device, which ``list`` sizes sweeps for (None where the run is not installed)."""
-    from analysis.results import RunDir
+    from gpuatlas.analysis.results import RunDir
 
     return RunDir(DEFAULT_RUN).read_meta()["device"] if (DEFAULT_RUN / "run.json").is_file() else None
 
 
 def cmd_list(args) -> int:
-    from probes.registry import PROFILES, select
+    from gpuatlas.probes.registry import PROFILES, select
 
     console = _console()
     device = _reference_device()
@@ -54,9 +54,9 @@ def cmd_run(args) -> int:
     overrides = checked_run_request(args, _reference_device())  # before anything is asked of a GPU
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from analysis.stats import SPREAD_WARNING, unstable_configs
+    from gpuatlas.analysis.stats import SPREAD_WARNING, unstable_configs
     from gpuatlas.machinery import runner
-    from probes.kit.harness import Budget
+    from gpuatlas.probes.kit.harness import Budget
     from gpuatlas.machinery.workers import start_lanes
 
     console = _console()
@@ -121,9 +121,9 @@ def _derived_with_figures(run, read=None):
     measurements), checked and derived as ``derived_for`` does, with its report's figures (a started FigureJob):
     its workers, forked holding the one read of the measurements, derive the families and then draw the figures
     that need no derived quantity."""
-    from analysis.derive import derive, read_checked
-    from analysis.render import FigureJob
-    from analysis.stats import one_chunk
+    from gpuatlas.analysis.derive import derive, read_checked
+    from gpuatlas.analysis.render import FigureJob
+    from gpuatlas.analysis.stats import one_chunk
 
     meta, measurements = read_checked(run, read)
     measurements = one_chunk(measurements)  # before the workers fork: each masks it many times
@@ -139,7 +139,7 @@ def _derived_with_figures(run, read=None):
 
 def _print_pdf(args, page: Path) -> None:
     if args.pdf:
-        from analysis.page import print_pdf
+        from gpuatlas.analysis.page import print_pdf
 
         _console().print(f"pdf: {print_pdf(page)}")
 
@@ -148,9 +148,9 @@ def cmd_report(args) -> int:
     import gc
     from concurrent.futures import ThreadPoolExecutor
 
-    from analysis.references import is_reference
-    from analysis.results import RunDir
-    from analysis.stats import one_chunk
+    from gpuatlas.analysis.references import is_reference
+    from gpuatlas.analysis.results import RunDir
+    from gpuatlas.analysis.stats import one_chunk
 
     out_root = writable_folder(args.out, "--out")
     if not args.runs and not (DEFAULT_RUN / "run.json").is_file():
@@ -158,14 +158,14 @@ def cmd_report(args) -> int:
                          "source tree, not an installed wheel): give a run directory")
     sources = args.runs or [str(DEFAULT_RUN)]
     if args.pdf:
-        from analysis.page import check_pdf_printer
+        from gpuatlas.analysis.page import check_pdf_printer
 
         check_pdf_printer()
     boards = [s for s in sources if (Path(s) / "node.json").is_file() or (Path(s) / "fleet.json").is_file()]
     for folder in boards:
         writable_folder(out_root / Path(folder).name, "--out")
     if boards:  # a node or fleet folder: its page, from its summary files
-        from analysis.board_pages import render_boards
+        from gpuatlas.analysis.board_pages import render_boards
 
         for folder in boards:
             kind = "node" if (Path(folder) / "node.json").is_file() else "fleet"
@@ -186,8 +186,8 @@ def cmd_report(args) -> int:
     try:
         with ThreadPoolExecutor(1) as reader:  # the first run's parquet decodes (without the GIL) while these import
             measurements = reader.submit(lambda: one_chunk(runs[0].read_measurements()))
-            from analysis.compare import comparison, run_label
-            from analysis.render import render, render_comparison
+            from gpuatlas.analysis.compare import comparison, run_label
+            from gpuatlas.analysis.render import render, render_comparison
 
             read = [(meta, measurements.result())]
     finally:
@@ -220,9 +220,9 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     import shutil
 
-    from analysis.compare import common_only, comparison, left_out, resolve_baseline
-    from analysis.compare_figure import plot
-    from analysis.compare_text import csv_table, render_text
+    from gpuatlas.analysis.compare import common_only, comparison, left_out, resolve_baseline
+    from gpuatlas.analysis.compare_figure import plot
+    from gpuatlas.analysis.compare_text import csv_table, render_text
 
     if args.plot:
         writable_file(args.plot, "--plot", figure_suffixes())
@@ -281,7 +281,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_export(args) -> int:
     """``export accel-sim``: the run's gpgpusim.config and trace.config for Accel-Sim."""
-    from analysis.accelsim import export
+    from gpuatlas.analysis.accelsim import export
 
     for path in export(args.run, args.out):
         print(f"export: {path}")

@@ -4,7 +4,7 @@ Ray schedules (gpuatlas writes no scheduler): a placement group of one ``{"GPU":
 cluster, one task per bundle, so each task holds its own board.  A task measures into a spool folder on its
 node (``<spool>/<board uuid>/``), then hands the finished run's files back; the driver keeps them under
 ``<fleet>/runs/<run_id>/`` and gathers every run into one Parquet dataset partitioned by run
-(``<fleet>/dataset/run_id=<id>/``, streamed: see ``gather``) and the fleet summary and page (analysis.boards).
+(``<fleet>/dataset/run_id=<id>/``, streamed: see ``gather``) and the fleet summary and page (gpuatlas.analysis.boards).
 
 Resuming is running the same command again: a board with a finished run under ``runs/`` is not measured
 again (its task returns at once), and a board whose task was killed continues its run from the spool,
@@ -23,8 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.errors import UsageError
-from analysis.results import RunDir, atomic_write_bytes, atomic_write_text
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.results import RunDir, atomic_write_bytes, atomic_write_text
 
 RUN_FILES = ("run.json", "measurements.parquet", "derived.csv")
 #: Rows per row group of a dataset partition: a reader filtering by probe skips the groups of other probes.
@@ -42,7 +42,7 @@ def finished(run: RunDir) -> bool:
 
 def finished_boards(fleet: Path) -> dict[str, str]:
     """uuid -> run_id of the finished runs under ``<fleet>/runs``."""
-    from analysis.boards import run_dirs
+    from gpuatlas.analysis.boards import run_dirs
 
     done = {}
     for path in run_dirs(fleet / "runs"):
@@ -57,7 +57,7 @@ def measure_board(probe_names, profile: str, seed: int, done_uuids, spool: str, 
     """One Ray task: measure the GPU this task holds (Ray set CUDA_VISIBLE_DEVICES) into the spool, resuming
     this board's unfinished run there if it has one; return the run's files, or that it was done before."""
     from gpuatlas.machinery import runner
-    from probes.registry import select
+    from gpuatlas.probes.registry import select
 
     if device_fn is None:
         from gpuatlas.machinery.device import device_properties, require_gpu, software_versions
@@ -147,8 +147,8 @@ def gather(fleet: Path, say=print) -> dict:
     A partition whose run's files and the dataset schema hash as when it was written (``gathered.json``) is
     not written again (files whose size and modification time are as recorded are not read to hash them); a
     partition whose run is gone is removed.  The summary and the page read derived.csv."""
-    from analysis.boards import run_dirs, write_summary
-    from analysis.fleet_page import render_fleet_page
+    from gpuatlas.analysis.boards import run_dirs, write_summary
+    from gpuatlas.analysis.fleet_page import render_fleet_page
 
     runs = [p for p in run_dirs(fleet / "runs") if finished(RunDir(p))]
     if not runs:

@@ -4,7 +4,7 @@ Each worker is the plain single-GPU command with CUDA_VISIBLE_DEVICES naming its
 run directory (the same contract) under ``<node>/gpu<N>/``.  The link and collective probes need every GPU
 in one process, so they run after the boards, alone, in one more worker that sees all the devices
 (``<node>/links/``); on one GPU they record why they were skipped.  Then the node summary
-(``node.csv``, ``node.json``: analysis.boards) and the node page (``<node>/report/``).
+(``node.csv``, ``node.json``: gpuatlas.analysis.boards) and the node page (``<node>/report/``).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.errors import UsageError
+from gpuatlas.analysis.errors import UsageError
 
 #: Environment of every worker: NVLink multicast (NVLS) off, as the collectives probe sets it too.
 WORKER_ENV = {"NCCL_NVLS_ENABLE": "0"}
@@ -67,9 +67,9 @@ def launch(argv: list[str], device: str, log: Path) -> subprocess.Popen:
 
 def run_node(args, devices: list[str], out_root: Path, start=launch, say=print) -> tuple[Path, int]:
     """Measure every device in parallel, then the links, then summarize; returns (node folder, exit code)."""
-    from analysis.board_pages import render_boards
-    from analysis.boards import run_dirs, write_summary
-    from probes.registry import select
+    from gpuatlas.analysis.board_pages import render_boards
+    from gpuatlas.analysis.boards import run_dirs, write_summary
+    from gpuatlas.probes.registry import select
 
     probes = select(args.probe)
     board_probes = [p.id for p in probes if p.min_gpus <= 1]

@@ -15,9 +15,9 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
-from analysis.errors import UsageError
-from analysis.results import MEASUREMENT_COLUMNS
-from probes.kit import versions
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.results import MEASUREMENT_COLUMNS
+from gpuatlas.probes.kit import versions
 
 PROFILES = ("quick", "full")
 
@@ -87,21 +87,21 @@ def all_probes() -> dict[str, Probe]:
 
 @functools.lru_cache(maxsize=None)
 def probe_modules() -> tuple[str, ...]:
-    """Every module of the ``probes.families`` package that declares a probe, imported, in the order a run
-    measures them: the families' order (``analysis.family``: each family names the probe modules it measures,
+    """Every module of the ``gpuatlas.probes.families`` package that declares a probe, imported, in the order a run
+    measures them: the families' order (``gpuatlas.analysis.family``: each family names the probe modules it measures,
     in its ``probe_modules``), so the one ordering a family declares places both its runs and its rows."""
-    import probes.families
-    from analysis.family import families
+    import gpuatlas.probes.families
+    from gpuatlas.analysis.family import families
 
-    found = [info.name for info in pkgutil.walk_packages(probes.families.__path__, "probes.families.")
+    found = [info.name for info in pkgutil.walk_packages(gpuatlas.probes.families.__path__, "gpuatlas.probes.families.")
              if importlib.import_module(info.name)
              and any(p.func.__module__ == info.name for p in _REGISTRY.values())]
     owner: dict[str, str] = {}
     for family_name, family in families().items():
         for module in family.probe_modules:
-            name = f"probes.families.{module}"
+            name = f"gpuatlas.probes.families.{module}"
             if name not in found:
-                raise ValueError(f"{family_name} measures {module!r}, which is no module of probes.families that "
+                raise ValueError(f"{family_name} measures {module!r}, which is no module of gpuatlas.probes.families that "
                                  "declares a probe")
             if name in owner:
                 raise ValueError(f"{name} is measured by both {owner[name]} and {family_name}: name it in one "

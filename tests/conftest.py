@@ -18,7 +18,7 @@ def _compile_once_per_content() -> None:
     edits.  Installed before any test module imports these names."""
     import functools
 
-    import probes.kit.cuda as cuda
+    import gpuatlas.probes.kit.cuda as cuda
 
     compile_cubin, sass = cuda.compile_cubin, cuda.sass
     compiled = functools.lru_cache(maxsize=None)(lambda name, text, arch, options: compile_cubin(name, arch))
@@ -101,7 +101,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def committed_run():
-    from analysis.results import load_run
+    from gpuatlas.analysis.results import load_run
 
     meta, measurements = load_run(COMMITTED_RUN)
     return meta, measurements
@@ -114,9 +114,9 @@ def committed_figures(committed_run):
     import matplotlib
     import matplotlib.pyplot as plt
 
-    from analysis.figure_job import draw_figures
-    from analysis.report_figures import figure_specs
-    from analysis.results import RunDir
+    from gpuatlas.analysis.figure_job import draw_figures
+    from gpuatlas.analysis.report_figures import figure_specs
+    from gpuatlas.analysis.results import RunDir
 
     meta, measurements = committed_run
     # every report figure stays open for the session: more than matplotlib's 20 is the point, not a leak
@@ -133,11 +133,11 @@ def committed_figures(committed_run):
 def committed_report(tmp_path_factory):
     """The committed run's report, rendered once for the whole test run by `gpuatlas report` with no
     arguments (its default): ``(index.html, derived quantities)``; the derive is observed, not repeated."""
-    import analysis.derive
+    import gpuatlas.analysis.derive
     from gpuatlas.cli import main
     from tests_support import tree_digest
 
-    derive, seen = analysis.derive.derive, []
+    derive, seen = gpuatlas.analysis.derive.derive, []
 
     def observed(meta, measurements, **kwargs):
         seen.append(derive(meta, measurements, **kwargs))
@@ -146,7 +146,7 @@ def committed_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("committed-report")
     before = tree_digest(COMMITTED_RUN)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(analysis.derive, "derive", observed)
+        patch.setattr(gpuatlas.analysis.derive, "derive", observed)
         assert main(["report", "--out", str(out)]) == 0
     assert tree_digest(COMMITTED_RUN) == before, "rendering never writes into the run"
     (page,) = out.glob("*/index.html")

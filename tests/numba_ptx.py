@@ -16,8 +16,8 @@ def main(nvvm: str, libdevice: str, flavour: str) -> None:
     cuda_paths._get_libdevice_path = lambda: cuda_paths._env_path_tuple("argument", libdevice)
     from numba import cuda, types
 
-    from probes.families.chase_numba import make_chase_kernel
-    from probes.kit.numba_kit import gpu_primitives
+    from gpuatlas.probes.families.chase_numba import make_chase_kernel
+    from gpuatlas.probes.kit.numba_kit import gpu_primitives
 
     kernel = make_chase_kernel(cuda, *gpu_primitives(flavour))
     ptx, _ = cuda.compile_ptx(kernel.py_func, (types.uint64[:], types.uint64, types.int64, types.int64,

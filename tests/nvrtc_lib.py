@@ -56,7 +56,7 @@ class NVRTC:
 
 def main(library: str, filename: str, arch: str, out: str) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1]))
-    from probes.kit.cuda import compile_options, source
+    from gpuatlas.probes.kit.cuda import compile_options, source
 
     nvrtc, out = NVRTC(Path(library)), Path(out)
     code = source(filename)  # read before NVRTC runs (see the module's docstring)

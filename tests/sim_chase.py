@@ -6,8 +6,8 @@ import sys
 import numpy as np
 from numba import config, cuda
 
-from probes.families.chase_numba import make_chase_kernel
-from probes.kit.chain import UNROLL, chain_order, expected_address, fill_chain
+from gpuatlas.probes.families.chase_numba import make_chase_kernel
+from gpuatlas.probes.kit.chain import UNROLL, chain_order, expected_address, fill_chain
 
 assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 ticks = itertools.count(0, 7)

@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 import fakes
-from analysis.results import RunDir
+from gpuatlas.analysis.results import RunDir
 from gpuatlas.machinery import runner
 
 

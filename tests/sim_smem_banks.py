@@ -11,8 +11,8 @@ import threading
 import numpy as np
 from numba import config, cuda
 
-from probes.families.smem_banks import LANES, lane_elements, layout_params
-from probes.families.smem_banks.smem_banks_numba import make_banks_kernel
+from gpuatlas.probes.families.smem_banks import LANES, lane_elements, layout_params
+from gpuatlas.probes.families.smem_banks.smem_banks_numba import make_banks_kernel
 
 assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
 ticks = itertools.count(0, 7)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.accelsim import options, render
-from analysis.accelsim_options import KNOWN, ConfigError, cache_fields, parse
-from analysis.results import RunDir
+from gpuatlas.analysis.accelsim import options, render
+from gpuatlas.analysis.accelsim_options import KNOWN, ConfigError, cache_fields, parse
+from gpuatlas.analysis.results import RunDir
 from gpuatlas.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

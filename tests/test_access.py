@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.latency import hierarchy_rows
-from analysis.miss_latency import access_bands
-from probes.families import chase_l2
-from probes.kit import chain
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.analysis.latency import hierarchy_rows
+from gpuatlas.analysis.miss_latency import access_bands
+from gpuatlas.probes.families import chase_l2
+from gpuatlas.probes.kit import chain
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
 DEVICE = {"l2_bytes": 60 << 20, "smem_per_sm_bytes": 228 << 10}
 #: Cluster centres (cycles, before the recording's cost) like the H200's, and that cost.
@@ -141,7 +141,7 @@ def test_misses_split_into_near_and_far_homed_clusters():
 
 
 def test_one_broad_miss_cluster_is_not_split():
-    from analysis.l2_partitions import miss_valley
+    from gpuatlas.analysis.l2_partitions import miss_valley
 
     rng = np.random.default_rng(3)
     assert miss_valley(rng.normal(600, 30, 5000)) is None

@@ -13,8 +13,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from analysis import atlas  # noqa: E402
-from analysis.results import RunDir  # noqa: E402
+from gpuatlas.analysis import atlas  # noqa: E402
+from gpuatlas.analysis.results import RunDir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What each printed unit is in the base units derived.csv stores (bytes, B/s, Hz, s, cycles, counts).
@@ -97,7 +97,7 @@ def simulated_a100(tmp_path_factory):
     recorded properties."""
     import fakes
 
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
     from gpuatlas.machinery import runner
 
     a100 = {k: v for k, v in json.loads((ROOT / "tests/fixtures/devices.json").read_text())["a100-40gb"].items()

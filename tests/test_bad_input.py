@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fakes
-from analysis.errors import UsageError
-from analysis.results import load_run
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.results import load_run
 from gpuatlas import commands
 from gpuatlas.cli import main
 from gpuatlas.machinery import runner
@@ -37,7 +37,7 @@ def pristine(tmp_path_factory):
 def rendered(monkeypatch):
     """Stands in for drawing the report: records what ``report`` would render (rendering itself is tested on
     the committed run, once, in the ``committed_report`` fixture)."""
-    import analysis.render
+    import gpuatlas.analysis.render
 
     calls = []
 
@@ -45,7 +45,7 @@ def rendered(monkeypatch):
         calls.append((meta, measurements))
         return out / "index.html"
 
-    monkeypatch.setattr(analysis.render, "render", record)
+    monkeypatch.setattr(gpuatlas.analysis.render, "render", record)
     return calls
 
 
@@ -100,8 +100,8 @@ def test_resume_on_a_run_from_another_gpu_is_refused(tmp_path):
 
 
 def test_unstable_configs_are_warned_in_the_report(tmp_path):
-    from analysis.derive import derive
-    from analysis.render import render
+    from gpuatlas.analysis.derive import derive
+    from gpuatlas.analysis.render import render
 
     probes = fakes.simulated_probes()[:1]
     run, meta = runner.new_run(tmp_path, fakes.DEVICE, {}, probes, "quick", {}, 0, ["test"])

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from conftest import COMMITTED_RUN
-from probes.families.bandwidth import dram
-from probes.kit import samplers as kit
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.families.bandwidth import dram
+from gpuatlas.probes.kit import samplers as kit
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
 H200 = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
 #: Another GPU's properties (an A100-40GB-like part): nothing about the sweeps may be H200-specific.
@@ -22,12 +22,12 @@ OTHER = {**H200, "name": "Other GPU", "sm_count": 108, "l2_bytes": 40 << 20, "to
 
 @pytest.fixture(scope="module")
 def bw():
-    return importlib.import_module("probes.families.bandwidth")
+    return importlib.import_module("gpuatlas.probes.families.bandwidth")
 
 
 @pytest.fixture(scope="module")
 def probes(bw):
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     registry = all_probes()
     return {pid: registry[pid] for pid in ("bw.stride", "bw.l2", "bw.dram", "bw.onchip", "bw.dram_footprint")}
@@ -211,7 +211,7 @@ def test_dram_kernels_are_the_declared_ones(cubin, bw):
 
 
 @pytest.mark.parametrize("name, unroll, contiguous",
-                         [k[:3] for k in importlib.import_module("probes.families.bandwidth.dram").DRAM_KERNELS["read"]])
+                         [k[:3] for k in importlib.import_module("gpuatlas.probes.families.bandwidth.dram").DRAM_KERNELS["read"]])
 def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
     loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
@@ -219,7 +219,7 @@ def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     assert_issued_before_use(code, READ_OPS[contiguous], unroll)
 
 
-BLOCK_READS = [(name, unroll) for name, unroll, *_ in importlib.import_module("probes.families.bandwidth.dram").DRAM_KERNELS["read"]
+BLOCK_READS = [(name, unroll) for name, unroll, *_ in importlib.import_module("gpuatlas.probes.families.bandwidth.dram").DRAM_KERNELS["read"]
                if "block" in name]
 
 
@@ -247,7 +247,7 @@ def test_block_read_in_flight_check_fails_when_ptxas_sums_early():
     has ptxas sum loads before the eighth is issued, and the in-flight check must fail on it."""
     from cupy.cuda import nvrtc
 
-    from probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, source
+    from gpuatlas.probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, source
 
     src = source("bandwidth.cu") + r'''
 extern "C" __global__ void __launch_bounds__(256, 8)
@@ -280,7 +280,7 @@ def store_op(store_bytes: int, streaming: bool) -> str:
     return "STG.E" + (".EF" if streaming else "") + (".64" if store_bytes == 8 else f".{store_bytes * 8}")
 
 
-@pytest.mark.parametrize("variant", list(importlib.import_module("probes.families.bandwidth.dram").WRITE_VARIANTS))
+@pytest.mark.parametrize("variant", list(importlib.import_module("gpuatlas.probes.families.bandwidth.dram").WRITE_VARIANTS))
 def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin, bw, variant):
     """Grid-stride: WRITE_U stores a trip; once: exactly one store, no loop.  The other width and the other
     hint are the negative controls: each variant's SASS must fail to match them."""
@@ -318,7 +318,7 @@ def test_once_grids_write_every_element_once(bw):
 
 
 @pytest.mark.parametrize("name, unroll, contiguous, block_contiguous",
-                         [k for k in importlib.import_module("probes.families.bandwidth.dram").DRAM_KERNELS["copy"]])
+                         [k for k in importlib.import_module("gpuatlas.probes.families.bandwidth.dram").DRAM_KERNELS["copy"]])
 def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous, block_contiguous):
     code = sass(cubin[0])[name]
     ops = [opcode(l) for l in instructions(code) if opcode(l).startswith(("STG", "LDG"))]
@@ -581,7 +581,7 @@ def test_dram_bound_comes_from_the_device_properties(bw):
 
 class FakeCtx:
     def __init__(self, hz=1.98e9):
-        from probes.kit.harness import Budget
+        from gpuatlas.probes.kit.harness import Budget
 
         self.device = H200
         self.budget = Budget(warmup_s=0.0, min_repeats=3, max_repeats=3)
@@ -648,7 +648,7 @@ def test_measure_flags_an_impossible_bandwidth_invalid_and_keeps_it(bw, fake_tim
 def test_a_simulated_run_recovers_the_fakes_write_and_footprint_physics(tmp_path):
     """The fakes' fastest write variant and their largest-footprint read come back as the headlines."""
     import fakes
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
     from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id in ("bw.dram", "bw.dram_footprint")]
@@ -682,7 +682,7 @@ def test_the_read_headline_is_the_faster_read_variant_and_names_it():
     fake's one-trip read) and lists both, with a negative control where the grid-stride kernel is faster."""
     import pandas as pd
 
-    from analysis.coalescing import bandwidth_rows
+    from gpuatlas.analysis.coalescing import bandwidth_rows
 
     def rows(fastest, once):
         frame = pd.DataFrame([dict(probe="bw.dram", op="read", variant=v, metric="bandwidth", value=x, repeat=r,

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.banks import CANDIDATES, conflict_degree, degree_of, fit_banks
+from gpuatlas.analysis.banks import CANDIDATES, conflict_degree, degree_of, fit_banks
 import importlib
 
-smem_banks = importlib.import_module("probes.families.smem_banks")
+smem_banks = importlib.import_module("gpuatlas.probes.families.smem_banks")
 ACCESS_BYTES = smem_banks.ACCESS_BYTES
 
 

@@ -3,7 +3,7 @@ answers."""
 import numpy as np
 import pytest
 
-from analysis.capacity import bandwidth_model, fit_capacity
+from gpuatlas.analysis.capacity import bandwidth_model, fit_capacity
 
 MiB = 1 << 20
 
@@ -82,8 +82,8 @@ def test_the_fit_is_global_whatever_a_local_optimiser_would_start_from():
     in seconds per byte, what it minimises) as every start's answer, and not depend on the samples' order."""
     from scipy.optimize import curve_fit, least_squares
 
-    from analysis.results import RunDir
-    from analysis.stats import usable
+    from gpuatlas.analysis.results import RunDir
+    from gpuatlas.analysis.stats import usable
     from conftest import COMMITTED_RUN
 
     run = RunDir(COMMITTED_RUN)
@@ -121,7 +121,7 @@ def test_resident_bytes_are_one_constant_where_the_miss_model_holds():
     from any C: the drift the note reports."""
     import pandas as pd
 
-    from analysis.coalescing import resident_bytes
+    from gpuatlas.analysis.coalescing import resident_bytes
 
     hit, miss, capacity = 9e12, 4.5e12, 50 * 2**20
     footprints = np.array([64, 96, 128, 192, 256]) * 2**20

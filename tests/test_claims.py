@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from analysis.claims import CLAIMS, judge
+from gpuatlas.analysis.claims import CLAIMS, judge
 
 DEVICE = {"sm_count": 132, "max_threads_per_sm": 2048, "regs_per_sm": 65536, "smem_per_sm_bytes": 233472,
           "l2_bytes": 60 << 20, "warp_size": 32, "max_threads_per_block": 1024, "max_blocks_per_sm": 32,
@@ -108,7 +108,7 @@ def names_read(claim) -> tuple[set, set]:
 
 
 def test_every_claim_names_a_vocabulary_quantity_or_a_device_property():
-    from analysis.quantities import QUANTITIES
+    from gpuatlas.analysis.quantities import QUANTITIES
     from fakes import DEVICE as PROPERTIES
 
     for claim in CLAIMS:
@@ -129,8 +129,8 @@ def test_the_vocabulary_check_sees_quantities_inside_composed_claims():
     """Negative control: a misspelt name in a recomputed claim (``first_of``/``product``/``ratio``) is seen."""
     import dataclasses
 
-    from analysis.claims import first_of, product, quantity, ratio
-    from analysis.quantities import QUANTITIES
+    from gpuatlas.analysis.claims import first_of, product, quantity, ratio
+    from gpuatlas.analysis.quantities import QUANTITIES
 
     for measure in (first_of(quantity("littles.bytes_in_flight"), product("dram.read_bandwidth", "dram.latency_ns")),
                     ratio("tc.bf16.peak_flops", "fp32.peak_flop")):
@@ -244,8 +244,8 @@ def test_the_reference_ratios_come_from_the_reference_data():
 
 
 def test_deviations_link_to_a_report_figure_and_the_summary_counts_them():
-    from analysis.claims import summary
-    from analysis.report_figures import declared_figures
+    from gpuatlas.analysis.claims import summary
+    from gpuatlas.analysis.report_figures import declared_figures
 
     stems = {f.stem for f in declared_figures()}
     assert {c.figure for c in CLAIMS if c.figure} <= stems
@@ -262,8 +262,8 @@ def test_deviations_link_to_a_report_figure_and_the_summary_counts_them():
 
 
 def test_claim_ids_are_unique_and_every_input_is_a_quantity_device_key_or_reference():
-    from analysis.claims import _inputs
-    from analysis.quantities import QUANTITIES
+    from gpuatlas.analysis.claims import _inputs
+    from gpuatlas.analysis.quantities import QUANTITIES
 
     assert len({c.id for c in CLAIMS}) == len(CLAIMS) and all(c.id for c in CLAIMS)
     assert {c.kind for c in CLAIMS} <= {"measured", "recomputed", "property", "reference"}
@@ -274,7 +274,7 @@ def test_claim_ids_are_unique_and_every_input_is_a_quantity_device_key_or_refere
 
 
 def test_the_report_groups_claims_by_section_and_links_each_deviation_to_its_figure(tmp_path):
-    from analysis.render import _write_page, claim_sections
+    from gpuatlas.analysis.render import _write_page, claim_sections
 
     sections = claim_sections(derived(**{"dram.read_bandwidth_bytes_per_s": 4.8e12}), DEVICE)
     assert sections[0][0] == "The lecture's claims, judged" and "cannot be tested" in sections[0][1]
@@ -333,8 +333,8 @@ def test_every_claims_band_is_its_precision_words_in_the_one_table():
     import dataclasses
     import math
 
-    from analysis.claims import PRECISION, band, tolerance
-    from analysis.claims.model import Claim
+    from gpuatlas.analysis.claims import PRECISION, band, tolerance
+    from gpuatlas.analysis.claims.model import Claim
 
     assert not {"tolerance", "bounds"} & {f.name for f in dataclasses.fields(Claim)}
     for claim in CLAIMS:
@@ -360,7 +360,7 @@ def test_every_claims_band_is_its_precision_words_in_the_one_table():
 
 
 def test_the_summary_counts_undecided_and_a_claim_spanning_its_band_is_neither_held_nor_deviating():
-    from analysis.claims import summary
+    from gpuatlas.analysis.claims import summary
 
     frame = derived(ci=0)
     frame.loc[0] = ["coalescing.block_bytes", 128.0, 64.0, 128.0]
@@ -384,7 +384,7 @@ def test_the_chase_rate_and_its_bandwidth_share_one_verdict(latency_ns, spread):
 def test_a_quotients_interval_spans_the_corners_of_its_inputs():
     """8 +- 1 over 2 +- 0.2: the naive interval (all inputs low, then all high) is [3.89, 4.09]; the quotient
     can be anywhere in [7/2.2, 9/1.8]."""
-    from analysis.claims.model import calc, interval
+    from gpuatlas.analysis.claims.model import calc, interval
 
     quotient = calc(lambda v: v["a.x"] / v["b.y"], "a.x", "b.y")
     d = {"a.x": (8.0, 7.0, 9.0), "b.y": (2.0, 1.8, 2.2)}
@@ -426,8 +426,8 @@ def test_every_mechanism_speaks_from_the_parts_own_data(part):
     direction the data did not decide; a bus narrower than an HBM stack is not called HBM."""
     import json
 
-    from analysis.claims.mechanisms import in_words
-    from analysis.claims.verdict import intervals
+    from gpuatlas.analysis.claims.mechanisms import in_words
+    from gpuatlas.analysis.claims.verdict import intervals
     from conftest import COMMITTED_RUN
 
     committed, words = _committed_words()
@@ -446,6 +446,6 @@ def test_every_mechanism_speaks_from_the_parts_own_data(part):
     hbm = [s for s in sentences if "HBM" in s]
     assert (not hbm) if part == "rtx-5090" else hbm
     # negative control: of the committed part itself, the clock's sentence names its own maximum
-    from analysis.claims.mechanisms import clock
+    from gpuatlas.analysis.claims.mechanisms import clock
 
     assert words[2] in clock(d, committed) and words[2] not in clock(d, device)

@@ -48,7 +48,7 @@ def test_report_of_references_alone_is_refused(tmp_path, capsys):
 @pytest.fixture
 def no_work(monkeypatch):
     """Fails a command that gets as far as asking for a GPU, deriving a run or loading a comparison."""
-    import analysis.compare
+    import gpuatlas.analysis.compare
     import gpuatlas.machinery.device
     from gpuatlas import commands
 
@@ -57,7 +57,7 @@ def no_work(monkeypatch):
 
     monkeypatch.setattr(gpuatlas.machinery.device, "require_gpu", started)
     monkeypatch.setattr(commands, "_derived_with_figures", started)
-    monkeypatch.setattr(analysis.compare, "comparison", started)
+    monkeypatch.setattr(gpuatlas.analysis.compare, "comparison", started)
 
 
 @pytest.fixture

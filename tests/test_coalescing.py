@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.capacity import bandwidth_model
-from analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes, predicted_efficiency,
-                                 relative_efficiency, stride_table, touched_blocks, useful_bytes)
-from analysis.hbm_bandwidth import footprint_table, l2_share_bound, write_variants
-from analysis.quantities import QUANTITIES
-from analysis.stats import ratio_ci
+from gpuatlas.analysis.capacity import bandwidth_model
+from gpuatlas.analysis.coalescing import (CANDIDATE_BLOCKS, bandwidth_rows, fit_models, moved_bytes,
+                                          predicted_efficiency, relative_efficiency, stride_table, touched_blocks,
+                                          useful_bytes)
+from gpuatlas.analysis.hbm_bandwidth import footprint_table, l2_share_bound, write_variants
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.stats import ratio_ci
 from tests.conftest import COMMITTED_RUN
 
 DEVICE = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]

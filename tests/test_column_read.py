@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.banks import degree_of
-from probes.kit.cuda import compile_cubin, resource_usage, sass
-from probes.kit.harness import Budget, Context
+from gpuatlas.analysis.banks import degree_of
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.kit.harness import Budget, Context
 import importlib
 
-column_read = importlib.import_module("probes.families.column_read")
+column_read = importlib.import_module("gpuatlas.probes.families.column_read")
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +116,7 @@ def fake_kernels(wrong_sums: bool = False):
 
 @pytest.fixture
 def faked_gpu(monkeypatch):
-    import probes.kit.cuda as cuda_kit
+    import gpuatlas.probes.kit.cuda as cuda_kit
 
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy())
     monkeypatch.setattr(column_read, "EventTimer", lambda launch, min_s: None)

@@ -7,9 +7,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis.compare import common_only, comparison, format_value, kind, left_out, level, ratios, resolve_baseline
-from analysis.compare_text import csv_table, display, render_text
-from analysis.errors import UsageError
+from gpuatlas.analysis.compare import (common_only, comparison, format_value, kind, left_out, level, ratios,
+                                       resolve_baseline)
+from gpuatlas.analysis.compare_text import csv_table, display, render_text
+from gpuatlas.analysis.errors import UsageError
 from gpuatlas.cli import main
 
 from conftest import COMMITTED_RUN
@@ -198,8 +199,8 @@ def test_compare_refuses_a_parquet_cut_in_half(run_copy, capsys):
 def test_compare_and_report_read_the_runs_measurements_not_its_stored_numbers(tmp_path):
     """A whole but edited derived.csv changes nothing: both commands derive from the measurements (of a small
     simulated run: the committed run's derived.csv is checked against a fresh derive in test_committed_run)."""
-    from analysis.derive import derive, derived_for
-    from analysis.results import RunDir, load_run
+    from gpuatlas.analysis.derive import derive, derived_for
+    from gpuatlas.analysis.results import RunDir, load_run
     from fakes import DEVICE
     from tests_support import small_simulated_run
 
@@ -282,7 +283,7 @@ def test_the_shared_memory_chase_is_set_against_a_published_chase_like_for_like(
 def test_every_marker_printed_is_explained_where_it_is_printed():
     """The references' provenance markers ([R], [R2], [I]) appear in caveats; each one the text and HTML views
     print is explained among their notes, and a marker not printed is not."""
-    from analysis.compare_text import MARKERS
+    from gpuatlas.analysis.compare_text import MARKERS
 
     long = comparison(["ref:a100-pcie", "ref:h100-sxm", "ref:h800-pcie"])
     text = render_text(long, 100)

@@ -10,9 +10,9 @@ import pytest
 import fakes
 from gpuatlas.machinery import runner
 from gpuatlas.machinery import workers
-from probes.families.icache import INSTRUCTION_BYTES, SOURCE_NAME, kernel_sources, loop_source
-from probes.kit import cuda
-from probes.registry import all_probes
+from gpuatlas.probes.families.icache import INSTRUCTION_BYTES, SOURCE_NAME, kernel_sources, loop_source
+from gpuatlas.probes.kit import cuda
+from gpuatlas.probes.registry import all_probes
 
 pytest.importorskip("cupy")
 

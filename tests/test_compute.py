@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes.families import compute
-from probes.families.compute import wgmma
-from probes.kit import samplers as kit
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.families import compute
+from gpuatlas.probes.families.compute import wgmma
+from gpuatlas.probes.kit import samplers as kit
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 
@@ -253,7 +253,7 @@ def test_check_identical_catches_one_differing_unit():
 
 
 def test_wgmma_needs_hopper_and_sweeps_n():
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     probe = all_probes()["compute.wgmma"]
     assert probe.min_cc == (9, 0)
@@ -265,7 +265,7 @@ def test_wgmma_needs_hopper_and_sweeps_n():
 # -- derivation -------------------------------------------------------------------------------------------
 
 def simulated_measurements(flag_fp32_invalid: bool = False) -> pd.DataFrame:
-    from analysis.results import config_key
+    from gpuatlas.analysis.results import config_key
     from fakes import FAKES
 
     rows = []
@@ -291,7 +291,7 @@ def test_derivation_recovers_the_simulated_peaks():
     from fakes import (CLOCK_HZ, DEVICE, FMA_LATENCY, MMA_SYNC_PER_CLK, VECTOR_PER_CLK, WGMMA_PER_CLK,
                        burst_clock_hz, power_limited_clock_hz)
 
-    from analysis.compute import compute_rows
+    from gpuatlas.analysis.compute import compute_rows
 
     rows = pd.DataFrame(compute_rows(simulated_measurements(flag_fp32_invalid=True))).set_index("quantity")
     scale = DEVICE["sm_count"] * CLOCK_HZ
@@ -328,7 +328,7 @@ def test_derivation_recovers_the_simulated_peaks():
 def test_the_burst_peak_is_the_faster_operand_sets_and_a_run_without_the_unit_set_keeps_signed():
     """Synthetic bursts with known medians: the peak takes the set whose median is higher, whichever it is,
     and never a median over both sets."""
-    from analysis.compute import compute_rows
+    from gpuatlas.analysis.compute import compute_rows
 
     base = {"probe": "compute.wgmma", "config": "dtype=e4m3,n=256", "dtype": "e4m3", "n": 256, "flag": ""}
     timed = [{**base, "metric": "throughput", "value": 1.0e15, "repeat": r, "sm_clock_hz": 1.5e9} for r in range(3)]
@@ -352,8 +352,8 @@ def test_the_burst_peak_is_the_faster_operand_sets_and_a_run_without_the_unit_se
 
 
 def test_lecture_claims_of_issue_7_are_judged_from_these_quantities():
-    from analysis.claims import judge
-    from analysis.compute import compute_rows
+    from gpuatlas.analysis.claims import judge
+    from gpuatlas.analysis.compute import compute_rows
     from fakes import DEVICE
 
     derived = pd.DataFrame(compute_rows(simulated_measurements()))
@@ -366,8 +366,8 @@ def test_lecture_claims_of_issue_7_are_judged_from_these_quantities():
 
 
 def test_peak_figure_draws_every_measured_peak_and_the_library_bars():
-    from analysis.compute import compute_rows
-    from analysis.compute_figures import compute_peaks
+    from gpuatlas.analysis.compute import compute_rows
+    from gpuatlas.analysis.compute_figures import compute_peaks
 
     derived = pd.DataFrame(compute_rows(simulated_measurements()))
     ax = compute_peaks(derived)
@@ -380,7 +380,7 @@ def test_peak_figure_draws_every_measured_peak_and_the_library_bars():
 
 
 def test_the_sustained_rate_leaves_out_the_ramp_and_names_the_reason_nvml_set():
-    from analysis.compute import compute_rows, steady_part, telemetry_note
+    from gpuatlas.analysis.compute import compute_rows, steady_part, telemetry_note
 
     config = "dtype=bf16,n=256"
     t = np.arange(1, 10) / 10  # 0.1 ... 0.9 s: samples ending before 0.3 s are the ramp

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.families import compute
-from probes.families.compute import wgmma
-from probes.kit.cuda import KERNEL_DIR
-from probes.kit.harness import Budget, Context
+from gpuatlas.probes.families import compute
+from gpuatlas.probes.families.compute import wgmma
+from gpuatlas.probes.kit.cuda import KERNEL_DIR
+from gpuatlas.probes.kit.harness import Budget, Context
 
 pytestmark = pytest.mark.skipif(shutil.which("cpp") is None, reason="needs the C preprocessor")
 
@@ -232,7 +232,7 @@ def test_mma_sync_probe(ctx, dtype):
 @pytest.mark.parametrize("dtype", compute.TC_DTYPES)
 @pytest.mark.parametrize("n", (64, 256))
 def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n, monkeypatch):
-    from probes.kit import telemetry
+    from gpuatlas.probes.kit import telemetry
 
     monkeypatch.setattr(wgmma, "QUICK_PLAN", (3, 2, 0.05))  # 3 bursts per operand set, 2 short, 0.05 s
     monkeypatch.setattr(wgmma, "REST_MAX_S", 0.01)
@@ -275,7 +275,7 @@ def test_wgmma_probe_checks_its_layout_against_the_host_matmul(ctx, dtype, n, mo
 
 
 def test_the_profiles_plans_and_the_unit_operands():
-    from probes.kit.harness import Budget
+    from gpuatlas.probes.kit.harness import Budget
 
     assert wgmma.plan(Budget.for_profile("quick")) == wgmma.QUICK_PLAN
     assert wgmma.plan(Budget.for_profile("full")) == wgmma.FULL_PLAN != wgmma.QUICK_PLAN

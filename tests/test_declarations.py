@@ -6,10 +6,10 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis import repro
-from analysis.derive import derive
-from analysis.quantities import QUANTITIES
-from analysis.results import DERIVED_COLUMNS, atomic_write_parquet
+from gpuatlas.analysis import repro
+from gpuatlas.analysis.derive import derive
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.results import DERIVED_COLUMNS, atomic_write_parquet
 from fakes import DEVICE, simulated_probes
 from gpuatlas.machinery import runner
 from gpuatlas.machinery import workers
@@ -64,8 +64,8 @@ def test_derive_emits_for_all_probes_together_only_what_they_declare(measured):
 # -- the families: one declaration each, found by themselves ----------------------------------------------
 
 def test_each_family_emits_only_its_own_quantities_in_family_order(measured):
-    from analysis.family import families
-    from analysis.stats import split_by_probe
+    from gpuatlas.analysis.family import families
+    from gpuatlas.analysis.stats import split_by_probe
 
     meta, measurements = measured
     rows, emitted = [], {}
@@ -76,7 +76,7 @@ def test_each_family_emits_only_its_own_quantities_in_family_order(measured):
             emitted[name] = {row["quantity"] for row in made}
             assert emitted[name] <= set(family.quantities), (name, emitted[name] - set(family.quantities))
             rows += made
-    derived = derive(meta, measurements)  # the families' rows, then the repro step (analysis.repro)
+    derived = derive(meta, measurements)  # the families' rows, then the repro step (gpuatlas.analysis.repro)
     pd.testing.assert_frame_equal(repro.attach(pd.DataFrame(rows, columns=list(DERIVED_COLUMNS)),
                                                meta["device"]["name"]), derived)
     # negative control: the check tells the families apart; credited to any other family, their rows fail it
@@ -86,12 +86,12 @@ def test_each_family_emits_only_its_own_quantities_in_family_order(measured):
 
 
 def test_the_vocabulary_is_every_familys_declaration_and_refuses_an_id_declared_twice():
-    from analysis.family import Family, families, merged
+    from gpuatlas.analysis.family import Family, families, merged
 
     found = families()
     assert list(QUANTITIES) == [q for family in found.values() for q in family.quantities]
     assert [family.order for family in found.values()] == sorted(family.order for family in found.values())
-    assert list(found)[:2] == ["analysis.clock", "analysis.launch"]
+    assert list(found)[:2] == ["gpuatlas.analysis.clock", "gpuatlas.analysis.launch"]
     a = Family(order=1, rows=lambda m, device: [], quantities={"x.a": ("s", "a"), "x.b": ("B", "b")})
     b = Family(order=2, rows=lambda m, device: [], quantities={"x.c": ("1", "c")})
     assert list(merged({"one": a, "two": b})) == ["x.a", "x.b", "x.c"]
@@ -100,15 +100,15 @@ def test_the_vocabulary_is_every_familys_declaration_and_refuses_an_id_declared_
 
 
 def test_families_that_read_rows_order_last_and_no_two_share_an_order(monkeypatch):
-    import analysis.family
-    from analysis.family import Family
+    import gpuatlas.analysis.family
+    from gpuatlas.analysis.family import Family
 
     def family(order, reads_rows=False):
         return Family(order, lambda *a: [], {}, reads_rows=reads_rows)
 
     def found(**declared):
-        monkeypatch.setattr(analysis.family, "declared", lambda what: declared)
-        return list(analysis.family.families.__wrapped__())
+        monkeypatch.setattr(gpuatlas.analysis.family, "declared", lambda what: declared)
+        return list(gpuatlas.analysis.family.families.__wrapped__())
 
     assert found(b=family(2), a=family(1), late=family(3, True)) == ["a", "b", "late"]
     with pytest.raises(ValueError, match=r"\['b'\] order after a family that reads rows"):  # negative controls
@@ -123,44 +123,44 @@ def _module(folder, name: str, text: str):
 
 
 def test_a_run_measures_each_familys_probe_modules_in_family_order_and_refuses_an_orphan(tmp_path, monkeypatch):
-    """Discovery imports every module of probes.families; those that declare a probe run in the order of the
+    """Discovery imports every module of gpuatlas.probes.families; those that declare a probe run in the order of the
     families that name them (each family's probe_modules, in the order it lists them).  A module no family
     names, one two families name, or a name no module answers is an error."""
-    import analysis.family
-    import probes.families
-    from analysis.family import Family
-    from probes import registry
-    from probes.registry import probe_modules
+    import gpuatlas.analysis.family
+    import gpuatlas.probes.families
+    from gpuatlas.analysis.family import Family
+    from gpuatlas.probes import registry
+    from gpuatlas.probes.registry import probe_modules
 
-    today, found = probe_modules(), analysis.family.families()
+    today, found = probe_modules(), gpuatlas.analysis.family.families()
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    monkeypatch.setattr(probes.families, "__path__", [*probes.families.__path__, str(tmp_path)])
+    monkeypatch.setattr(gpuatlas.probes.families, "__path__", [*gpuatlas.probes.families.__path__, str(tmp_path)])
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    _module(tmp_path, "widget", 'from probes.registry import probe\n\n@probe("widget.rate", sweeps={"quick": dict, '
+    _module(tmp_path, "widget", 'from gpuatlas.probes.registry import probe\n\n@probe("widget.rate", sweeps={"quick": dict, '
                                 '"full": dict}, axes={})\ndef widget(ctx): ...\n')
     _module(tmp_path, "kit_like", "SHARED = 1\n")  # declares no probe: not a probe module, named by no family
     first, second = list(found.values())[:2]
 
     def run_order(*extra: tuple[int, tuple]):
         """probe_modules afresh, with families ``extra`` (order, probe_modules) beside today's."""
-        families = {**found, **{f"analysis.widget{i}": Family(order, lambda m, device: [], {}, probe_modules=mods)
+        families = {**found, **{f"gpuatlas.analysis.widget{i}": Family(order, lambda m, device: [], {}, probe_modules=mods)
                                 for i, (order, mods) in enumerate(extra)}}
-        monkeypatch.setattr(analysis.family, "families", lambda: dict(sorted(families.items(),
+        monkeypatch.setattr(gpuatlas.analysis.family, "families", lambda: dict(sorted(families.items(),
                                                                               key=lambda item: item[1].order)))
         return probe_modules.__wrapped__()
 
     try:
         between = (first.order + second.order) / 2  # whatever numbers the families use, none is reserved
-        assert run_order((between, ("widget",))) == (*today[:len(first.probe_modules)], "probes.families.widget",
+        assert run_order((between, ("widget",))) == (*today[:len(first.probe_modules)], "gpuatlas.probes.families.widget",
                                                       *today[len(first.probe_modules):])
-        with pytest.raises(ValueError, match=r"\['probes.families.widget'\] declare probes but no family measures"):
+        with pytest.raises(ValueError, match=r"\['gpuatlas.probes.families.widget'\] declare probes but no family measures"):
             run_order()
         with pytest.raises(ValueError, match="measured by both"):
             run_order((between, ("widget",)), (max(f.order for f in found.values()) + 1, ("widget",)))
         with pytest.raises(ValueError, match="'kit_like', which is no module"):
             run_order((between, ("widget", "kit_like")))
     finally:
-        for name in ("probes.families.widget", "probes.families.kit_like"):
+        for name in ("gpuatlas.probes.families.widget", "gpuatlas.probes.families.kit_like"):
             sys.modules.pop(name, None)
 
 
@@ -168,8 +168,8 @@ def test_a_run_measures_each_familys_probe_modules_in_family_order_and_refuses_a
 #: module with a quantity, a figure and a claim (analysis/widget.py), and its fake (tests/fakes/widget.py).
 #: Its order lies between the first two families' (ORDER, filled in by the test): no slot is kept free for it.
 WIDGET_PROBE = """
-from probes.kit.harness import Sample
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import probe
 
 
 @probe("widget.rate", sweeps={"quick": lambda device: {"n": [1]}, "full": lambda device: {"n": [1, 2]}},
@@ -179,11 +179,11 @@ def widget(ctx, n: int) -> list:
     raise RuntimeError("no GPU in this test: the fake measures")
 """
 WIDGET_FAMILY = """
-from analysis.claims.model import Claim, quantity
-from analysis.family import Family
-from analysis.quantities import derived_row
-from analysis.report_figures import FigureSpec
-from analysis.stats import median_ci, select
+from gpuatlas.analysis.claims.model import Claim, quantity
+from gpuatlas.analysis.family import Family
+from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.report_figures import FigureSpec
+from gpuatlas.analysis.stats import median_ci, select
 
 
 def widget_rows(measurements, device):
@@ -210,7 +210,7 @@ CLAIMS = (Claim("§7.10", "a widget runs at 7 Hz", 7.0, "Hz", quantity("widget.r
 """
 WIDGET_FAKE = """
 from fakes import CLOCK_HZ
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated widget: 7 Hz a copy.
 RATE_HZ = 7.0
@@ -230,21 +230,21 @@ WIDGET_RUN = """
 import sys, tempfile
 from pathlib import Path
 import pandas as pd
-import analysis, fakes, probes.families
+import gpuatlas.analysis, fakes, gpuatlas.probes.families
 if sys.argv[1] == "with":
-    probes.families.__path__.append(sys.argv[2] + "/probes")
-    analysis.__path__.append(sys.argv[2] + "/analysis")
+    gpuatlas.probes.families.__path__.append(sys.argv[2] + "/probes")
+    gpuatlas.analysis.__path__.append(sys.argv[2] + "/analysis")
     fakes.__path__.append(sys.argv[2] + "/fakes")
-from analysis import chapters
-from analysis.claims import judge
-from analysis.derive import derive
-from analysis.quantities import QUANTITIES
-from analysis.render import render
-from analysis.report_figures import declared_figures
-from analysis.results import atomic_write_parquet
+from gpuatlas.analysis import chapters
+from gpuatlas.analysis.claims import judge
+from gpuatlas.analysis.derive import derive
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.render import render
+from gpuatlas.analysis.report_figures import declared_figures
+from gpuatlas.analysis.results import atomic_write_parquet
 from fakes import DEVICE, simulated_probes
 from gpuatlas.machinery import runner, workers
-from probes.registry import all_probes
+from gpuatlas.probes.registry import all_probes
 
 print("order", list(all_probes())[:3])
 print("vocabulary", QUANTITIES.get("widget.rate_hz"))
@@ -280,7 +280,7 @@ def test_a_new_family_with_a_figure_and_a_claim_needs_only_its_own_files(tmp_pat
     and a claim) and its fake, dropped beside the others, are measured in their family's order, derived, drawn
     in their chapter and judged, with no other file edited (a GPU probe also brings its kernel and the
     kernel's test)."""
-    from analysis.family import families
+    from gpuatlas.analysis.family import families
 
     first, second = [family.order for family in families().values()][:2]
     _module(tmp_path / "probes", "widget", WIDGET_PROBE)
@@ -333,10 +333,10 @@ def test_the_recipes_figure_and_claim_are_what_the_report_takes():
 
     from conftest import REPO
 
-    from analysis import chapters
-    from analysis.claims import CLAIMS
-    from analysis.claims.model import Claim, quantity
-    from analysis.report_figures import FigureSpec, declared_figures
+    from gpuatlas.analysis import chapters
+    from gpuatlas.analysis.claims import CLAIMS
+    from gpuatlas.analysis.claims.model import Claim, quantity
+    from gpuatlas.analysis.report_figures import FigureSpec, declared_figures
 
     doc = (REPO / "docs" / "adding-a-probe.md").read_text()
     (code,) = re.findall(r"```python\n(.*?)```", doc.split("## 6. ", 1)[1], re.S)

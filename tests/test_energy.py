@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.energy import energy_per_flop, energy_rows, updates
+from gpuatlas.analysis.energy import energy_per_flop, energy_rows, updates
 
 COMMITTED = Path(__file__).resolve().parents[1] / "reports" / "h200"
 
@@ -76,7 +76,7 @@ def test_no_readings_in_the_window_gives_nothing():
 
 
 def test_the_committed_run_gives_energy_per_flop_for_each_tensor_dtype_with_its_evidence():
-    from analysis.results import load_run
+    from gpuatlas.analysis.results import load_run
 
     meta, measurements = load_run(COMMITTED)
     rows = {r["quantity"]: r for r in energy_rows(measurements, meta["device"])}
@@ -93,9 +93,9 @@ def test_the_committed_run_gives_energy_per_flop_for_each_tensor_dtype_with_its_
 
 
 def test_energy_is_a_declared_quantity():
-    from analysis.quantities import QUANTITIES
+    from gpuatlas.analysis.quantities import QUANTITIES
 
-    from analysis.energy import FAMILY
+    from gpuatlas.analysis.energy import FAMILY
 
     assert set(FAMILY.quantities) == {f"energy.{d}.pj_per_flop" for d in ("bf16", "fp16", "tf32", "fp8")}
     assert set(FAMILY.quantities) <= {q for q in QUANTITIES if q.startswith("energy.")}

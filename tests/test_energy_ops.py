@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import fakes
-from analysis.energy_ops import MIN_INTERVALS, counter_power, edges, energy_op_rows
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.analysis.energy_ops import MIN_INTERVALS, counter_power, edges, energy_op_rows
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
 OPS = ("idle", *fakes.ENERGY_OPS)
 
@@ -94,8 +94,8 @@ def test_edges_are_the_first_readings_of_each_new_value_and_power_skips_the_star
 
 
 def test_the_sweep_is_full_only_idle_first_and_fp8_only_where_native():
-    from probes.families import energy
-    from probes.registry import all_probes
+    from gpuatlas.probes.families import energy
+    from gpuatlas.probes.registry import all_probes
 
     probe = all_probes()["energy.per_operation"]
     assert probe.configs(fakes.DEVICE, "quick") == []
@@ -106,7 +106,7 @@ def test_the_sweep_is_full_only_idle_first_and_fp8_only_where_native():
 
 
 def test_the_probe_keeps_the_readings_around_each_change():
-    from probes.families.energy import _changes
+    from gpuatlas.probes.families.energy import _changes
 
     readings = [(0.0, 5), (0.001, 5), (0.002, 5), (0.003, 9), (0.004, 9), (0.005, 9)]
     kept = [s.value for s in _changes(readings) if s.metric == "energy_t_s"]
@@ -126,7 +126,7 @@ def energy_sass():
 
 
 def test_each_kernel_does_the_work_it_counts(energy_sass):
-    from probes.families.energy import work as energy
+    from gpuatlas.probes.families.energy import work as energy
 
     code, usage = energy_sass
     assert opcodes(code["ffma_chains"])["FFMA"] == energy.CHAINS * energy.UNROLL
@@ -142,8 +142,8 @@ def test_each_kernel_does_the_work_it_counts(energy_sass):
 
 @pytest.mark.parametrize("arch, opcode", [("sm_89", "QMMA"), ("sm_120", "QMMA")])
 def test_fp8_mma_sync_is_native_where_the_sweep_measures_it(arch, opcode):
-    from probes.families import energy
-    from probes.families.energy.work import MMA_ACC, MMA_UNROLL
+    from gpuatlas.probes.families import energy
+    from gpuatlas.probes.families.energy.work import MMA_ACC, MMA_UNROLL
 
     code = sass(compile_cubin("energy.cu", arch)[0])
     assert opcodes(code["mma_e4m3"])[opcode] == MMA_ACC * MMA_UNROLL
@@ -154,7 +154,7 @@ def test_fp8_mma_sync_is_native_where_the_sweep_measures_it(arch, opcode):
 
 
 def test_a_window_goes_on_until_the_counter_has_moved_enough_past_its_start():
-    from probes.families.energy import SETTLE_PERIODS, WANT_UPDATES, settled_updates
+    from gpuatlas.probes.families.energy import SETTLE_PERIODS, WANT_UPDATES, settled_updates
 
     every_50ms = list(np.arange(0.03, 1.1, 0.05))
     assert settled_updates(every_50ms) == sum(c >= SETTLE_PERIODS * 0.05 for c in every_50ms) >= WANT_UPDATES
@@ -165,7 +165,7 @@ def test_a_window_goes_on_until_the_counter_has_moved_enough_past_its_start():
 def test_the_ffma_chains_end_where_the_hosts_single_rounded_steps_say():
     """fma(x, -1, b) is b - x rounded once: numpy's float32 subtraction, checked against the exact difference
     (float64 holds it) rounded to float32; the chains flip between two values from the first step on."""
-    from probes.families.energy.work import UNROLL, alternation
+    from gpuatlas.probes.families.energy.work import UNROLL, alternation
 
     rng = np.random.default_rng(5)
     start, b = rng.uniform(-1, 1, 4096).astype(np.float32), np.float32(0.6180339)

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.execution import OPS, UNITS, execution_rows, inst_table, sass_step
-from probes.families import execution
-from probes.families.execution import exec_chains
-from probes.kit.cuda import compile_cubin, resource_usage, sass
-from probes.registry import all_probes
+from gpuatlas.analysis.execution import OPS, UNITS, execution_rows, inst_table, sass_step
+from gpuatlas.probes.families import execution
+from gpuatlas.probes.families.execution import exec_chains
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.registry import all_probes
 
 ADDRESS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
 REGISTER = re.compile(r"\b(U?R\d+|U?P\d+)\b")
@@ -175,7 +175,7 @@ def test_checker_sees_a_wide_pair_and_a_carry():
 
 def _broken_source() -> str:
     """execution.cu with the latency template's chain cut: every step starts again from the loaded value."""
-    from probes.kit.cuda import source
+    from gpuatlas.probes.kit.cuda import source
 
     text = source("execution.cu")
     cut = text.replace("timed_chain<LAT_UNROLL>(trips, [&] { x = Op::step(x, a, b); });",
@@ -187,7 +187,7 @@ def _broken_source() -> str:
 
 
 def test_a_compiled_broken_chain_is_rejected(tmp_path, monkeypatch):
-    import probes.kit.cuda as cuda
+    import gpuatlas.probes.kit.cuda as cuda
 
     (tmp_path / "execution.cu").write_text(_broken_source())
     monkeypatch.setattr(cuda, "KERNEL_DIR", tmp_path)
@@ -226,7 +226,7 @@ def test_diverge_kernel_branches_around_one_body(build):
 
 @pytest.mark.parametrize("dtype", list(exec_chains.MMA_ONES))
 def test_mma_latency_kernel_is_one_accumulator_chain(build, dtype):
-    from analysis.execution import MMA_LATENCY
+    from gpuatlas.analysis.execution import MMA_LATENCY
 
     kernels, usage = build
     opcode = re.escape(MMA_LATENCY[dtype][1])
@@ -390,7 +390,7 @@ def test_probes_are_registered_with_fakes():
 
 
 def test_the_quantity_vocabulary_lists_every_op():
-    from analysis.quantities import QUANTITIES
+    from gpuatlas.analysis.quantities import QUANTITIES
 
     for op, spec in OPS.items():
         assert (f"inst.{op}.latency_cycles" in QUANTITIES) == spec.latency
@@ -409,7 +409,7 @@ def test_ffma_latency_note_sets_it_beside_compute_latency():
 
 
 def test_the_lecture_claims_are_judged_from_the_chapter():
-    from analysis.claims import judge
+    from gpuatlas.analysis.claims import judge
 
     def table(**values):
         d = pd.DataFrame([{"quantity": q, "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
@@ -428,8 +428,8 @@ def test_the_lecture_claims_are_judged_from_the_chapter():
 
 def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_path):
     import fakes
-    from analysis.derive import derive
-    from analysis.render import render
+    from gpuatlas.analysis.derive import derive
+    from gpuatlas.analysis.render import render
     from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id.startswith("exec.")]
@@ -460,8 +460,8 @@ def test_a_simulated_run_recovers_the_fakes_execution_physics_and_renders(tmp_pa
     assert page.exists()
     from test_figures import overlaps
 
-    from analysis.figure_job import draw_figures
-    from analysis.execution_figures import FIGURES
+    from gpuatlas.analysis.figure_job import draw_figures
+    from gpuatlas.analysis.execution_figures import FIGURES
 
     mine = [spec for spec in FIGURES if spec.probe.startswith("exec.")]
     drawn = list(draw_figures(meta, measurements, derived, mine))
@@ -476,7 +476,7 @@ def test_the_chapter_measures_on_a_gpu_within_its_time(tmp_path):
     figures, and the whole chapter (full profile, kernels compiled on first use) takes at most 25 s."""
     import time
 
-    from analysis.results import RunDir
+    from gpuatlas.analysis.results import RunDir
     from gpuatlas.cli import main
 
     start = time.perf_counter()
@@ -549,7 +549,7 @@ def _emulated(monkeypatch, kernels: dict):
     """Context on an emulated device: ``kernels`` maps names to Python functions of (grid, block, args)."""
     import sys
 
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
 

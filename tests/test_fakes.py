@@ -21,7 +21,7 @@ def test_the_fakes_import_nothing_from_the_analysis():
 
 def test_every_probe_has_one_fake_and_the_fakes_are_every_familys():
     """FAKES is gathered from the family modules of tests/fakes/: each probe faked once, none left out."""
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     assert set(fakes.FAKES) == set(all_probes())
     owners = [module.__name__ for module in fakes._family_modules() for _ in module.FAKES]

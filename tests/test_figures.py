@@ -8,9 +8,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from analysis.figures import _level_labels  # noqa: E402
-from analysis.report_figures import declared_figures, figure_specs  # noqa: E402
-from analysis.units import plain_log_axis  # noqa: E402
+from gpuatlas.analysis.figures import _level_labels  # noqa: E402
+from gpuatlas.analysis.report_figures import declared_figures, figure_specs  # noqa: E402
+from gpuatlas.analysis.units import plain_log_axis  # noqa: E402
 
 STEMS = [spec.stem for spec in declared_figures()]
 #: Words that name a unit (or say the axis is a pure ratio or a count) in an axis label or its tick labels.
@@ -197,7 +197,7 @@ def test_the_figures_palettes_are_seaborns(name, n):
     """The palettes kept as constants (so a figure does not import seaborn) give seaborn's colours."""
     import seaborn
 
-    from analysis.figures import color_palette
+    from gpuatlas.analysis.figures import color_palette
 
     assert color_palette(name, n) == [tuple(c) for c in seaborn.color_palette(name, n)]
     other = "dark" if name != "dark" else "deep"
@@ -206,7 +206,7 @@ def test_the_figures_palettes_are_seaborns(name, n):
 
 def test_only_figures_that_read_the_derived_quantities_wait_for_them():
     """A figure whose draw never reads the derived quantities is started before they are derived."""
-    from analysis.report_figures import FigureSpec, uses_derived
+    from gpuatlas.analysis.report_figures import FigureSpec, uses_derived
 
     def spec(draw):
         return FigureSpec("x", None, "title", "caption", draw)
@@ -220,7 +220,7 @@ def test_only_figures_that_read_the_derived_quantities_wait_for_them():
 
 def _labelled_svg(dpi: int) -> bytes:
     """A small figure with a title, labels and ticks, laid out at ``dpi`` and saved as the report saves."""
-    from analysis import figure_job
+    from gpuatlas.analysis import figure_job
 
     with matplotlib.rc_context({"figure.dpi": dpi}):
         fig, ax = plt.subplots(figsize=(3, 2))
@@ -237,7 +237,7 @@ def _labelled_svg(dpi: int) -> bytes:
 
 def test_shared_text_metrics_draw_what_matplotlib_draws(monkeypatch):
     """Extents measured by earlier figures (at another dpi, under another hinting) never reach a later one."""
-    from analysis import figure_job
+    from gpuatlas.analysis import figure_job
 
     monkeypatch.setattr(figure_job, "_TEXT_METRICS", {})
     plain = {dpi: _labelled_svg(dpi) for dpi in (100, 200)}
@@ -259,7 +259,7 @@ def test_shared_text_metrics_is_a_no_op_on_a_matplotlib_without_the_hook(monkeyp
     through the renderer as 3.8's does."""
     import matplotlib.text as mtext
 
-    from analysis import figure_job
+    from gpuatlas.analysis import figure_job
 
     plain = _labelled_svg(100)
     monkeypatch.setattr(figure_job, "_TEXT_METRICS", {})
@@ -275,7 +275,7 @@ def test_shared_text_metrics_is_a_no_op_on_a_matplotlib_without_the_hook(monkeyp
 def test_text_metrics_shared_across_hintings_would_change_a_figure(monkeypatch):
     """Negative control: extents measured with hinting served to a figure drawn without it (a cache keyed
     without the rc settings) change the figure, so the test above sees such a key."""
-    from analysis import figure_job
+    from gpuatlas.analysis import figure_job
 
     monkeypatch.setattr(figure_job, "_TEXT_METRICS", {})
     with matplotlib.rc_context({"text.hinting": "no_hinting"}):
@@ -338,9 +338,9 @@ def ratio_figure():
     """`compare --plot`'s figure of the committed run against two references."""
     from conftest import COMMITTED_RUN
 
-    from analysis.compare import comparison, run_label
-    from analysis.compare_figure import ratio_figure as draw
-    from analysis.results import RunDir
+    from gpuatlas.analysis.compare import comparison, run_label
+    from gpuatlas.analysis.compare_figure import ratio_figure as draw
+    from gpuatlas.analysis.results import RunDir
 
     run = RunDir(COMMITTED_RUN)  # its committed derived.csv: test_committed_run checks it is what derive() gives
     sources = [str(COMMITTED_RUN), "ref:h100-sxm", "ref:a100-sxm4-80gb"]

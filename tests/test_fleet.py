@@ -166,8 +166,8 @@ def test_the_fleet_page_shows_the_slow_boards_first_and_links_their_pages(tmp_pa
     """Forty boards, one with half the HBM read bandwidth: it is flagged in that quantity and in the HBM group
     (the mean of its HBM rates' z is far low too); the page's first table names it and links its page; the
     healthy boards are not listed on the page.  (The summary and page only: no dataset.)"""
-    from analysis.board_pages import render_boards
-    from analysis.boards import run_dirs, write_summary
+    from gpuatlas.analysis.board_pages import render_boards
+    from gpuatlas.analysis.boards import run_dirs, write_summary
 
     fleet = tmp_path / "fleet"
     _boards(fleet, 40)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.boards import GROUP_PREFIX, LONG_COLUMNS, group_of, panel_z, screen
-from analysis.repro import read_spread_table
+from gpuatlas.analysis.boards import GROUP_PREFIX, LONG_COLUMNS, group_of, panel_z, screen
+from gpuatlas.analysis.repro import read_spread_table
 
 MODEL = "NVIDIA H200"
 

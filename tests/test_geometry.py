@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.geometry import geometry_rows
-from analysis.l1_sets import classify_policy, lines_held, set_geometry, walks
-from probes.families.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs, onset,
-                                      set_strides, sweep_lines)
+from gpuatlas.analysis.geometry import geometry_rows
+from gpuatlas.analysis.l1_sets import classify_policy, lines_held, set_geometry, walks
+from gpuatlas.probes.families.geometry import (RECORD_BYTES, carveout_allocations, chain_blocks, geometry_configs,
+                                               onset, set_strides, sweep_lines)
 from tests import fakes
 from tests.fakes import SetCache, cache_walk
 
@@ -44,7 +44,7 @@ def held_by_stride(measurements):
 # -- the kernel -------------------------------------------------------------------------------------------
 
 def record_loop(kernel_name: str, filename: str) -> list[str]:
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin(filename)[0])[kernel_name]
     lines = [re.sub(r"\s+", " ", l.split(";")[0]).strip() for l in code.splitlines()
@@ -195,7 +195,7 @@ def test_flagged_samples_give_no_rows(simulated):
 def test_the_carveout_trades_l1_for_shared(simulated):
     """The simulated L1 loses what the shared carve takes (up to one carve-out step of rounding); negative
     control: an L1 that kept its size beside any allocation trades nothing and fails the lecture's claim."""
-    from analysis.claims import judge
+    from gpuatlas.analysis.claims import judge
 
     allocations = carveout_allocations(fakes.DEVICE)
     step = fakes.CARVE_STEP / (max(allocations) - min(allocations))
@@ -219,7 +219,7 @@ def test_the_carveout_trades_l1_for_shared(simulated):
 def test_figures_draw_the_simulated_l1(simulated):
     import matplotlib.pyplot as plt
 
-    from analysis import geometry_figures
+    from gpuatlas.analysis import geometry_figures
 
     derived = pd.DataFrame(geometry_rows(simulated))
     ax = geometry_figures.l1_sets(simulated, derived)
@@ -245,7 +245,7 @@ def partition_frame(stride, values, lines):
 
 @pytest.mark.parametrize("interleave", [256, 2048, 16384])
 def test_partition_interleave_of_a_hashed_map(interleave):
-    from analysis.l2_partitions import partition_rows
+    from gpuatlas.analysis.l2_partitions import partition_rows
 
     values = fakes.partition_walks(LINE, 4096, 3, interleave)
     rows = {r["quantity"]: r for r in partition_rows(partition_frame(LINE, values, 4096))}
@@ -256,7 +256,7 @@ def test_partition_interleave_of_a_hashed_map(interleave):
 
 def test_one_home_gives_no_interleave():
     """Negative control: a walk whose lines one partition homes shows one miss cluster and no interleave."""
-    from analysis.l2_partitions import interleave_lines, partition_rows
+    from gpuatlas.analysis.l2_partitions import interleave_lines, partition_rows
 
     values = fakes.partition_walks(LINE, 4096, 3, interleave=None)
     assert partition_rows(partition_frame(LINE, values, 4096)) == []
@@ -265,7 +265,7 @@ def test_one_home_gives_no_interleave():
 
 
 def test_the_simulated_probe_recovers_its_interleave():
-    from analysis.l2_partitions import partition_rows
+    from gpuatlas.analysis.l2_partitions import partition_rows
 
     class Ctx:
         device = fakes.DEVICE
@@ -283,8 +283,8 @@ def frame_of(samples, stride):
 def test_partition_figure():
     import matplotlib.pyplot as plt
 
-    from analysis import geometry_figures
-    from analysis.l2_partitions import partition_rows
+    from gpuatlas.analysis import geometry_figures
+    from gpuatlas.analysis.l2_partitions import partition_rows
 
     values = fakes.partition_walks(LINE, 4096, 3)
     m = partition_frame(LINE, values, 4096)
@@ -297,7 +297,7 @@ def test_partition_figure():
 # -- the partition map from every SM ----------------------------------------------------------------------
 
 def test_the_per_sm_recorder_times_each_l2_only_load_on_the_chosen_sm():
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     assert_timed_loads(record_loop("l2_record_on_sm", "geometry.cu"), "LDG.E.64.STRONG.GPU")
     code = sass(compile_cubin("geometry.cu")[0])
@@ -317,7 +317,7 @@ def sm_map_frame(values, ids, lines):
 
 
 def test_two_sides_of_complementary_maps_are_found():
-    from analysis.l2_partitions import sm_map_rows
+    from gpuatlas.analysis.l2_partitions import sm_map_rows
 
     ids = list(range(0, 40, 2))
     sides = [int(i >= 16) for i in ids]  # 8 SMs on side 0, 12 on side 1
@@ -332,7 +332,7 @@ def test_the_sides_majority_map_gives_the_interleave_one_noisy_sm_misses():
     """Every SM of a side voting on each line recovers the simulated 4 KiB interleave even when each SM misreads
     a tenth of its lines; one SM's walk with that noise splits the blocks down to single lines, and the
     partition row's note then names the voted interleave beside it."""
-    from analysis.l2_partitions import consensus_interleave_bytes, partition_rows
+    from gpuatlas.analysis.l2_partitions import consensus_interleave_bytes, partition_rows
 
     rng = np.random.default_rng(3)
     ids = list(range(40))
@@ -351,7 +351,7 @@ def test_the_sides_majority_map_gives_the_interleave_one_noisy_sm_misses():
 
 def test_maps_with_no_sides_are_not_called_two():
     """Negative control: SMs whose near lines are drawn at random share no map, so they are not two sides."""
-    from analysis.l2_partitions import sm_map_rows
+    from gpuatlas.analysis.l2_partitions import sm_map_rows
 
     rng = np.random.default_rng(1)
     ids, lines = list(range(20)), 256
@@ -364,8 +364,8 @@ def test_maps_with_no_sides_are_not_called_two():
 def test_the_simulated_probe_and_its_figure():
     import matplotlib.pyplot as plt
 
-    from analysis import geometry_figures
-    from analysis.l2_partitions import sm_map_rows
+    from gpuatlas.analysis import geometry_figures
+    from gpuatlas.analysis.l2_partitions import sm_map_rows
 
     class Ctx:
         device = fakes.DEVICE
@@ -385,7 +385,7 @@ def test_the_simulated_probe_and_its_figure():
 # -- the constant caches ----------------------------------------------------------------------------------
 
 def const_frame(levels=None):
-    from probes.families.geometry import const_footprints
+    from gpuatlas.probes.families.geometry import const_footprints
 
     class Ctx:
         device = fakes.DEVICE
@@ -399,7 +399,7 @@ def const_frame(levels=None):
 
 
 def test_constant_cache_levels_of_the_simulated_gpu():
-    from analysis.geometry import const_rows
+    from gpuatlas.analysis.geometry import const_rows
 
     rows = {r["quantity"]: r for r in const_rows(const_frame())}
     (c1, l1), (c15, l15) = fakes.CONST_LEVELS
@@ -412,8 +412,8 @@ def test_constant_cache_levels_of_the_simulated_gpu():
 def test_constant_figure():
     import matplotlib.pyplot as plt
 
-    from analysis import geometry_figures
-    from analysis.geometry import const_rows
+    from gpuatlas.analysis import geometry_figures
+    from gpuatlas.analysis.geometry import const_rows
 
     m = const_frame()
     ax = geometry_figures.const_staircase(m, pd.DataFrame(const_rows(m)))
@@ -424,7 +424,7 @@ def test_constant_figure():
 
 def test_a_level_that_holds_the_whole_space_has_no_capacity():
     """Negative control: with one step only, no second capacity is claimed, and one flat level gives none."""
-    from analysis.geometry import const_rows
+    from gpuatlas.analysis.geometry import const_rows
 
     (c1, l1), (_, l15) = fakes.CONST_LEVELS
     rows = {r["quantity"]: r for r in const_rows(const_frame(lambda f: l1 if f <= c1 else l15))}
@@ -435,7 +435,7 @@ def test_a_level_that_holds_the_whole_space_has_no_capacity():
 def test_the_constant_chase_is_a_dependent_ldc_chain():
     """Each LDC's address register is the previous LDC's destination (no index arithmetic between them);
     negative control: the L1 record kernel has no such chain."""
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin("geometry.cu")[0])
 
@@ -456,7 +456,7 @@ def test_the_constant_chase_is_a_dependent_ldc_chain():
 @pytest.fixture(scope="module")
 def gpu_ctx():
     from gpuatlas.machinery.device import device_properties
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     return Context(device=device_properties(), budget=Budget())
 
@@ -466,7 +466,7 @@ def test_gpu_l1_walks_hold_a_plausible_capacity_and_no_stride_holds_more(gpu_ctx
     """The 128-B chain's lines held fit the unified array's bound, and the widest power-of-two stride holds no
     more: a cache holds at most its lines at any stride.  (Where the set index is hashed, as the H200's 482 sets
     are, a power-of-two stride does not fall into one set, so it need not hold fewer.)"""
-    from probes.families.geometry import geometry_l1, set_strides
+    from gpuatlas.probes.families.geometry import geometry_l1, set_strides
 
     device = gpu_ctx.device
     strides = (LINE, set_strides(device)[-1])
@@ -478,8 +478,8 @@ def test_gpu_l1_walks_hold_a_plausible_capacity_and_no_stride_holds_more(gpu_ctx
 
 @pytest.mark.gpu
 def test_gpu_partition_walk_and_constant_chase_pass_their_checks(gpu_ctx):
-    from probes.families.geometry import const_footprints, geometry_const
-    from probes.families.geometry.l2_partition import geometry_l2_partition
+    from gpuatlas.probes.families.geometry import const_footprints, geometry_const
+    from gpuatlas.probes.families.geometry.l2_partition import geometry_l2_partition
 
     accesses = [s.value for s in geometry_l2_partition(gpu_ctx, LINE) if s.metric == "access"]
     assert len(accesses) >= 4096 and min(accesses) > 0
@@ -493,7 +493,7 @@ def test_gpu_persistence_runs_read_every_word(gpu_ctx):
     """Both hints pass the checksum of every word read, and the set-aside is given back."""
     import cupy
 
-    from probes.families.geometry import PERSISTING_LIMIT, geometry_l2_persist
+    from gpuatlas.probes.families.geometry import PERSISTING_LIMIT, geometry_l2_persist
 
     before = cupy.cuda.runtime.deviceGetLimit(PERSISTING_LIMIT)
     for hint in ("normal", "evict_last"):
@@ -513,8 +513,8 @@ def persist_frame(hints=("normal", "evict_last"), fake=None):
 
 
 def test_persisting_speedup_of_the_simulated_l2():
-    from analysis.geometry import persist_rows
-    from probes.families.geometry import persist_hot_bytes
+    from gpuatlas.analysis.geometry import persist_rows
+    from gpuatlas.probes.families.geometry import persist_hot_bytes
 
     (row,) = persist_rows(persist_frame())
     hot, stream = persist_hot_bytes(fakes.DEVICE), fakes.DEVICE["l2_bytes"]
@@ -525,7 +525,7 @@ def test_persisting_speedup_of_the_simulated_l2():
 
 def test_no_speedup_without_both_hints():
     """Negative control: one hint alone gives no row; a policy that changes nothing gives a speed-up of 1."""
-    from analysis.geometry import persist_rows
+    from gpuatlas.analysis.geometry import persist_rows
 
     assert persist_rows(persist_frame(hints=("normal",))) == []
     (row,) = persist_rows(persist_frame(fake=lambda ctx, hint: fakes._l2_persist(ctx, "normal")))
@@ -535,7 +535,7 @@ def test_no_speedup_without_both_hints():
 def test_the_persist_kernels_differ_only_in_the_hot_loads_policy():
     """The three kernels compile to the same code but for one constant, the L2 policy in the descriptor of the
     hot set's 16-byte loads (LDG.E.128 desc[URn]); the stream's loads use the default descriptor."""
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin("geometry.cu")[0])
 
@@ -557,9 +557,9 @@ def test_the_persist_kernels_differ_only_in_the_hot_loads_policy():
 def test_every_derived_id_is_declared_by_its_probe_and_in_the_vocabulary():
     """The rows the simulated chapter derives are exactly what the geometry probes declare, all of them in
     the vocabulary (a new id without its entry would fail here)."""
-    from analysis.geometry import geometry_rows
-    from analysis.quantities import QUANTITIES
-    from probes.registry import all_probes
+    from gpuatlas.analysis.geometry import geometry_rows
+    from gpuatlas.analysis.quantities import QUANTITIES
+    from gpuatlas.probes.registry import all_probes
 
     declared = {q for pid, p in all_probes().items() if pid.startswith("geometry.") for q in p.quantities}
     assert declared <= set(QUANTITIES)

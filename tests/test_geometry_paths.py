@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.geometry_paths import path_rows
-from probes.families.readonly import ALIGN, knee_footprints, read_footprints, readonly_configs
+from gpuatlas.analysis.geometry_paths import path_rows
+from gpuatlas.probes.families.readonly import ALIGN, knee_footprints, read_footprints, readonly_configs
 from tests import fakes
 
 
@@ -32,7 +32,7 @@ def rows_of(measurements) -> dict:
 
 def timed_loads(kernel_name: str, filename: str = "readonly.cu") -> list[tuple[str, str, str]]:
     """(opcode, destination, address register) of every 64-bit LDG between the kernel's two clock reads."""
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin(filename)[0])[kernel_name]
     lines = [l for l in code.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
@@ -64,7 +64,7 @@ def test_the_plain_chase_is_not_a_read_only_chase():
 
 def texture_chain(kernel_name: str) -> list[tuple[str, str]]:
     """(destination, index register) of every texture fetch between the kernel's two clock reads."""
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin("readonly.cu")[0])[kernel_name]
     lines = [l for l in code.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
@@ -82,7 +82,7 @@ def test_the_texture_chase_is_a_dependent_chain_of_texture_fetches():
 
 
 def test_the_read_kernels_differ_in_the_load_path_only():
-    from probes.kit.cuda import compile_cubin, resource_usage, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
     cubin, log = compile_cubin("readonly.cu")
     code = sass(cubin)
@@ -112,7 +112,7 @@ def test_sweeps_come_from_the_device():
 
 
 def test_a_bad_config_is_refused():
-    from probes.families.readonly import geometry_readonly
+    from gpuatlas.probes.families.readonly import geometry_readonly
 
     with pytest.raises(ValueError):
         geometry_readonly(Ctx, "chase", "nc", ALIGN + 8)
@@ -171,8 +171,8 @@ def test_a_sweep_too_sparse_for_a_knee_gives_no_capacity():
 
 
 def test_every_derived_id_is_declared_and_in_the_vocabulary():
-    from analysis.quantities import QUANTITIES
-    from probes.registry import all_probes
+    from gpuatlas.analysis.quantities import QUANTITIES
+    from gpuatlas.probes.registry import all_probes
 
     probes = all_probes()
     declared = set(probes["geometry.readonly"].quantities)
@@ -183,7 +183,7 @@ def test_every_derived_id_is_declared_and_in_the_vocabulary():
 def test_a_simulated_run_of_the_probes_alone_derives_their_rows(tmp_path):
     """The runner measures the simulated path probes alone (their own columns only) and derive recovers the
     simulated L1, its read-only path, every write policy and the instruction cache."""
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
     from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes()
@@ -203,13 +203,13 @@ def test_a_simulated_run_of_the_probes_alone_derives_their_rows(tmp_path):
 # -- write policies ---------------------------------------------------------------------------------------
 
 def write_frame(**kw) -> pd.DataFrame:
-    from probes.families.write_policy import write_configs
+    from gpuatlas.probes.families.write_policy import write_configs
 
     return frame("geometry.write_policy", fakes._write_policy, write_configs(fakes.DEVICE), **kw)
 
 
 def timed_region(kernel_name: str, filename: str = "write_policy.cu") -> list[str]:
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin(filename)[0])[kernel_name]
     lines = [re.sub(r"\s+", " ", l.split(";")[0].split("*/", 1)[1]).strip() for l in code.splitlines()
@@ -244,7 +244,7 @@ def test_the_load_only_chase_stores_nothing():
 
 
 def test_the_allocate_kernel_writes_then_reads_l2_only_between_barriers():
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     code = sass(compile_cubin("write_policy.cu")[0])["wp_allocate"]
     assert re.search(r"STG\.E\.128 ", code) and re.search(r"LDG\.E\.128\.STRONG\.GPU ", code)
@@ -291,8 +291,8 @@ def test_a_missing_reference_gives_no_verdict():
 
 
 def test_write_policy_ids_are_declared_and_in_the_vocabulary():
-    from analysis.quantities import QUANTITIES
-    from probes.registry import all_probes
+    from gpuatlas.analysis.quantities import QUANTITIES
+    from gpuatlas.probes.registry import all_probes
 
     declared = set(all_probes()["geometry.write_policy"].quantities)
     assert declared <= set(QUANTITIES)
@@ -300,7 +300,7 @@ def test_write_policy_ids_are_declared_and_in_the_vocabulary():
 
 
 def test_a_bad_write_config_is_refused():
-    from probes.families.write_policy import geometry_write_policy
+    from gpuatlas.probes.families.write_policy import geometry_write_policy
 
     with pytest.raises(ValueError):
         geometry_write_policy(Ctx, "store_reload", "plain")
@@ -309,7 +309,7 @@ def test_a_bad_write_config_is_refused():
 
 
 def test_write_sizes_come_from_the_device():
-    from probes.families.write_policy import allocate_slice_bytes, chain_bytes, partial_span_bytes
+    from gpuatlas.probes.families.write_policy import allocate_slice_bytes, chain_bytes, partial_span_bytes
 
     small = fakes.DEVICE
     big = {**small, "l2_bytes": 2 * small["l2_bytes"], "smem_per_sm_bytes": 2 * small["smem_per_sm_bytes"]}
@@ -327,8 +327,8 @@ def loop_body(instructions: int, arch: str = "sm_90") -> tuple[int, int]:
     its one backward branch to that branch."""
     from cupy.cuda import nvrtc
 
-    from probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, sass
-    from probes.families.icache import loop_source
+    from gpuatlas.probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, sass
+    from gpuatlas.probes.families.icache import loop_source
 
     program = nvrtc.createProgram(loop_source(instructions), "icache.cu", [], [])
     nvrtc.compileProgram(program, [*NVRTC_OPTIONS, *CUPY_IMPLICIT_OPTIONS, f"-arch={arch}"])
@@ -346,7 +346,7 @@ def loop_body(instructions: int, arch: str = "sm_90") -> tuple[int, int]:
 
 def assert_loop_of(instructions: int, measured: tuple[int, int], slack: int = 0) -> None:
     """The body holds the FFMAs asked for and LOOP_INSTRUCTIONS more (give or take ``slack``)."""
-    from probes.families.icache import LOOP_INSTRUCTIONS
+    from gpuatlas.probes.families.icache import LOOP_INSTRUCTIONS
 
     total, ffma = measured
     assert ffma == instructions
@@ -374,7 +374,7 @@ def test_a_loop_of_another_size_fails_the_check():
 
 
 def icache_frame(per_octave: int = 4) -> pd.DataFrame:
-    from probes.families.icache import code_sizes
+    from gpuatlas.probes.families.icache import code_sizes
 
     return pd.DataFrame([{"probe": "geometry.icache", "metric": s.metric, "value": s.value, "repeat": s.repeat,
                           "flag": s.flag, "code_bytes": c}
@@ -409,9 +409,9 @@ def test_one_level_gives_no_capacity():
 
 
 def test_icache_ids_are_declared_and_the_sweep_is_refused_outside_it():
-    from analysis.quantities import QUANTITIES
-    from probes.families.icache import HIGHEST, geometry_icache
-    from probes.registry import all_probes
+    from gpuatlas.analysis.quantities import QUANTITIES
+    from gpuatlas.probes.families.icache import HIGHEST, geometry_icache
+    from gpuatlas.probes.registry import all_probes
 
     declared = set(all_probes()["geometry.icache"].quantities)
     assert declared <= set(QUANTITIES) and set(rows_of(icache_frame())) == declared
@@ -426,7 +426,7 @@ def test_icache_ids_are_declared_and_the_sweep_is_refused_outside_it():
 @pytest.fixture(scope="module")
 def gpu_ctx():
     from gpuatlas.machinery.device import device_properties
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     return Context(device=device_properties(), budget=Budget())
 
@@ -439,7 +439,7 @@ def _median(samples, metric: str) -> float:
 def test_gpu_readonly_chases_and_reads_pass_their_checks(gpu_ctx):
     """Every load path's chase walks its chain to the right end, an L1-resident chase is faster than one past
     the L2, and both read kernels sum every word they read."""
-    from probes.families.readonly import geometry_readonly, knee_footprints, level_footprints, read_footprints
+    from gpuatlas.probes.families.readonly import geometry_readonly, knee_footprints, level_footprints, read_footprints
 
     device = gpu_ctx.device
     small, far = knee_footprints(device)[0], level_footprints(device)[-1]
@@ -453,7 +453,7 @@ def test_gpu_readonly_chases_and_reads_pass_their_checks(gpu_ctx):
 
 @pytest.mark.gpu
 def test_gpu_write_policy_walks_and_streams_pass_their_checks(gpu_ctx):
-    from probes.families.write_policy import geometry_write_policy
+    from gpuatlas.probes.families.write_policy import geometry_write_policy
 
     walks = {a: _median(geometry_write_policy(gpu_ctx, "store_reload", a), "latency") for a in ("load", "store", "cg")}
     assert walks["load"] < walks["cg"] and walks["store"] > 0
@@ -465,7 +465,7 @@ def test_gpu_write_policy_walks_and_streams_pass_their_checks(gpu_ctx):
 
 @pytest.mark.gpu
 def test_gpu_icache_small_loop_issues_near_one_per_cycle(gpu_ctx):
-    from probes.families.icache import HIGHEST, LOWEST, geometry_icache
+    from gpuatlas.probes.families.icache import HIGHEST, LOWEST, geometry_icache
 
     small = _median(geometry_icache(gpu_ctx, LOWEST), "cycles_per_instruction")
     assert 0.5 < small < 2.0

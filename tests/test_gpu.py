@@ -7,14 +7,14 @@ pytestmark = pytest.mark.gpu
 
 
 def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_path):
-    from analysis.chase_levels import frontend_agreement
-    from analysis.results import RunDir
+    from gpuatlas.analysis.chase_levels import frontend_agreement
+    from gpuatlas.analysis.results import RunDir
 
     assert main(["run", "--profile", "quick", "--out", str(tmp_path)]) == 0
     (path,) = tmp_path.iterdir()
     run = RunDir(path)
     meta = run.read_meta()
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     alone = {pid for pid, p in all_probes().items() if p.min_gpus > meta["device"]["gpu_count"]}
     assert {s["status"] for pid, s in meta["probes"].items() if pid not in alone} == {"ok"}
@@ -28,8 +28,8 @@ def test_quick_run_measures_an_ordered_hierarchy_and_both_front_ends_agree(tmp_p
 
 
 def test_chase_refuses_a_kernel_that_does_not_follow_the_chain():
-    from probes.kit.chain import measure_chase
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.chain import measure_chase
+    from gpuatlas.probes.kit.harness import Budget, Context
     from gpuatlas.machinery.device import device_properties
 
     ctx = Context(device=device_properties(), budget=Budget())
@@ -49,7 +49,7 @@ def test_a_faulting_probe_is_isolated_and_the_rest_of_the_suite_completes(tmp_pa
     from gpu_faults import illegal_address
     from gpuatlas.machinery import runner
     from gpuatlas.machinery.device import device_properties
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     registry = all_probes()
     probes = [dataclasses.replace(registry["clock.sm"], func=illegal_address), registry["launch.overhead"],
@@ -73,9 +73,9 @@ def test_a_real_run_killed_with_sigkill_mid_probe_resumes_to_exactly_its_configs
 
     import pandas as pd
 
-    from analysis.results import RunDir
+    from gpuatlas.analysis.results import RunDir
     from gpuatlas.machinery import runner
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     probes = ("chase.latency", "smem.banks")
     command = [sys.executable, "-m", "gpuatlas.cli", "run", "--profile", "quick", "--out", str(tmp_path)]
@@ -115,8 +115,8 @@ def test_compute_probes_pass_their_own_result_checks(probe_id, params):
     """Each kernel's stored results match the host's recomputation (the wgmma layout check included), and
     no rate exceeds its physical bound."""
     from gpuatlas.machinery.device import device_properties
-    from probes.kit.harness import Budget, Context
-    from probes.registry import all_probes
+    from gpuatlas.probes.kit.harness import Budget, Context
+    from gpuatlas.probes.registry import all_probes
 
     device = device_properties()
     probe = all_probes()[probe_id]
@@ -131,7 +131,7 @@ def test_every_gpu_of_the_node_is_measured_and_the_links_recorded(tmp_path):
     over every GPU, or on one GPU skipped with the reason."""
     import json
 
-    from analysis.results import RunDir
+    from gpuatlas.analysis.results import RunDir
     from gpuatlas.machinery.device import require_gpu
 
     gpus = require_gpu().cuda.runtime.getDeviceCount()
@@ -171,10 +171,10 @@ def test_the_numerics_probes_prove_their_layouts_and_the_table_reads_their_outpu
     raises otherwise); the int8 sums are exact; every floating-point type gets a row of each property."""
     import pandas as pd
 
-    from analysis.tensor_numerics import numerics_rows
+    from gpuatlas.analysis.tensor_numerics import numerics_rows
     from gpuatlas.machinery.device import device_properties
-    from probes.kit.harness import Budget, Context
-    from probes.registry import all_probes
+    from gpuatlas.probes.kit.harness import Budget, Context
+    from gpuatlas.probes.registry import all_probes
 
     device = device_properties()
     probe = all_probes()[probe_id]

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.hopper import dpx_rows, dsmem_rows, refused_cluster_sizes, tma_rows
-from analysis.stats import ratio_ci
-from probes.families import hopper
-from probes.families.hopper import tma
-from probes.kit import tensor_map
-from probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
+from gpuatlas.analysis.hopper import dpx_rows, dsmem_rows, refused_cluster_sizes, tma_rows
+from gpuatlas.analysis.stats import ratio_ci
+from gpuatlas.probes.families import hopper
+from gpuatlas.probes.families.hopper import tma
+from gpuatlas.probes.kit import tensor_map
+from gpuatlas.probes.kit.cuda import CUPY_IMPLICIT_OPTIONS, NVRTC_OPTIONS, compile_cubin, resource_usage, sass, source
 from test_kernels import assert_dependent_chain, timed_region
 
 LD_GENERIC_64 = re.compile(r"(LD\.E\.64) (R\d+), desc\[\w+\]\[(R\d+)\.64\]")
@@ -239,7 +239,7 @@ def test_tensor_rows_are_a_power_of_two_sized_by_level():
 
 
 def test_hopper_probes_need_compute_capability_9():
-    from probes.registry import all_probes
+    from gpuatlas.probes.registry import all_probes
 
     family = [p for pid, p in all_probes().items() if pid.startswith("hopper.")]
     assert len(family) == 6 and all(p.min_cc == (9, 0) for p in family)

@@ -4,13 +4,13 @@ import math
 import numpy as np
 import pytest
 
-from analysis.errors import UsageError
-from analysis.results import config_filename, config_key
-from analysis.units import fmt_bytes, fmt_value
-from probes.families import chase
-from probes.kit import chain
-from probes.kit.harness import Budget, Sample, calibrate, launch_seconds, rel_iqr, repeat_until_stable
-from probes.registry import all_probes, geom, parse_override, select
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.results import config_filename, config_key
+from gpuatlas.analysis.units import fmt_bytes, fmt_value
+from gpuatlas.probes.families import chase
+from gpuatlas.probes.kit import chain
+from gpuatlas.probes.kit.harness import Budget, Sample, calibrate, launch_seconds, rel_iqr, repeat_until_stable
+from gpuatlas.probes.registry import all_probes, geom, parse_override, select
 
 
 @pytest.mark.parametrize("elements", [2, 3, 17, 1000])

@@ -13,7 +13,7 @@ def module_files(root: Path = ANALYSIS) -> dict[str, Path]:
     found = {}
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root.parent).with_suffix("").parts
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+        found[".".join(("gpuatlas", *(parts[:-1] if parts[-1] == "__init__" else parts)))] = path  # as imported
     return found
 
 
@@ -85,9 +85,9 @@ def test_the_graph_holds_the_imports_at_module_level_and_in_functions():
     """The graph is read, not empty: known edges of both kinds are in it (a parser that saw nothing would pass
     the no-cycle test)."""
     graph = import_graph(module_files())
-    assert "analysis.quantities" in graph["analysis.latency"]  # at module level
-    assert "analysis.figures" in graph["analysis.compare_figure"]  # in a function (matplotlib kept lazy)
-    assert "analysis.claims.model" in graph["analysis.claims"]  # a subpackage's relative or absolute import
+    assert "gpuatlas.analysis.quantities" in graph["gpuatlas.analysis.latency"]  # at module level
+    assert "gpuatlas.analysis.figures" in graph["gpuatlas.analysis.compare_figure"]  # in a function (matplotlib kept lazy)
+    assert "gpuatlas.analysis.claims.model" in graph["gpuatlas.analysis.claims"]  # a subpackage's relative or absolute import
     assert sum(map(len, graph.values())) > 100
 
 
@@ -95,6 +95,6 @@ def test_analysis_has_no_import_cycle():
     graph = import_graph(module_files())
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
     # negative control: one import back down (units importing the vocabulary, which formats with units) is found
-    planted = {**graph, "analysis.units": graph["analysis.units"] | {"analysis.quantities"}}
+    planted = {**graph, "gpuatlas.analysis.units": graph["gpuatlas.analysis.units"] | {"gpuatlas.analysis.quantities"}}
     cycle = find_cycle(planted)
-    assert cycle and cycle[0] == cycle[-1] and set(cycle) == {"analysis.quantities", "analysis.units"}
+    assert cycle and cycle[0] == cycle[-1] and set(cycle) == {"gpuatlas.analysis.quantities", "gpuatlas.analysis.units"}

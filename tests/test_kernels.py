@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from probes.kit.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
+from gpuatlas.probes.kit.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
 
 LDG = re.compile(r"(LDG\.E\.64[A-Z0-9.]*) (R\d+), (?:desc\[\w+\])?\[(R\d+)\.64\]")  # sm_90 on: a desc[] operand
 LDS = re.compile(r"(LDS) (R\d+), \[(R\d+)\]")
@@ -94,8 +94,8 @@ def test_launch_probe_kernel_is_empty():
 def test_numba_chase_compiles_to_the_same_chain(flavour, opcode):
     from numba import cuda, types
 
-    from probes.families.chase_numba import make_chase_kernel
-    from probes.kit.numba_kit import gpu_primitives
+    from gpuatlas.probes.families.chase_numba import make_chase_kernel
+    from gpuatlas.probes.kit.numba_kit import gpu_primitives
 
     kernel = make_chase_kernel(cuda, *gpu_primitives(flavour))
     ptx, _ = cuda.compile_ptx(kernel.py_func, (types.uint64[:], types.uint64, types.int64, types.int64,
@@ -122,8 +122,8 @@ def assemble(ptx: str, arch: str) -> tuple[bytes, str]:
 def test_numba_ptx_assembles_to_the_dependent_chain_on_every_target(cc):
     from numba import cuda, types
 
-    from probes.families.chase_numba import make_chase_kernel
-    from probes.kit.numba_kit import gpu_primitives
+    from gpuatlas.probes.families.chase_numba import make_chase_kernel
+    from gpuatlas.probes.kit.numba_kit import gpu_primitives
 
     arch = f"sm_{cc[0]}{cc[1]}"
     kernel = make_chase_kernel(cuda, *gpu_primitives("cg"))
@@ -143,7 +143,7 @@ def test_triton_matmul_builds_each_targets_tensor_core_path(capability, mma):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from probes.kit import triton_kernels
+    from gpuatlas.probes.kit import triton_kernels
 
     signature = {**dict.fromkeys(("a_ptr", "b_ptr", "c_ptr"), "*bf16"),
                  **dict.fromkeys(("M", "N", "K", "stride_am", "stride_bk", "stride_cm"), "i32"),
@@ -160,7 +160,7 @@ def test_triton_matmul_builds_each_targets_tensor_core_path(capability, mma):
 
 
 def test_a_cubin_is_compiled_once_into_the_cache_under_what_it_is_built_from(tmp_path, monkeypatch):
-    import probes.kit.cuda as cuda
+    import gpuatlas.probes.kit.cuda as cuda
 
     monkeypatch.setattr(cuda, "CUBIN_CACHE", tmp_path)
     want = compile_cubin("wgmma.cu", "sm_90a")[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.kit.cuda import KERNEL_DIR, resource_usage, sass
+from gpuatlas.probes.kit.cuda import KERNEL_DIR, resource_usage, sass
 from tests.test_kernels import LDG, LDS, assert_dependent_chain, timed_region
 from tests.test_new_gpu import SPECIFIC_FILES
 

@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.geometry import geometry_rows
-from analysis.l1_sets import fit_ways, hashed_geometry, onset_policy, onset_positions, overfill_misses, walks
-from probes.families.geometry import RECORD_BYTES, chain_blocks, sweep_lines
+from gpuatlas.analysis.geometry import geometry_rows
+from gpuatlas.analysis.l1_sets import fit_ways, hashed_geometry, onset_policy, onset_positions, overfill_misses, walks
+from gpuatlas.probes.families.geometry import RECORD_BYTES, chain_blocks, sweep_lines
 from tests import fakes
 from tests.fakes import SetCache, cache_walk, set_index
 
@@ -185,7 +185,7 @@ def test_a_capacity_of_no_whole_number_of_sets_emits_no_ways(hashed4):
 def test_the_random_places_figure(hashed4):
     import matplotlib.pyplot as plt
 
-    from analysis import geometry_figures
+    from gpuatlas.analysis import geometry_figures
 
     ax = geometry_figures.l1_random_sets(hashed4)
     lines = ax.get_lines()
@@ -200,7 +200,7 @@ def test_the_random_places_figure(hashed4):
 def test_the_stride_figure_draws_the_pattern_only_for_a_plain_index(plain, hashed4):
     import matplotlib.pyplot as plt
 
-    from analysis import geometry_figures
+    from gpuatlas.analysis import geometry_figures
 
     for measurements, drawn in ((plain, 3), (hashed4, 2)):
         derived = pd.DataFrame(geometry_rows(measurements))

@@ -9,8 +9,8 @@ import pytest
 
 import fakes
 import inspect
-from analysis.l2_sets import balls_in_bins, even_fill_capacity, half_crossing, l2_set_rows
-from probes.families.l2_sets import HIST_BINS, LINE_BYTES, LENGTHS, SPAN, chain_lengths, hit_split
+from gpuatlas.analysis.l2_sets import balls_in_bins, even_fill_capacity, half_crossing, l2_set_rows
+from gpuatlas.probes.families.l2_sets import HIST_BINS, LINE_BYTES, LENGTHS, SPAN, chain_lengths, hit_split
 
 PARTITION = fakes.DEVICE["l2_bytes"] // 2
 
@@ -172,7 +172,7 @@ def assert_timed_loop(code: str, op: str) -> None:
 
 def test_the_walk_times_each_l2_only_load_alone():
     """Negative control: geometry.cu's L1 recorder has the same shape with L1-caching loads."""
-    from probes.kit.cuda import compile_cubin, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, sass
 
     assert_timed_loop(sass(compile_cubin("l2_sets.cu")[0])["l2_sets_walk"], "LDG.E.64.STRONG.GPU")
     with pytest.raises(AssertionError):
@@ -182,8 +182,8 @@ def test_the_walk_times_each_l2_only_load_alone():
 def test_a_simulated_run_derives_the_l2_rows(tmp_path):
     from tests_support import small_simulated_run
 
-    from analysis.derive import derived_for
-    from analysis.results import RunDir
+    from gpuatlas.analysis.derive import derived_for
+    from gpuatlas.analysis.results import RunDir
 
     path = small_simulated_run(tmp_path, ("geometry.l2_sets", "geometry.l2_partition", "chase.latency"))
     meta, measurements, table = derived_for(RunDir(path))
@@ -194,7 +194,7 @@ def test_a_simulated_run_derives_the_l2_rows(tmp_path):
 
 
 def test_the_figure_draws_the_four_curves_the_fit_and_the_knees():
-    from analysis import geometry_figures
+    from gpuatlas.analysis import geometry_figures
 
     m = measured(configs=tuple(fakes_configs()))
     table = pd.DataFrame(l2_set_rows(m, fakes.DEVICE))
@@ -218,8 +218,8 @@ def fakes_configs():
 
 def test_the_fake_measures_the_probes_full_lengths_and_quick_halves_them():
     """The simulated backend's default is the probe's full sweep; quick measures half the lengths."""
-    from probes.families.l2_sets import geometry_l2_sets  # noqa: F401  (registers the probe)
-    from probes.registry import all_probes
+    from gpuatlas.probes.families.l2_sets import geometry_l2_sets  # noqa: F401  (registers the probe)
+    from gpuatlas.probes.registry import all_probes
 
     probe = all_probes()["geometry.l2_sets"]
     assert inspect.signature(fakes._l2_sets).parameters["lengths"].default == LENGTHS

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 from tests.test_kernels import timed_region
 
 LDS = re.compile(r"\bLDS (R\d+), \[(R\d+)[^\]]*\]")
@@ -53,8 +53,8 @@ def test_the_pure_chase_computes_no_address(cubins):
 
 
 def test_a_simulated_index_chase_derives_its_quantity():
-    from analysis.latency import hierarchy_rows
-    from probes.registry import all_probes
+    from gpuatlas.analysis.latency import hierarchy_rows
+    from gpuatlas.probes.registry import all_probes
     from tests import fakes
 
     probe = all_probes()["chase.smem_index"]
@@ -74,7 +74,7 @@ def test_a_simulated_index_chase_derives_its_quantity():
 def test_the_lecture_tile_compiles_to_wgmma_in_its_predicted_shared_memory_and_spills():
     """§7.8: BLOCK 256's double-buffered tiles fit (128 KiB) but its fp32 accumulator is the whole register file,
     so the compiler spills -- the lecture's feasibility check, seen in the SASS."""
-    from probes.families.lecture import LECTURE_STAGES, LECTURE_TILE, LECTURE_WARPS, lecture_tile_smem_bytes
+    from gpuatlas.probes.families.lecture import LECTURE_STAGES, LECTURE_TILE, LECTURE_WARPS, lecture_tile_smem_bytes
     from tests.test_triton_kernels import compile_matmul, opcode_count
 
     kernel = compile_matmul(*LECTURE_TILE, 1, LECTURE_WARPS, LECTURE_STAGES)
@@ -87,8 +87,8 @@ def test_the_lecture_tile_compiles_to_wgmma_in_its_predicted_shared_memory_and_s
 
 
 def test_a_simulated_lecture_tile_derives_its_fraction_of_peak():
-    from analysis.lecture import lecture_rows
-    from analysis.quantities import derived_row
+    from gpuatlas.analysis.lecture import lecture_rows
+    from gpuatlas.analysis.quantities import derived_row
     from tests import fakes
 
     rows = [{"probe": "matmul.lecture_tile", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "",
@@ -111,8 +111,8 @@ def test_the_naive_matmul_is_one_fma_per_loaded_pair_and_no_tiling(cubins):
 
 
 def test_bf16_bits_round_to_nearest_and_a_simulated_naive_run_derives_its_time():
-    from analysis.lecture import lecture_rows
-    from probes.families.lecture import bf16_bits, bf16_values
+    from gpuatlas.analysis.lecture import lecture_rows
+    from gpuatlas.probes.families.lecture import bf16_bits, bf16_values
     from tests import fakes
 
     x = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38], dtype=np.float32)
@@ -125,9 +125,9 @@ def test_bf16_bits_round_to_nearest_and_a_simulated_naive_run_derives_its_time()
 
 
 def test_decode_sizes_its_weights_past_the_l2_and_a_simulated_run_attains_about_m():
-    from analysis.lecture import lecture_rows
-    from analysis.quantities import derived_row
-    from probes.families.lecture import DECODE_K, decode_bytes, decode_n
+    from gpuatlas.analysis.lecture import lecture_rows
+    from gpuatlas.analysis.quantities import derived_row
+    from gpuatlas.probes.families.lecture import DECODE_K, decode_bytes, decode_n
     from tests import fakes
 
     n = decode_n(fakes.DEVICE)
@@ -144,7 +144,7 @@ def test_decode_sizes_its_weights_past_the_l2_and_a_simulated_run_attains_about_
 
 
 def test_the_decode_chain_kernel_adds_one_per_block_and_a_simulated_chain_derives_both_modes(cubins):
-    from analysis.lecture import lecture_rows
+    from gpuatlas.analysis.lecture import lecture_rows
     from tests import fakes
 
     (cubin, _), _ = cubins
@@ -159,8 +159,8 @@ def test_the_decode_chain_kernel_adds_one_per_block_and_a_simulated_chain_derive
 
 @pytest.mark.parametrize("resident", [1, 2])
 def test_the_wave_size_is_the_step_that_explains_time_against_programs(resident):
-    from analysis.lecture import wave_rows
-    from probes.families.lecture import wave_tiles
+    from gpuatlas.analysis.lecture import wave_rows
+    from gpuatlas.probes.families.lecture import wave_tiles
     from tests import fakes
 
     sms = fakes.DEVICE["sm_count"]
@@ -180,9 +180,9 @@ def test_the_wave_and_decode_figures_draw_a_simulated_run_and_nothing_without_on
     import matplotlib
 
     matplotlib.use("Agg")
-    from analysis import compute_figures
-    from analysis.lecture import lecture_rows
-    from analysis.quantities import derived_row
+    from gpuatlas.analysis import compute_figures
+    from gpuatlas.analysis.lecture import lecture_rows
+    from gpuatlas.analysis.quantities import derived_row
     from tests import fakes
 
     rows = [{"probe": "matmul.waves", "metric": s.metric, "value": s.value, "unit": s.unit, "flag": "", "tiles": t}

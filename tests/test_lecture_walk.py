@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.claims import CLAIMS
+from gpuatlas.analysis.claims import CLAIMS
 
 LECTURE = Path(__file__).resolve().parents[1] / ".." / "shared" / "lecture" / "gpu-hardware-lecture.txt"
 

@@ -3,9 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.latency import hierarchy_rows
-from analysis.linesize import fit_line_by_capacity, fit_line_size
-from analysis.translation import tlb_rows
+from gpuatlas.analysis.latency import hierarchy_rows
+from gpuatlas.analysis.linesize import fit_line_by_capacity, fit_line_size
+from gpuatlas.analysis.translation import tlb_rows
 
 
 @pytest.mark.parametrize("block", [32, 64, 128])

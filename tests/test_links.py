@@ -5,12 +5,12 @@ import re
 import numpy as np
 import pytest
 
-from analysis.collectives import algbw, bus_factor, busbw
-from analysis.links import matrix
+from gpuatlas.analysis.collectives import algbw, bus_factor, busbw
+from gpuatlas.analysis.links import matrix
 from fakes import (COPY_FRACTION, DEVICE, KERNEL_FRACTION, LINK_PEAK, NVLINK_BYTES_PER_S, NVLINKS, REMOTE,
                    simulated_probes)
 from gpuatlas.machinery import runner
-from probes.families.links import chain, memcpy_configs, ordered_pairs
+from gpuatlas.probes.families.links import chain, memcpy_configs, ordered_pairs
 
 LINK_PROBES = ("link.topology", "link.memcpy", "link.p2p_bandwidth", "link.p2p_latency", "nccl.collectives")
 
@@ -93,7 +93,7 @@ def test_a_wrong_bus_factor_would_be_caught():
 
 @pytest.fixture(scope="module")
 def links_sass():
-    from probes.kit.cuda import compile_cubin, resource_usage, sass
+    from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
     cubin, log = compile_cubin("links.cu")
     return sass(cubin), resource_usage(log)
@@ -128,7 +128,7 @@ def test_a_pair_wired_directly_is_rated_by_its_own_links_only():
     (a control: the switch count is used only when no link ends at the peer)."""
     import pandas as pd
 
-    from analysis.links import pair_link_rate
+    from gpuatlas.analysis.links import pair_link_rate
 
     rows = [{"probe": "link.topology", "metric": m, "value": v, "src": 0, "dst": 1, "flag": ""}
             for m, v in (("nvlink_links_to_peer", 2), ("nvlink_links_to_switch", 18), ("nvlink_link_bytes_per_s", 5.0))]
@@ -139,7 +139,7 @@ def test_a_pair_wired_directly_is_rated_by_its_own_links_only():
 def test_nvml_bus_ids_and_field_values_are_read_whatever_their_spelling():
     from types import SimpleNamespace
 
-    from probes.families.links import bus_key, field_value
+    from gpuatlas.probes.families.links import bus_key, field_value
 
     assert bus_key(b"00000000:18:00.0\x00") == bus_key("0000:18:00.0") == (0, 0x18, 0, 0)
     assert bus_key("0000:19:00.0") != bus_key("0000:18:00.0")

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from analysis.littles_law import fit_littles_law, model
+from gpuatlas.analysis.littles_law import fit_littles_law, model
 
 
 @pytest.mark.parametrize("latency_s, peak", [(600e-9, 4.5e12), (300e-9, 2.0e12), (1e-6, 9e12)])
@@ -54,7 +54,7 @@ def _resampled_problems(n: int):
 
 
 def test_the_direct_lmder_fit_gives_least_squares_numbers_bit_for_bit():
-    from analysis.littles_law import _fit, _lmder_is_least_squares
+    from gpuatlas.analysis.littles_law import _fit, _lmder_is_least_squares
 
     assert _lmder_is_least_squares()  # the fast path is the one under test here
     for c, bw in _resampled_problems(60):
@@ -64,7 +64,7 @@ def test_the_direct_lmder_fit_gives_least_squares_numbers_bit_for_bit():
 def test_the_bit_for_bit_comparison_sees_a_jacobian_one_ulp_away(monkeypatch):
     """Negative control: lmder fed the Jacobian one ulp away from the point gives other numbers, so the test
     above would catch a direct call that does not reproduce least_squares exactly."""
-    from analysis import littles_law
+    from gpuatlas.analysis import littles_law
 
     original = littles_law._forward_jacobian
 
@@ -76,7 +76,7 @@ def test_the_bit_for_bit_comparison_sees_a_jacobian_one_ulp_away(monkeypatch):
 
 
 def test_where_the_direct_call_differs_least_squares_fits(monkeypatch):
-    from analysis import littles_law
+    from gpuatlas.analysis import littles_law
 
     monkeypatch.setattr(littles_law, "_lmder_is_least_squares", lambda: False)
     monkeypatch.setattr(littles_law, "_lmder_fit", None)  # never called
@@ -86,7 +86,7 @@ def test_where_the_direct_call_differs_least_squares_fits(monkeypatch):
 
 def test_a_scipy_without_this_private_lmder_takes_least_squares(monkeypatch):
     """A scipy whose private lmder cannot be imported (or takes other arguments) fails the check, not the fit."""
-    from analysis import littles_law
+    from gpuatlas.analysis import littles_law
 
     def missing(residuals, start):
         raise ImportError("cannot import name '_lmder' from 'scipy.optimize._minpack'")

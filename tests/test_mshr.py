@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 import fakes
-from probes.kit.samplers import MEMORY_FRACTION
-from analysis.mshr import fit_knee, mshr_rows
-from probes.families import mshr
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.kit.samplers import MEMORY_FRACTION
+from gpuatlas.analysis.mshr import fit_knee, mshr_rows
+from gpuatlas.probes.families import mshr
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 
 FULL = mshr.configs(fakes.DEVICE)
 DEVICES = {k: v for k, v in json.loads((Path(__file__).parent / "fixtures/devices.json").read_text()).items()
@@ -153,9 +153,9 @@ def test_the_load_check_fails_on_a_kernel_that_loads_otherwise(cubin):
 
 
 def test_accelsims_dl1_takes_its_mshr_entries_from_the_run_where_measured():
-    from analysis.accelsim import DL1_QUEUES, _dl1
-    from analysis.accelsim_options import cache_fields
-    from analysis.accelsim_run import Run
+    from gpuatlas.analysis.accelsim import DL1_QUEUES, _dl1
+    from gpuatlas.analysis.accelsim_options import cache_fields
+    from gpuatlas.analysis.accelsim_run import Run
 
     def dl1(mshr: float) -> tuple[dict, str]:
         rows = [("l1.capacity_bytes", 200.0 * 1024), ("l1.line_bytes", 128.0), ("l1.mshr_per_sm", mshr)]
@@ -175,7 +175,7 @@ def test_the_knee_figure_is_legible():
     import matplotlib.pyplot as plt
     from test_figures import axes_without_units, drawn_texts, legend_mismatches, overlaps
 
-    from analysis.mshr_figure import knee
+    from gpuatlas.analysis.mshr_figure import knee
 
     fig = knee(measured()).figure
     fig.canvas.draw()
@@ -193,7 +193,7 @@ def test_registers_that_hold_sectors_are_told_from_registers_that_hold_lines():
 
 
 def test_a_per_warp_limit_parts_the_splits_of_one_n():
-    from analysis.mshr import launches, split_spread
+    from gpuatlas.analysis.mshr import launches, split_spread
 
     spread = {limit: split_spread(launches(measured(configs=[c for c in FULL if c["sectors_per_line"] == 1
                                                               and c["load"] == "plain" and c["source"] == "l2"],
@@ -254,7 +254,7 @@ def test_the_host_side_checks_an_emulated_kernel_through_retries_and_wraps(monke
     import sys
     import types
 
-    from probes.kit import chain, cuda
+    from gpuatlas.probes.kit import chain, cuda
 
     fake = types.ModuleType("cupy")
     fake.uint32, fake.uint64 = np.uint32, np.uint64

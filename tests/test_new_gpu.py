@@ -10,17 +10,17 @@ from pathlib import Path
 import fakes
 import pytest
 
-from analysis.occupancy import ALLOCATION
+from gpuatlas.analysis.occupancy import ALLOCATION
 from gpuatlas.machinery.runner import skip_reason
-from probes.families import chase
-from probes.families import hopper
-from probes.families import occupancy
-from probes.families.bandwidth import dram
-from probes.families.bandwidth import full_occupancy_warps, stride_layout
-from probes.families.hopper import tma
-from probes.kit import samplers as kit
-from probes.kit.cuda import KERNEL_DIR, compile_cubin, sass
-from probes.registry import all_probes
+from gpuatlas.probes.families import chase
+from gpuatlas.probes.families import hopper
+from gpuatlas.probes.families import occupancy
+from gpuatlas.probes.families.bandwidth import dram
+from gpuatlas.probes.families.bandwidth import full_occupancy_warps, stride_layout
+from gpuatlas.probes.families.hopper import tma
+from gpuatlas.probes.kit import samplers as kit
+from gpuatlas.probes.kit.cuda import KERNEL_DIR, compile_cubin, sass
+from gpuatlas.probes.registry import all_probes
 from tests_support import cubin_kernels
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_the_h200s_sweeps_are_the_configs_its_committed_runs_recorded(probes):
     """Sizing from the device's limits leaves every H200 config as it was measured: both committed profiles."""
     import pandas as pd
 
-    from analysis.results import config_key
+    from gpuatlas.analysis.results import config_key
 
     for run in (ROOT / "reports/h200", *sorted((ROOT / "reports/h200-quick").glob("2*"))):
         meta = json.loads((run / "run.json").read_text())
@@ -170,7 +170,7 @@ def test_the_h200s_sweeps_are_the_configs_its_committed_runs_recorded(probes):
 
 @pytest.mark.parametrize("cc", sorted(occupancy.REGISTERS))
 def test_the_stream_kernels_registers_are_what_ptxas_builds_for_each_target(cc):
-    from probes.kit.cuda import resource_usage
+    from gpuatlas.probes.kit.cuda import resource_usage
 
     usage = resource_usage(compile_cubin("occupancy.cu", f"sm_{cc[0]}{cc[1]}")[1])
     assert {k: usage[occupancy.kernel_name(*k)]["registers"] for k in occupancy.REGISTERS[cc]} == \
@@ -215,7 +215,7 @@ def test_the_fit_check_catches_a_sweep_beyond_the_device(probes):
 @pytest.fixture(scope="module", params=sorted(fakes.PARTS))
 def part_run(request, tmp_path_factory):
     """A simulated run of another part (tests/fakes/'s PARTS): ``(device, measurements, derived)``."""
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
     from gpuatlas.machinery import runner
 
     device, probes = fakes.part_device(request.param), fakes.part_probes(request.param)
@@ -226,8 +226,8 @@ def part_run(request, tmp_path_factory):
 
 
 def test_a_part_without_wgmma_has_its_tensor_peak_from_mma_sync_and_a_roofline(part_run, tmp_path):
-    from analysis import compute_figures
-    from analysis.claims import judge
+    from gpuatlas.analysis import compute_figures
+    from gpuatlas.analysis.claims import judge
 
     device, measurements, derived = part_run
     row = derived.set_index("quantity").loc["tc.bf16.peak_flops"]
@@ -246,7 +246,7 @@ def test_a_part_without_wgmma_has_its_tensor_peak_from_mma_sync_and_a_roofline(p
 def test_a_parts_claims_say_nothing_false_of_it(part_run):
     """The claims sections of another part's run: no sentence names the simulated H200-like part, a memory
     generation, a clock or SM count that is not this part's, and a bus narrower than an HBM stack is not HBM."""
-    from analysis.claims import judge
+    from gpuatlas.analysis.claims import judge
 
     device, _, derived = part_run
     table = judge(derived, device)

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.boards import load_boards, screen, z_threshold
-from analysis.errors import UsageError
+from gpuatlas.analysis.boards import load_boards, screen, z_threshold
+from gpuatlas.analysis.errors import UsageError
 from fakes import DEVICE, SLOW_FACTOR, SLOW_UUID, fleet_probes, simulated_probes
 from gpuatlas import node
 from gpuatlas.machinery import runner
@@ -92,7 +92,7 @@ def test_a_board_is_one_value_and_models_are_screened_apart(tmp_path):
 def test_an_older_runs_quantities_are_read_under_their_new_ids(tmp_path):
     """The screen reads derived.csv with pyarrow: a run of an older schema has its renamed quantities under
     their new ids, as the run's own reader gives them."""
-    from analysis.results import RENAMED_QUANTITIES, RunDir
+    from gpuatlas.analysis.results import RENAMED_QUANTITIES, RunDir
 
     version = max(RENAMED_QUANTITIES)
     old_id, new_id = next(iter(RENAMED_QUANTITIES[version].items()))

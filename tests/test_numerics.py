@@ -5,7 +5,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from analysis.numerics import (
+from gpuatlas.analysis.numerics import (
     FORMATS,
     MODES,
     Accumulator,

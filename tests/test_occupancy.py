@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.occupancy import occupancy
+from gpuatlas.analysis.occupancy import occupancy
 from conftest import COMMITTED_RUN
 
 FIXTURE = Path(__file__).parent / "fixtures" / "occupancy_api_h200.csv"

@@ -9,15 +9,15 @@ import pandas as pd
 import pytest
 
 import fakes
-from analysis.claims import judge
-from analysis.derive import derive
-from analysis.littles_law import littles_rows, model
-from analysis.occupancy import occupancy
-from analysis.render import render
+from gpuatlas.analysis.claims import judge
+from gpuatlas.analysis.derive import derive
+from gpuatlas.analysis.littles_law import littles_rows, model
+from gpuatlas.analysis.occupancy import occupancy
+from gpuatlas.analysis.render import render
 from conftest import COMMITTED_RUN
 from gpuatlas.machinery import runner
-from probes.families import occupancy as occ
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.families import occupancy as occ
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_bandwidth import assert_issued_before_use, assert_loads_in_the_loop, instructions, opcode
 
 H200 = json.loads((COMMITTED_RUN / "run.json").read_text())["device"]
@@ -246,13 +246,13 @@ class _ReplayKernel:
 
 
 def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
-    import probes.kit.cuda
-    from probes.kit.harness import Budget, Context, Sink
+    import gpuatlas.probes.kit.cuda
+    from gpuatlas.probes.kit.harness import Budget, Context, Sink
 
     device = {**OTHER, "sm_count": 3, "l2_bytes": 1 << 16}
     replay = _ReplayKernel(16, 2, 22)
     words = (np.arange(1 << 20, dtype=np.uint64) * 2654435761 % 2**32).astype(np.uint32)
-    monkeypatch.setattr(probes.kit.cuda, "kernel", lambda filename, name: replay)
+    monkeypatch.setattr(gpuatlas.probes.kit.cuda, "kernel", lambda filename, name: replay)
     monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: occupancy(
         device, func.num_regs, threads, smem).blocks_per_sm)
     monkeypatch.setattr(occ.Filled, "at_least", classmethod(lambda cls, nbytes, dev: words))
@@ -288,10 +288,10 @@ def test_the_host_accounts_for_every_launch_of_a_replayed_kernel(monkeypatch):
 
 
 def test_the_probe_refuses_a_residency_the_api_does_not_grant(monkeypatch):
-    import probes.kit.cuda
-    from probes.kit.harness import Budget, Context
+    import gpuatlas.probes.kit.cuda
+    from gpuatlas.probes.kit.harness import Budget, Context
 
-    monkeypatch.setattr(probes.kit.cuda, "kernel", lambda filename, name: _ReplayKernel(16, 4, 29))
+    monkeypatch.setattr(gpuatlas.probes.kit.cuda, "kernel", lambda filename, name: _ReplayKernel(16, 4, 29))
     monkeypatch.setattr(occ, "_api_blocks_per_sm", lambda func, threads, smem: 1)  # 1 block: 20 of 40 warps
     with pytest.raises(RuntimeError, match="intended 40 resident warps per SM, the occupancy API grants 20, "
                                            "the calculator 40: refusing"):

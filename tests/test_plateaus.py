@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.plateaus import fit_staircase
+from gpuatlas.analysis.plateaus import fit_staircase
 
 KiB, MiB = 1024, 1024**2
 PER_OCTAVE = 8
@@ -151,7 +151,7 @@ def test_sample_order_does_not_matter():
 def test_fit_of_a_dense_sweep_is_one_dynamic_programme(monkeypatch):
     """A dense sweep (301 footprints) costs one O(k n^2) segmentation and one candidate per segment count,
     never a search over boundary combinations: counted, not timed, so a busy machine cannot fail it."""
-    import analysis.plateaus as plateaus
+    import gpuatlas.analysis.plateaus as plateaus
 
     calls = {"segmentations": 0, "candidates": 0}
     segmentations, merged = plateaus._segmentations, plateaus._merged

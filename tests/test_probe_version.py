@@ -3,8 +3,8 @@ kernels; nothing else in the module."""
 import importlib
 import sys
 
-from probes.kit.versions import version_sources
-from probes.registry import Probe, all_probes
+from gpuatlas.probes.kit.versions import version_sources
+from gpuatlas.probes.registry import Probe, all_probes
 
 KIT = '''
 def kit(x):
@@ -74,20 +74,20 @@ def test_the_version_follows_called_helpers_and_kernels_and_ignores_the_rest(tmp
 
 def test_a_borrowed_helper_and_the_shared_kit_are_part_of_a_probes_version():
     sources = version_sources(all_probes()["occupancy.throughput"].func)
-    assert "probes.kit.samplers.bandwidth_samples" in sources, "the kit's sampler that occupancy calls"
-    assert {"probes.kit.harness.calibrate", "occupancy.cu", "bandwidth.cu"} <= set(sources)
-    assert "probes.families.bandwidth.bw_dram" not in sources, "a probe it does not call"
+    assert "gpuatlas.probes.kit.samplers.bandwidth_samples" in sources, "the kit's sampler that occupancy calls"
+    assert {"gpuatlas.probes.kit.harness.calibrate", "occupancy.cu", "bandwidth.cu"} <= set(sources)
+    assert "gpuatlas.probes.families.bandwidth.bw_dram" not in sources, "a probe it does not call"
 
 
 def test_module_state_does_not_move_a_version(monkeypatch):
     """A cache a probe fills while it runs (the chain kit's L2-flush buffer, telemetry's recorder) or a global its
     code rebinds is module state, not code: the version is the same before and after; a public constant it reads
     is code."""
-    from probes.kit import chain
-    from probes.families import chase_l2
-    from probes.families.smem_banks import smem_banks_numba
-    from probes.kit import telemetry
-    from probes.registry import all_probes
+    from gpuatlas.probes.kit import chain
+    from gpuatlas.probes.families import chase_l2
+    from gpuatlas.probes.families.smem_banks import smem_banks_numba
+    from gpuatlas.probes.kit import telemetry
+    from gpuatlas.probes.registry import all_probes
 
     probes = all_probes()
     before = {pid: probes[pid].version for pid in ("chase.access", "compute.wgmma", "smem.banks_numba")}
@@ -189,8 +189,8 @@ def test_all_versions_parse_each_source_file_once(monkeypatch):
     import ast
     from pathlib import Path
 
-    from probes.kit import samplers as kit
-    from probes.kit import parsed as parsed_files, versions
+    from gpuatlas.probes.kit import samplers as kit
+    from gpuatlas.probes.kit import parsed as parsed_files, versions
 
     probes = all_probes()
     before = {pid: p.version for pid, p in probes.items()}  # imports everything the versions reach first

@@ -4,9 +4,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.errors import UsageError
-from analysis.quantities import QUANTITIES
-from analysis.references import (GPU_NAMES, PROBE, REFERENCE_COLUMNS, REFERENCE_DIR, is_reference,
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.references import (GPU_NAMES, PROBE, REFERENCE_COLUMNS, REFERENCE_DIR, is_reference,
                                  list_references, load_reference, problems, read_reference_csv)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference"
@@ -50,7 +50,7 @@ def test_a_corrupted_reference_is_caught(tmp_path, monkeypatch, corrupt, expecte
     frame = corrupt(read_reference_csv(REFERENCE_DIR / "a100-sxm4-80gb.csv"))
     assert any(expected in p for p in problems(frame)), problems(frame)
     (tmp_path / "a100-sxm4-80gb.csv").write_text(frame.to_csv(index=False))
-    monkeypatch.setattr("analysis.references.REFERENCE_DIR", tmp_path)
+    monkeypatch.setattr("gpuatlas.analysis.references.REFERENCE_DIR", tmp_path)
     with pytest.raises(UsageError, match="damaged|columns"):
         load_reference("ref:a100-sxm4-80gb")
 
@@ -170,7 +170,7 @@ def test_the_fit_of_a_published_l2_sweep_finds_the_l2_and_the_hbm_behind_it(name
     """The fit's cache bandwidth is the curve's L2 plateau and its miss bandwidth the HBM's: within a factor
     of 1.5 of the dataset's HBM read bandwidth (other kernels: gpu-stream's read, BabelStream's Dot), far
     from the L2's 2.5-3.5x. A sweep cut at the fitted C never falls below its plateau: no capacity."""
-    from analysis.capacity import fit_capacity
+    from gpuatlas.analysis.capacity import fit_capacity
     from tools.reference_build import read_bandwidth_sweep
 
     frame = load_reference(name)[1]
@@ -220,7 +220,7 @@ def test_a_reference_line_is_a_line_and_a_fill_block_a_fill_block(name):
 def test_a_schema_1_run_never_compares_its_fill_block_against_a_published_line():
     """A schema-1 run wrote its 32-byte L1 fill block as l1.line_bytes.  Compared with mt4g's H100 figures it
     must sit beside their fill block, and the published 128-byte line beside nothing."""
-    from analysis.compare import compare
+    from gpuatlas.analysis.compare import compare
     from conftest import SCHEMA1_RUN
 
     table = compare([SCHEMA1_RUN, "ref:h100-sxm"])

@@ -12,7 +12,7 @@ import pandas as pd
 
 import fakes
 import sim_worker
-from analysis.results import RunDir
+from gpuatlas.analysis.results import RunDir
 from gpuatlas.machinery import runner
 from gpuatlas.machinery import workers
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from analysis.report_figures import drawn_figures
+from gpuatlas.analysis.report_figures import drawn_figures
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import chapters
-from analysis.render import derived_table
-from analysis.report_figures import FigureSpec, declared_figures
-from analysis.shown import fmt_interval, fmt_measured, fmt_value
+from gpuatlas.analysis import chapters
+from gpuatlas.analysis.render import derived_table
+from gpuatlas.analysis.report_figures import FigureSpec, declared_figures
+from gpuatlas.analysis.shown import fmt_interval, fmt_measured, fmt_value
 
 
 def row(quantity, value, low, high, unit="1", **extra):
@@ -109,8 +109,8 @@ def test_the_appendices_hold_the_big_tables_collapsed(page):
 def test_the_hierarchy_never_calls_a_quantity_of_a_probe_that_ran_not_measured(committed_run):
     from conftest import COMMITTED_RUN
 
-    from analysis.render import hierarchy_table
-    from analysis.results import RunDir
+    from gpuatlas.analysis.render import hierarchy_table
+    from gpuatlas.analysis.results import RunDir
 
     meta, _ = committed_run
     table = hierarchy_table(meta, RunDir(COMMITTED_RUN).read_derived())
@@ -126,9 +126,9 @@ def test_the_hierarchy_never_calls_a_quantity_of_a_probe_that_ran_not_measured(c
 def test_the_comparison_page_opens_with_its_figure(tmp_path):
     from conftest import COMMITTED_RUN
 
-    from analysis.compare import comparison, run_label
-    from analysis.render import render_comparison
-    from analysis.results import RunDir
+    from gpuatlas.analysis.compare import comparison, run_label
+    from gpuatlas.analysis.render import render_comparison
+    from gpuatlas.analysis.results import RunDir
 
     run = RunDir(COMMITTED_RUN)
     sources = [str(COMMITTED_RUN), "ref:h100-sxm"]
@@ -142,7 +142,7 @@ def test_the_comparison_page_opens_with_its_figure(tmp_path):
 
 
 def test_the_verdict_chart_draws_whatever_verdicts_the_claims_give(tmp_path):
-    from analysis.page import Part, write_page
+    from gpuatlas.analysis.page import Part, write_page
 
     table = pd.DataFrame({"section": ["§7.1", "§7.1", "§7.3", "§7.3", "§7.3"],
                           "verdict": ["holds", "undecided", "deviates", "a verdict added later", "holds"]})
@@ -156,8 +156,8 @@ def test_the_verdict_chart_draws_whatever_verdicts_the_claims_give(tmp_path):
 
 
 def test_the_summarys_verdict_chart_counts_the_claims(page):
-    from analysis import claims
-    from analysis.results import RunDir
+    from gpuatlas.analysis import claims
+    from gpuatlas.analysis.results import RunDir
     from conftest import COMMITTED_RUN
 
     html, derived = page

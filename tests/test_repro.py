@@ -1,5 +1,5 @@
 """Placement and board spread: near and far modes, undecided structures, and intervals that predict another
-board (analysis.repro), on synthetic data whose truth is set here."""
+board (gpuatlas.analysis.repro), on synthetic data whose truth is set here."""
 import math
 
 import numpy as np
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from scipy.stats import t
 
-from analysis import repro
-from analysis.quantities import home_partition_rows, structure_row
-from analysis.stats import mean_ci, near_far
+from gpuatlas.analysis import repro
+from gpuatlas.analysis.quantities import home_partition_rows, structure_row
+from gpuatlas.analysis.stats import mean_ci, near_far
 
 #: A one-thread latency at an address homed in the SM's partition: its slices at two distances (cycles), and
 #: across the chip (a crossing of the interconnect), with a few cycles of scatter per slice.

@@ -3,7 +3,7 @@ stores it as float because other probes' rows leave it empty."""
 import numpy as np
 import pandas as pd
 
-from analysis.results import MEASUREMENT_COLUMNS, RunDir
+from gpuatlas.analysis.results import MEASUREMENT_COLUMNS, RunDir
 
 
 def rows(probe: str, **params) -> pd.DataFrame:

@@ -5,14 +5,14 @@ import math
 import pandas as pd
 import pytest
 
-from analysis import claims, compute_figures
-from analysis.fusion import fusion_rows, softmax_bytes, total_bytes, traversals
-from analysis.quantities import QUANTITIES, derived_row
-from analysis.roofline import (attainable, feasible_blocks, gap_explanation, matmul_flops, matmul_rows, roofline_table,
-                               tile_intensity, tile_smem_bytes, tiled_hbm_bytes)
+from gpuatlas.analysis import claims, compute_figures
+from gpuatlas.analysis.fusion import fusion_rows, softmax_bytes, total_bytes, traversals
+from gpuatlas.analysis.quantities import QUANTITIES, derived_row
+from gpuatlas.analysis.roofline import (attainable, feasible_blocks, gap_explanation, matmul_flops, matmul_rows,
+                                        roofline_table, tile_intensity, tile_smem_bytes, tiled_hbm_bytes)
 from fakes import DEVICE
-from probes.families.fusion import ring_slots
-from probes.registry import all_probes
+from gpuatlas.probes.families.fusion import ring_slots
+from gpuatlas.probes.registry import all_probes
 
 H100_HBM, H100_PEAK = 3.35e12, 989e12
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 #: Modules the run's parent process must not import on its way to the first probe.
-NOT_BEFORE_FIRST_PROBE = ("torch", "triton", "numba", "cupy", "scipy", "matplotlib", "seaborn", "analysis.derive")
+NOT_BEFORE_FIRST_PROBE = ("torch", "triton", "numba", "cupy", "scipy", "matplotlib", "seaborn", "gpuatlas.analysis.derive")
 
 PARENT = """
 import sys
@@ -25,14 +25,14 @@ def test_the_run_path_leaves_heavy_modules_to_the_workers():
 
 
 def test_execute_imports_the_derivation_only_after_the_run_ends():
-    """runner.execute names analysis.derive inside itself, after ``meta["ended"]`` is written."""
+    """runner.execute names gpuatlas.analysis.derive inside itself, after ``meta["ended"]`` is written."""
     import inspect
 
     from gpuatlas.machinery import runner
 
     source = inspect.getsource(runner.execute)
-    assert source.index('meta["ended"] = _now()') < source.index("from analysis.derive import derive")
-    assert "analysis.derive" not in inspect.getsource(runner).replace(source, "")
+    assert source.index('meta["ended"] = _now()') < source.index("from gpuatlas.analysis.derive import derive")
+    assert "gpuatlas.analysis.derive" not in inspect.getsource(runner).replace(source, "")
 
 
 def test_the_main_lane_worker_makes_its_cuda_context_as_it_starts(monkeypatch):
@@ -44,8 +44,8 @@ def test_the_main_lane_worker_makes_its_cuda_context_as_it_starts(monkeypatch):
 
     import fakes
     from gpuatlas.machinery import workers
-    from probes.kit.harness import Budget
-    from probes.registry import all_probes
+    from gpuatlas.probes.kit.harness import Budget
+    from gpuatlas.probes.registry import all_probes
 
     probes = list(all_probes().values())
     pending = {p.id: [{}] for p in probes}

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 import fakes
-from analysis import results
-from analysis.results import RunDir, config_filename
+from gpuatlas.analysis import results
+from gpuatlas.analysis.results import RunDir, config_filename
 from gpuatlas.machinery import runner
 from gpuatlas.machinery import workers
-from probes.kit import telemetry
-from probes.kit.harness import Budget, Context
+from gpuatlas.probes.kit import telemetry
+from gpuatlas.probes.kit.harness import Budget, Context
 
 META = {"run_id": "r", "gpu": "g"}
 
@@ -150,15 +150,15 @@ def test_telemetry_readings_of_a_window_are_those_strictly_after_its_start_up_to
 @pytest.mark.parametrize("cpus_needed", [1, 1 << 20])
 def test_the_end_of_run_derive_spreads_over_the_cores_only_on_a_large_machine_and_derives_the_same(
         tmp_path, monkeypatch, cpus_needed):
-    import analysis.derive
+    import gpuatlas.analysis.derive
 
     chosen = ("clock.sm", "chase.latency", "bw.dram", "launch.overhead")
     serial_run, meta, probes = sim_run(tmp_path / "serial", chosen)
     monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", 1 << 20)
     runner.execute(serial_run, meta, probes, isolate=False)
     calls = []
-    real = analysis.derive.derive
-    monkeypatch.setattr(analysis.derive, "derive", lambda *a, **k: (calls.append(k.get("parallel")), real(*a, **k))[1])
+    real = gpuatlas.analysis.derive.derive
+    monkeypatch.setattr(gpuatlas.analysis.derive, "derive", lambda *a, **k: (calls.append(k.get("parallel")), real(*a, **k))[1])
     monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", cpus_needed)
     run, meta, probes = sim_run(tmp_path / "other", chosen)
     runner.execute(run, meta, probes, isolate=False)

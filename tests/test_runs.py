@@ -6,11 +6,11 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis import stats
-from analysis.derive import derive
-from analysis.errors import UsageError
-from analysis.render import FigureJob, render
-from analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
+from gpuatlas.analysis import stats
+from gpuatlas.analysis.derive import derive
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.render import FigureJob, render
+from gpuatlas.analysis.results import DERIVED_COLUMNS, MEASUREMENT_COLUMNS, SCHEMA_VERSION, RunDir, load_run
 from conftest import SCHEMA1_RUN
 from fakes import DEVICE, DRAM_FETCH_BYTES, LEVELS, PAGE_BYTES, SECTOR_BYTES, TLB_MISS, TLB_REACH, simulated_probes
 from gpuatlas.machinery import runner

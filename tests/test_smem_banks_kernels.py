@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from probes.kit.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
+from gpuatlas.probes.kit.cuda import compile_cubin, ptx_to_cubin, resource_usage, sass
 import importlib
 
-smem_banks = importlib.import_module("probes.families.smem_banks")
+smem_banks = importlib.import_module("gpuatlas.probes.families.smem_banks")
 ACCESS_BYTES, FORMS = smem_banks.ACCESS_BYTES, smem_banks.FORMS
 
 OPCODE = {4: "LDS", 8: "LDS.64", 16: "LDS.128"}
@@ -65,7 +65,7 @@ def test_cupy_kernel_issues_the_claimed_shared_loads(cubin, access, form):
 def test_numba_kernel_issues_the_same_shared_loads(access, form):
     from numba import cuda, types
 
-    numba_twin = importlib.import_module("probes.families.smem_banks.smem_banks_numba")
+    numba_twin = importlib.import_module("gpuatlas.probes.families.smem_banks.smem_banks_numba")
     kernel = numba_twin.make_banks_kernel(cuda, access, form, *numba_twin.gpu_primitives(access))
     signature = (types.int32, types.int32, types.int32, types.int32, types.uint32, types.uint64[:],
                  types.uint32[:])

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.kit.harness import Budget, Context
+from gpuatlas.probes.kit.harness import Budget, Context
 import importlib
 
-smem_banks = importlib.import_module("probes.families.smem_banks")
+smem_banks = importlib.import_module("gpuatlas.probes.families.smem_banks")
 LANES, WARPS, expected_sink, loads_per_trip = (smem_banks.LANES, smem_banks.WARPS, smem_banks.expected_sink,
                                                smem_banks.loads_per_trip)
 

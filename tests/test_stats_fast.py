@@ -1,10 +1,10 @@
-"""The fast paths of analysis.stats give what the plain code gives: select inside split_by_probe equals a
+"""The fast paths of gpuatlas.analysis.stats give what the plain code gives: select inside split_by_probe equals a
 boolean-mask select, and the bootstrap medians equal np.median over the same resamples."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.stats import BLOCK_DRAWS, median_ci, of_probe, one_chunk, ratio_ci, select, split_by_probe
+from gpuatlas.analysis.stats import BLOCK_DRAWS, median_ci, of_probe, one_chunk, ratio_ci, select, split_by_probe
 
 
 def _frame(rng, n: int = 600, contiguous: bool = True) -> pd.DataFrame:

@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from probes.families import barriers
-from probes.families import smem_atomics
-from probes.kit.cuda import compile_cubin, resource_usage, sass, source
-from probes.registry import all_probes
+from gpuatlas.probes.families import barriers
+from gpuatlas.probes.families import smem_atomics
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass, source
+from gpuatlas.probes.registry import all_probes
 from test_execution import _DeviceArray, _FakeCupy, check_chain, instructions, timed_loop
 
 #: Opcodes (with their modifiers) as timed_loop matches them.
@@ -60,7 +60,7 @@ def test_int32_latency_kernel_is_one_unbroken_chain_of_atoms_add(atoms):
 
 def test_a_compiled_broken_atomic_chain_is_rejected(tmp_path, monkeypatch):
     """Negative control: every add's operand the kernel parameter instead of the previous return."""
-    import probes.kit.cuda as cuda
+    import gpuatlas.probes.kit.cuda as cuda
 
     text = source("smem_atomics.cu")
     cut = text.replace('" %0, [%1], %0;" : "+" CC(x) : "r"(q)', '" %0, [%1], %2;" : "=" CC(x) : "r"(q), CC(v)')
@@ -88,7 +88,7 @@ def test_fp32_shared_add_is_a_compare_and_swap_loop_per_step(atoms):
 def test_fp64_shared_add_is_not_native_on_sm90(tmp_path, monkeypatch):
     """Why the probe has no fp64: atom.shared.add.f64 compiles to ATOMS.CAST.SPIN.64 (a CAS loop).  If a new
     ptxas makes it native this fails, and fp64 belongs in the probe."""
-    import probes.kit.cuda as cuda
+    import gpuatlas.probes.kit.cuda as cuda
 
     text = source("smem_atomics.cu").replace('SMEM_ATOMICS(f32, float, "f", "f32")',
                                              'SMEM_ATOMICS(f64, double, "d", "f64")')
@@ -127,7 +127,7 @@ def test_shared_atomic_host_references():
 def _emulated(monkeypatch, module, kernels: dict):
     import sys
 
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
     monkeypatch.setattr(module, "_kernel", lambda *names: kernels[names[-1]])
@@ -316,20 +316,20 @@ def test_grid_barrier_launches_cooperatively(monkeypatch):
 
 def test_probes_are_registered_with_fakes_after_the_execution_chapter():
     import fakes
-    from probes.registry import probe_modules
+    from gpuatlas.probes.registry import probe_modules
 
     probes = all_probes()
     for pid in ("exec.smem_atomics", "exec.barriers", "exec.wgmma_latency"):
         assert pid in probes and pid in fakes.FAKES
     order = list(probe_modules())
-    assert (order.index("probes.families.execution") < order.index("probes.families.smem_atomics") < order.index("probes.families.barriers")
-            < order.index("probes.families.compute.wgmma_latency"))
+    assert (order.index("gpuatlas.probes.families.execution") < order.index("gpuatlas.probes.families.smem_atomics") < order.index("gpuatlas.probes.families.barriers")
+            < order.index("gpuatlas.probes.families.compute.wgmma_latency"))
     assert probes["exec.barriers"].kernels == ("barriers.cu", "barriers_sm90.cu")
 
 
 def test_a_simulated_run_recovers_the_fakes_sync_physics(tmp_path):
     import fakes
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
     from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes()
@@ -385,7 +385,7 @@ def waited_each_step(body: list[str], opcode: str) -> bool:
 @pytest.mark.parametrize("dtype", list(HGMMA))
 @pytest.mark.parametrize("n", [64, 256])
 def test_wgmma_latency_kernel_is_one_waited_accumulator_chain(wgmma_lat, dtype, n):
-    from probes.families.compute import wgmma_latency
+    from gpuatlas.probes.families.compute import wgmma_latency
 
     opcode = HGMMA[dtype].format(n=n)
     body = timed_loop(wgmma_lat[f"wgmma_lat_{dtype}_n{n}"], opcode)
@@ -401,7 +401,7 @@ def test_the_wait_check_rejects_the_pipelined_throughput_kernel(wgmma_lat):
 
 
 def test_wgmma_latency_host_flow_on_an_emulated_device(monkeypatch):
-    from probes.families.compute import wgmma_latency
+    from gpuatlas.probes.families.compute import wgmma_latency
 
     def chain(grid, block, args):
         a_rows, b_rows, trips, out, cycles = args

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.results import TELEMETRY_COLUMNS, load_run
+from gpuatlas.analysis.results import TELEMETRY_COLUMNS, load_run
 from gpuatlas.machinery import runner
 from gpuatlas.machinery import workers
-from probes.kit import telemetry
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit import telemetry
+from gpuatlas.probes.kit.harness import Sample
 
 REPO = Path(__file__).resolve().parents[1]
 META = {"run_id": "r", "gpu": "g"}
@@ -158,8 +158,8 @@ def test_a_schema_1_run_still_loads_with_empty_telemetry():
     assert set(TELEMETRY_COLUMNS) <= set(measurements.columns)
     assert measurements["power_w"].isna().all() and (measurements["clock_event_reasons"] == 0).all()
     assert (measurements["telemetry"] == "").all()
-    from analysis.report_figures import figure_specs
-    from analysis.telemetry import FIGURES, has_telemetry
+    from gpuatlas.analysis.report_figures import figure_specs
+    from gpuatlas.analysis.telemetry import FIGURES, has_telemetry
 
     assert not has_telemetry(measurements)
     assert not set(FIGURES) & set(figure_specs(measurements))
@@ -177,9 +177,9 @@ def test_a_run_records_telemetry_columns(tmp_path):
 
 
 def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
-    from analysis.figure_job import draw_figures
-    from analysis.telemetry import FIGURES as TELEMETRY_FIGURES
-    from analysis.telemetry import SLOT_FILL, clock_power_strip, power_trace, traces
+    from gpuatlas.analysis.figure_job import draw_figures
+    from gpuatlas.analysis.telemetry import FIGURES as TELEMETRY_FIGURES
+    from gpuatlas.analysis.telemetry import SLOT_FILL, clock_power_strip, power_trace, traces
 
     rows = []
     for probe in ("bw.dram", "compute.wgmma"):
@@ -223,7 +223,7 @@ def test_the_report_draws_the_strip_and_the_trace_with_the_flags_marked():
 def test_the_strip_bins_a_long_probe_and_keeps_each_bins_extremes():
     """600 samples in one probe become at most STRIP_BINS points; a lone clock dip survives as its bin's min
     (a median alone would hide it)."""
-    from analysis.telemetry import STRIP_BINS, _binned, _samples
+    from gpuatlas.analysis.telemetry import STRIP_BINS, _binned, _samples
 
     n = 600
     clock = np.full(n, 1.98e9)

@@ -1,7 +1,7 @@
 """The numerics probes without a GPU: their kernels compiled for sm_90 / sm_90a with the tensor instruction each
 claims (against a negative control), the host's operand packing read back, and the numerics table recovering
 the simulated GPU's tensor cores (tests/fakes/numerics.py, an accumulator written independently of
-analysis.numerics), with "no model fits" where the outputs match no model."""
+gpuatlas.analysis.numerics), with "no model fits" where the outputs match no model."""
 from collections import Counter
 from fractions import Fraction
 
@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.numerics import FORMATS, FP32, decode
-from analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, numerics_rows, numerics_table
-from probes.families.numerics import DTYPES, ELEMENT, ROWS, Batch, _control, cases, measure, pattern
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.analysis.numerics import FORMATS, FP32, decode
+from gpuatlas.analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, numerics_rows, numerics_table
+from gpuatlas.probes.families.numerics import DTYPES, ELEMENT, ROWS, Batch, _control, cases, measure, pattern
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_compute import instructions
 
 #: The one tensor instruction each kernel must be (sm_90: FP8 mma.sync is emulated with two FP16 HMMAs).
@@ -243,7 +243,7 @@ def test_the_probe_checks_its_control_and_records_every_case(monkeypatch, instru
     import sys
 
     import fakes
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     monkeypatch.setitem(sys.modules, "cupy", _FakeCupy)
     ctx = Context(device=fakes.DEVICE, budget=Budget())

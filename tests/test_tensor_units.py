@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes.families.compute import tensor_units as tu
-from probes.kit.cuda import compile_cubin, resource_usage, sass
+from gpuatlas.probes.families.compute import tensor_units as tu
+from gpuatlas.probes.kit.cuda import compile_cubin, resource_usage, sass
 from test_compute import by_name, instructions
 
 #: An HGMMA's operands: ``D, A, B, C`` with A a register (RS) or ``gdesc[...]`` (SS, two operands before C).
@@ -222,11 +222,11 @@ def test_int_operands_are_nonzero_and_bounded():
 
 
 def test_probe_is_sm90a_only_and_refuses_unknown_ops():
-    from probes.registry import all_probes, probe_modules
+    from gpuatlas.probes.registry import all_probes, probe_modules
 
     probe = all_probes()["compute.tensor_units"]
     assert probe.min_cc == probe.max_cc == (9, 0)
-    assert probe_modules().index("probes.families.compute.tensor_units") == probe_modules().index("probes.families.compute.wgmma") + 1
+    assert probe_modules().index("gpuatlas.probes.families.compute.tensor_units") == probe_modules().index("gpuatlas.probes.families.compute.wgmma") + 1
     assert {c["op"] for c in probe.configs({}, "full")} == set(tu.UNITS)
     with pytest.raises(ValueError, match="unknown tensor op"):
         tu.compute_tensor_units(None, "fp4_n256")
@@ -235,7 +235,7 @@ def test_probe_is_sm90a_only_and_refuses_unknown_ops():
 # -- derivation -------------------------------------------------------------------------------------------
 
 def simulated_measurements() -> pd.DataFrame:
-    from analysis.results import config_key
+    from gpuatlas.analysis.results import config_key
     from fakes import FAKES
 
     rows = []
@@ -250,7 +250,7 @@ def simulated_measurements() -> pd.DataFrame:
 def test_derivation_recovers_the_simulated_widths():
     from fakes import tensor_unit_per_clk
 
-    from analysis.tensor_units import tensor_unit_rows
+    from gpuatlas.analysis.tensor_units import tensor_unit_rows
 
     rows = pd.DataFrame(tensor_unit_rows(simulated_measurements())).set_index("quantity")
     assert rows.loc["tc.bf16.ss_flop_per_clk_sm", "value"] == pytest.approx(tensor_unit_per_clk("bf16_ss_n256"))
@@ -294,7 +294,7 @@ def test_the_sparse_rates_are_set_beside_the_shared_memory_bandwidth_their_opera
     that is 100 B per clock with A from registers (0.80 of an LDS bandwidth of 125) and 112.5 (0.90) with A
     from shared memory; NVIDIA's documented width (datasheet / SMs / clock) would need 128 and 144.  Without
     bw.onchip's samples, no claim."""
-    from analysis.tensor_units import tensor_unit_rows
+    from gpuatlas.analysis.tensor_units import tensor_unit_rows
 
     flop = 2 * 64 * 256 * 32
     b_bytes, a_bytes = 256 * 32 * 2, 64 * 16 * 2
@@ -320,7 +320,7 @@ def test_the_sparse_rates_are_set_beside_the_shared_memory_bandwidth_their_opera
 def test_the_sparse_rs_width_is_judged_against_the_documented_sparse_width_and_set_over_ss():
     """6963.2 FLOP per clock with A from registers is 0.85 of the documented 2:4 sparse width (1978.9 TFLOP/s
     / 132 SMs / 1.83 GHz), not of the dense one; over 6144 with A from shared memory it is 1.133."""
-    from analysis.tensor_units import tensor_unit_rows
+    from gpuatlas.analysis.tensor_units import tensor_unit_rows
 
     documented = 1978.9e12 / 132 / 1.83e9
     rates = {"bf16_sparse_n256": 6144.0, "bf16_sparse_rs_n256": 6963.2}
@@ -339,14 +339,14 @@ def test_the_sparse_rs_width_is_judged_against_the_documented_sparse_width_and_s
 
 
 def test_derivation_without_the_probe_has_no_rows():
-    from analysis.tensor_units import tensor_unit_rows
+    from gpuatlas.analysis.tensor_units import tensor_unit_rows
 
     other = simulated_measurements().assign(probe="compute.vector")
     assert tensor_unit_rows(other) == []
 
 
 def test_documented_widths_are_the_datasheet_over_sms_and_clock():
-    from analysis.tensor_units import documented_per_clk_sm
+    from gpuatlas.analysis.tensor_units import documented_per_clk_sm
 
     # NVIDIA/cudnn-frontend PR#650: 989.5 TFLOP/s = 132 SMs x 1.83 GHz x 4096 FLOP/clk/SM
     assert documented_per_clk_sm("bf16") == pytest.approx(4096, rel=1e-3)
@@ -368,8 +368,8 @@ def _emulated_device(monkeypatch, layout_ok=True, a_words=(0, 1, 2, 3)):
     ``a_words``: the order the device reads a thread's 4 register-A words in (the PTX ISA's: 0, 1, 2, 3)."""
     import sys
 
-    import probes.kit.samplers
-    from probes.kit.harness import Budget, Context
+    import gpuatlas.probes.kit.samplers
+    from gpuatlas.probes.kit.harness import Budget, Context
     from test_execution import _FakeCupy, _MillisecondTimer
 
     blocks_per_sm, sms, hz = 2, 4, 2e9
@@ -446,7 +446,7 @@ def _emulated_device(monkeypatch, layout_ok=True, a_words=(0, 1, 2, 3)):
     monkeypatch.setattr(tu, "_kernel", lambda name: kernels[name])
     monkeypatch.setattr(tu, "blocks_per_sm", lambda func, threads: blocks_per_sm)
     monkeypatch.setattr(tu, "calibrate", lambda run, unit, target, max_count: (min(3, max_count), target))
-    monkeypatch.setattr(probes.kit.samplers, "EventTimer", _MillisecondTimer)
+    monkeypatch.setattr(gpuatlas.probes.kit.samplers, "EventTimer", _MillisecondTimer)
     device = {"sm_count": sms, "compute_capability": "9.0", "sm_clock_max_hz": hz}
     return Context(device=device, budget=Budget(min_repeats=3, max_repeats=3, warmup_s=0)), blocks_per_sm * sms
 
@@ -492,7 +492,7 @@ def test_a_gpu_other_than_compute_capability_9_0_is_refused(monkeypatch):
 
 def test_a_simulated_run_derives_every_declared_width(tmp_path):
     import fakes
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
     from gpuatlas.machinery import runner
 
     probes = [p for p in fakes.simulated_probes() if p.id == "compute.tensor_units"]
@@ -512,7 +512,7 @@ def test_every_unit_passes_its_own_result_checks_on_the_gpu(op):
     """On a Hopper GPU: each kernel's results match the host's (layouts, metadata, exact integer chains), and
     no rate exceeds its physical bound."""
     from gpuatlas.machinery.device import device_properties
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     device = device_properties()
     if device["compute_capability"] != "9.0":

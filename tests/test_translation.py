@@ -3,11 +3,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.miss_latency import last_octave_slope
-from analysis.plateaus import MIN_STEP, fit_staircase
-from analysis.translation import tlb_rows
-from probes.families import chase
-from probes.kit import chain
+from gpuatlas.analysis.miss_latency import last_octave_slope
+from gpuatlas.analysis.plateaus import MIN_STEP, fit_staircase
+from gpuatlas.analysis.translation import tlb_rows
+from gpuatlas.probes.families import chase
+from gpuatlas.probes.kit import chain
 
 PAGE = 2 << 20
 
@@ -195,7 +195,7 @@ class _FakeLaunch:
 
 def test_a_cold_path_is_never_revisited(monkeypatch):
     """chase.miss's measurement visits each element of its path at most once, so every access can miss."""
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     made = {}
 
@@ -222,7 +222,7 @@ def test_a_cold_path_is_never_revisited(monkeypatch):
 def test_every_sample_walks_a_new_placement_whole_before_timing(monkeypatch):
     """chase.tlb's samples: each lays the chain afresh (other sectors, other order) and walks it once untimed in
     the same launch, and every launch still ends where its own chain says."""
-    from probes.kit.harness import Budget, Context
+    from gpuatlas.probes.kit.harness import Budget, Context
 
     made, launches = {}, []
 

@@ -9,8 +9,8 @@ import pytest
 
 import fakes
 from gpuatlas.machinery import triton_ahead, workers
-from probes.kit.harness import Budget, Context
-from probes.registry import all_probes
+from gpuatlas.probes.kit.harness import Budget, Context
+from gpuatlas.probes.registry import all_probes
 
 triton = pytest.importorskip("triton")
 from triton import knobs  # noqa: E402
@@ -59,8 +59,8 @@ def fake_torch():
 def recorded(monkeypatch):
     """Triton launches recorded (kernel name and specialization: signature, constexprs, alignment and
     divisibility attributes, compile options), neither compiled nor launched."""
-    from probes.families import fusion, lecture, matmul
-    from probes.kit import torch_kit
+    from gpuatlas.probes.families import fusion, lecture, matmul
+    from gpuatlas.probes.kit import torch_kit
 
     launches = []
 
@@ -95,12 +95,12 @@ def launch_plan(probe, configs) -> None:
     for job in triton_ahead.triton_jobs(probe, configs, fakes.DEVICE):
         if job[0] == "triton":
             name, args, kwargs = job[1:4]
-            getattr(sys.modules["probes.kit.triton_kernels"], name).warmup(*args, grid=(1,), **dict(kwargs))
+            getattr(sys.modules["gpuatlas.probes.kit.triton_kernels"], name).warmup(*args, grid=(1,), **dict(kwargs))
 
 
 @pytest.mark.parametrize("profile", ["quick", "full"])
 def test_the_plan_is_what_each_triton_probe_launches(recorded, profile):
-    import probes.kit.triton_kernels  # noqa: F401 -- what the plan's launches name
+    import gpuatlas.probes.kit.triton_kernels  # noqa: F401 -- what the plan's launches name
 
     probes = [p for p in all_probes().values() if p.backend == "triton"]
     assert set(triton_ahead.PLANS) <= {p.id for p in probes}
@@ -119,7 +119,7 @@ def test_the_plan_is_what_each_triton_probe_launches(recorded, profile):
 
 def test_a_plan_that_drifts_is_caught(recorded):
     """The negative control: one stage more than the probe uses is another kernel in Triton's eyes."""
-    import probes.kit.triton_kernels  # noqa: F401
+    import gpuatlas.probes.kit.triton_kernels  # noqa: F401
 
     probe = all_probes()["matmul.lecture_tile"]
     configs = probe.configs(fakes.DEVICE, "quick")
@@ -128,7 +128,7 @@ def test_a_plan_that_drifts_is_caught(recorded):
     launched = set(recorded)
     recorded.clear()
     name, args, kwargs = triton_ahead.matmul_launch(4096, 4096, 4096, 256, 256, 64, 1, 8, 3)
-    getattr(sys.modules["probes.kit.triton_kernels"], name).warmup(*args, grid=(1,), **kwargs)
+    getattr(sys.modules["gpuatlas.probes.kit.triton_kernels"], name).warmup(*args, grid=(1,), **kwargs)
     assert set(recorded).isdisjoint(launched)
 
 
@@ -152,7 +152,7 @@ def test_a_kernel_compiled_ahead_is_found_by_the_probe_s_launch(tmp_path, monkey
     tensors, its keyword order) with the compiler's first stage made to fail: the launch finds it on disk."""
     from triton.compiler import compiler
 
-    from probes.kit import triton_kernels
+    from gpuatlas.probes.kit import triton_kernels
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     name, args, kwargs = triton_ahead._softmax(types.SimpleNamespace(NUM_WARPS=8),

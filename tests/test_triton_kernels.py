@@ -8,10 +8,10 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from analysis.roofline import feasible_blocks, smem_budget, tile_smem_bytes
-from probes.families.matmul import TRITON_CONFIGS, library_configs, roofline_warps
-from probes.kit import triton_kernels as tk
-from probes.kit.cuda import sass
+from gpuatlas.analysis.roofline import feasible_blocks, smem_budget, tile_smem_bytes
+from gpuatlas.probes.families.matmul import TRITON_CONFIGS, library_configs, roofline_warps
+from gpuatlas.probes.kit import triton_kernels as tk
+from gpuatlas.probes.kit.cuda import sass
 
 SM90 = GPUTarget("cuda", 90, 32)
 SIDE = 4096

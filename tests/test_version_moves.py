@@ -14,8 +14,8 @@ from conftest import REPO
 #: Every probe's version, and the probes whose sources include ``blocks_per_sm``.
 VERSIONS = '''
 import json
-from probes.kit.versions import version_sources
-from probes.registry import all_probes
+from gpuatlas.probes.kit.versions import version_sources
+from gpuatlas.probes.registry import all_probes
 
 probes = all_probes()
 print(json.dumps({"versions": {pid: p.version for pid, p in probes.items()},
@@ -55,7 +55,7 @@ def _move_helper(root):
     text = cuda.read_text()
     assert HELPER in text, "the helper as it stands in probes/kit/cuda.py"
     text = text.replace(HELPER, "").replace("KERNEL_DIR = KernelFiles(",
-                                            "from probes.kit.residency import blocks_per_sm  # noqa: E402\n\n"
+                                            "from gpuatlas.probes.kit.residency import blocks_per_sm  # noqa: E402\n\n"
                                             "KERNEL_DIR = KernelFiles(", 1)
     cuda.write_text(text)
     (root / "probes" / "kit" / "residency.py").write_text('"""Resident blocks."""\n\n\n' + HELPER)

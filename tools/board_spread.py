@@ -2,7 +2,7 @@
 
     python -m tools.board_spread [PANEL_DIR ...]     (default: every reports/*-boards folder)
 
-Writes ``analysis/board-spread.csv`` (``analysis.repro``): per GPU model and quantity, how many
+Writes ``analysis/board-spread.csv`` (``gpuatlas.analysis.repro``): per GPU model and quantity, how many
 boards measured it, their median and their relative standard deviation.  Then prints how well the intervals
 predict: over every quantity present in every run of a panel and every ordered pair of boards (A, B), the
 share of cases where B's value lies inside A's repro interval, and the median relative half-width of those
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.derive import derive
-from analysis.repro import SPREAD_COLUMNS, SPREAD_TABLE, pair_coverage, panel_spread
-from analysis.results import RunDir
+from gpuatlas.analysis.derive import derive
+from gpuatlas.analysis.repro import SPREAD_COLUMNS, SPREAD_TABLE, pair_coverage, panel_spread
+from gpuatlas.analysis.results import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -38,9 +38,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.boards import GROUP_PREFIX, group_of  # noqa: E402
-from analysis.repro import SPREAD_TABLE, read_spread_table  # noqa: E402
-from analysis.results import RunDir  # noqa: E402
+from gpuatlas.analysis.boards import GROUP_PREFIX, group_of  # noqa: E402
+from gpuatlas.analysis.repro import SPREAD_TABLE, read_spread_table  # noqa: E402
+from gpuatlas.analysis.results import RunDir  # noqa: E402
 
 SOURCE = REPO / "reports" / "h200-quick"
 #: One board in SLOW_EVERY is slow in each injected group, by the fraction SLOW (default of --slow).
@@ -74,7 +74,7 @@ def build_fleet(work: Path, n: int, sigma: pd.Series, seed: int = 0, start: int 
     injected: dict[str, list[str]] = {g: [] for g in SLOW_GROUPS}
     for i in range(start, start + n):
         rng = np.random.default_rng([seed, i])
-        label = f"{i:04x}{rng.bytes(2).hex()}"  # the board's label (analysis.boards.board_label): unique
+        label = f"{i:04x}{rng.bytes(2).hex()}"  # the board's label (gpuatlas.analysis.boards.board_label): unique
         uuid = f"GPU-{label}-{rng.bytes(2).hex()}-{rng.bytes(2).hex()}-{rng.bytes(2).hex()}-{rng.bytes(6).hex()}"
         run_id = f"{meta['run_id']}-b{i:05d}"
         scale = 1 + spread * rng.standard_normal(len(derived))
@@ -111,7 +111,7 @@ def timed(code: str, *args) -> dict:
 
 GATHER = ("import sys, json; from pathlib import Path; from gpuatlas.fleet import gather; "
           "s = gather(Path(sys.argv[1]), say=lambda *a: None); print(s['partitions_written'])")
-RENDER = ("import sys; from pathlib import Path; from analysis.board_pages import render_boards; "
+RENDER = ("import sys; from pathlib import Path; from gpuatlas.analysis.board_pages import render_boards; "
           "render_boards(Path(sys.argv[1]), 'fleet', Path(sys.argv[1]) / 'report')")
 QUERY_ARROW = ("import sys, pyarrow.dataset as ds; d = ds.dataset(sys.argv[1] + '/dataset', partitioning='hive'); "
                "t = d.to_table(columns=['run_id', 'value'], filter=(ds.field('probe') == 'bw.dram') & "
@@ -229,7 +229,7 @@ def main(argv=None) -> int:
             "injected_quantities": {g: {q: round(float(sigma.get(q, 0.0)), 5) for q in quantities
                                         if group_of(q) == g} for g in SLOW_GROUPS}}
     if args.screen_only:
-        from analysis.boards import run_dirs, write_summary
+        from gpuatlas.analysis.boards import run_dirs, write_summary
 
         write_summary(args.work, run_dirs(args.work / "runs"), "fleet")
         print(json.dumps({**head, "screen": score(args.work, injected)}, indent=2))

@@ -6,14 +6,14 @@ Two kinds of rows:
 * computed here from raw benchmark outputs (marker [I]: computed from read values):
   - latency plateaus and capacities from the single-warp random pointer chases of RRZE-HPC/gpu-benches
     (``gpu-latency__*.txt``) and of Luo et al.'s code (``hopper-benchmark/random_latency__*.txt``), fitted
-    with ``analysis.plateaus.fit_staircase``, the fit gpuatlas applies to its own chases; plateaus in order
+    with ``gpuatlas.analysis.plateaus.fit_staircase``, the fit gpuatlas applies to its own chases; plateaus in order
     are L1, near L2, the far plateau (when four or more: a chain past one partition, whose accesses are
     far-partition hits mixed with misses, so ``l2.far_plateau_cycles``, not the far hits' latency) and DRAM
     (the last); its knees are the L1 capacity, the L2 partition and the far reach (where one SM's chase
     turns from L2 hits to HBM misses);
   - L2 bandwidth and L1 bandwidth: the first plateau of the same fit applied to seconds per byte
     (``gpu-l2-cache__*.txt``, ``gpu-cache__*.txt``); L2 capacity: the miss model fitted to the gpu-l2-cache
-    sweep (``analysis.capacity.fit_capacity``, as gpuatlas fits its own bw.l2 sweep); L1 bandwidth where
+    sweep (``gpuatlas.analysis.capacity.fit_capacity``, as gpuatlas fits its own bw.l2 sweep); L1 bandwidth where
     no gpu-cache file exists: the stride-1 row of ``gpu-strides__*.txt``;
   - DRAM read / write / copy bandwidth: the best rate over gpu-stream's occupancy sweep (``gpu-stream__*.txt``);
 * transcribed from the curated tables of ``PUBLISHED.md`` (datasheet peaks, tensor-core rates, figures of
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.capacity import fit_capacity
-from analysis.plateaus import fit_staircase
-from analysis.quantities import QUANTITIES
-from analysis.references import PROBE, REFERENCE_COLUMNS, REFERENCE_DIR
-from analysis.stats import median_ci
+from gpuatlas.analysis.capacity import fit_capacity
+from gpuatlas.analysis.plateaus import fit_staircase
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.references import PROBE, REFERENCE_COLUMNS, REFERENCE_DIR
+from gpuatlas.analysis.stats import median_ci
 from tools.reference_raw import (KiB, MHz, read_bandwidth_sweep, read_chase, read_clock, read_stream,
                                  read_strides)
 
@@ -94,7 +94,7 @@ def chase_rows(curve: Curve, suite: str, published: dict[str, str]) -> list[dict
     if len(p) < 3:
         raise ValueError(f"{curve.path}: {len(p)} plateaus, expected L1, L2 and DRAM")
     mhz = f"{clock / MHz:.0f} MHz"
-    method = f"{suite} random pointer chase (one block), {mhz}; analysis.plateaus.fit_staircase"
+    method = f"{suite} random pointer chase (one block), {mhz}; gpuatlas.analysis.plateaus.fit_staircase"
     cycles_note = (f"[I] computed from the raw file; cycles = wall time x the {mhz} SM clock the benchmark "
                    f"reported; {curve.what}")
     level_ci = "plateau median, bootstrap 95% CI over its footprints"
@@ -148,7 +148,7 @@ def l2_bandwidth_row(curve: Curve, note: str) -> dict:
 
 
 def l2_capacity_row(curve: Curve, size_bytes: float, size: str) -> dict:
-    """The L2 capacity of a gpu-l2-cache sweep from the miss model (``analysis.capacity.fit_capacity``, as
+    """The L2 capacity of a gpu-l2-cache sweep from the miss model (``gpuatlas.analysis.capacity.fit_capacity``, as
     gpuatlas fits its own bw.l2 sweep), from ``size_bytes`` / 8 up; ``size`` states the published L2 size."""
     t = read_bandwidth_sweep(curve.path)
     floor = size_bytes / 8
@@ -163,7 +163,7 @@ def l2_capacity_row(curve: Curve, size_bytes: float, size: str) -> dict:
     fallen = t.loc[t["bytes_per_s"] <= 1.1 * hbm, "bytes"].min()
     return row("l2.capacity_bytes", fit.capacity_bytes,
                "gpu-benches gpu-l2-cache: all SMs sum a buffer (double loads) of growing size; miss model fitted "
-               "to the sweep (analysis.capacity.fit_capacity, gpuatlas's method): an L2 of C bytes re-read over a "
+               "to the sweep (gpuatlas.analysis.capacity.fit_capacity, gpuatlas's method): an L2 of C bytes re-read over a "
                "footprint F keeps a fraction h = min(1, C/F) resident, bandwidth(F) = 1 / (h / B_L2 + (1 - h) / "
                "B_HBM); 95% CI the profile interval, residuals within an F-test of the best (one sample per "
                "data-set size: no repeats to bootstrap)",

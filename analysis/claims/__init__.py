@@ -20,9 +20,9 @@ Modules: ``model`` (the claim, the precision table, the measures), ``numbers`` (
 ``lecture_a`` (§7.1-7.5), ``lecture_b`` (§7.6-7.13), ``catalogue`` (all of them, in order, with the claims a
 family declares beside its analysis: ``CLAIMS`` there), ``mechanisms``, ``verdict``.
 """
-from analysis.claims.catalogue import all_claims
-from analysis.claims.model import PRECISION, Claim, band, first_of, product, quantity, ratio, tolerance
-from analysis.claims.verdict import VERDICTS, _inputs, decide, intervals, judge, summary, tolerance_text
+from gpuatlas.analysis.claims.catalogue import all_claims
+from gpuatlas.analysis.claims.model import PRECISION, Claim, band, first_of, product, quantity, ratio, tolerance
+from gpuatlas.analysis.claims.verdict import VERDICTS, _inputs, decide, intervals, judge, summary, tolerance_text
 
 __all__ = ["CLAIMS", "PRECISION", "VERDICTS", "Claim", "_inputs", "all_claims", "band", "decide", "first_of",
            "intervals", "judge", "product", "quantity", "ratio", "summary", "tolerance", "tolerance_text"]

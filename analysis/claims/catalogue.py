@@ -1,14 +1,14 @@
 """Every claim, in the lecture's order: the "Numbers worth memorizing" table, then §7.1-7.5 and §7.6-7.13, then
 those a family declares beside its analysis (a module-level ``CLAIMS = (Claim(...), ...)`` in a module under
-analysis/, found as ``analysis.family`` finds a family), which the verdicts sort into their sections."""
+analysis/, found as ``gpuatlas.analysis.family`` finds a family), which the verdicts sort into their sections."""
 from __future__ import annotations
 
 import functools
 
-from analysis.claims.lecture_a import SECTIONS_1_TO_5
-from analysis.claims.lecture_b import SECTIONS_6_TO_13
-from analysis.claims.numbers import NUMBERS
-from analysis.family import declared
+from gpuatlas.analysis.claims.lecture_a import SECTIONS_1_TO_5
+from gpuatlas.analysis.claims.lecture_b import SECTIONS_6_TO_13
+from gpuatlas.analysis.claims.numbers import NUMBERS
+from gpuatlas.analysis.family import declared
 
 #: The lecture's claims kept here, section by section.
 LECTURE = NUMBERS + SECTIONS_1_TO_5 + SECTIONS_6_TO_13

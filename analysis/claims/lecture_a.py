@@ -1,8 +1,8 @@
 """The lecture's claims of §7.1-7.5: the SM and its warps, the memory hierarchy, Little's law and occupancy."""
 from __future__ import annotations
 
-from analysis.claims import mechanisms as why
-from analysis.claims.model import (BW, CLOCK, KB_UNITS, PEAK, Claim, calc, device_property, first_of,
+from gpuatlas.analysis.claims import mechanisms as why
+from gpuatlas.analysis.claims.model import (BW, CLOCK, KB_UNITS, PEAK, Claim, calc, device_property, first_of,
                                    lecture_bytes, none, quantity, ratio_of)
 
 SECTIONS_1_TO_5 = (

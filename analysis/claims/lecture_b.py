@@ -2,10 +2,10 @@
 references' generations."""
 from __future__ import annotations
 
-from analysis.claims import mechanisms as why
-from analysis.claims.model import (BW, N4096, PEAK, Claim, calc, first_of, from_reference, none, quantity,
+from gpuatlas.analysis.claims import mechanisms as why
+from gpuatlas.analysis.claims.model import (BW, N4096, PEAK, Claim, calc, first_of, from_reference, none, quantity,
                                    ratio_of)
-from analysis.units import fmt_value
+from gpuatlas.analysis.units import fmt_value
 
 
 def _waves(v: dict) -> tuple[int, int]:

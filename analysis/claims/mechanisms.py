@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from analysis.claims.model import BW, CLOCK, PEAK
-from analysis.units import fmt_value
+from gpuatlas.analysis.claims.model import BW, CLOCK, PEAK
+from gpuatlas.analysis.units import fmt_value
 
 #: Bits of one HBM stack's interface: no GDDR board has a bus this wide.
 HBM_STACK_BITS = 1024

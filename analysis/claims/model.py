@@ -231,7 +231,7 @@ def ratio_of(num: str, den: str) -> Callable:
 
 
 def reference(name: str) -> dict:
-    from analysis.references import REFERENCE_DIR
+    from gpuatlas.analysis.references import REFERENCE_DIR
 
     frame = pd.read_csv(REFERENCE_DIR / f"{name}.csv")
     return dict(zip(frame["quantity"], frame["value"]))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from analysis.claims import mechanisms as why
-from analysis.claims.model import (KB_UNITS, Claim, device_property, first_of, lecture_bytes, on_chip, per_sm_load,
-                                   product, quantity, ratio)
+from gpuatlas.analysis.claims import mechanisms as why
+from gpuatlas.analysis.claims.model import (KB_UNITS, Claim, device_property, first_of, lecture_bytes, on_chip,
+                                            per_sm_load, product, quantity, ratio)
 
 _CLAIMS = (
     Claim("§7.1", "132 SMs", 132, "1", device_property("sm_count"), "driver-reported SM count"),

@@ -9,11 +9,11 @@ import math
 
 import pandas as pd
 
-from analysis.claims.catalogue import all_claims
-from analysis.claims.mechanisms import in_words
-from analysis.claims.model import PRECISION, Claim, band, reference, tolerance
-from analysis.quantities import QUANTITIES
-from analysis.units import fmt_value
+from gpuatlas.analysis.claims.catalogue import all_claims
+from gpuatlas.analysis.claims.mechanisms import in_words
+from gpuatlas.analysis.claims.model import PRECISION, Claim, band, reference, tolerance
+from gpuatlas.analysis.quantities import QUANTITIES
+from gpuatlas.analysis.units import fmt_value
 
 VERDICTS = ("holds", "deviates", "undecided", "cannot be tested", "not measured")
 #: derived.csv's columns for the interval another board of the model lands in (NaN where not known).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 
-from analysis.errors import UsageError
+from gpuatlas.analysis.errors import UsageError
 
 
 def require_gpu():

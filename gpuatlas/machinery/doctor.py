@@ -12,7 +12,7 @@ import importlib.metadata
 import re
 from dataclasses import dataclass
 
-from probes.kit.numba_kit import GPU_EXTRA, _why, numba_problem
+from gpuatlas.probes.kit.numba_kit import GPU_EXTRA, _why, numba_problem
 
 
 @dataclass

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from analysis.errors import UsageError
-from analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from gpuatlas.analysis.errors import UsageError
+from gpuatlas.analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
 from gpuatlas.machinery.workers import (ProbeFailed, Worker, compile_jobs, lanes, measure_configs, start_compiles,
                                         start_lanes)
-from probes.kit.harness import Budget, Context
-from probes.registry import PROFILES, Probe, all_probes, select
+from gpuatlas.probes.kit.harness import Budget, Context
+from gpuatlas.probes.registry import PROFILES, Probe, all_probes, select
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -226,7 +226,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             pool.shutdown(wait=False, cancel_futures=True)
     meta["ended"] = _now()
     run.write_meta(meta)
-    from analysis.derive import derive
+    from gpuatlas.analysis.derive import derive
 
     if any(s["configs_done"] for s in meta["probes"].values()):
         run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"])),

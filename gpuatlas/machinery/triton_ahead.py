@@ -140,7 +140,7 @@ def compile_kernel(name: str, args: tuple, kwargs: tuple, capability: int):
     returns the compiled kernel."""
     from triton.runtime.driver import driver
 
-    from probes.kit import triton_kernels
+    from gpuatlas.probes.kit import triton_kernels
 
     previous = driver._active  # not reset_active(): that would make Triton's default driver, torch's
     driver.set_active(CompileOnlyDriver(capability))

@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from analysis.results import TELEMETRY_COLUMNS, RunDir, config_filename, config_key
-from probes.kit import telemetry
-from probes.kit.harness import Budget, Context
-from probes.kit.telemetry import EMPTY as TELEMETRY_EMPTY, POLL_S
-from probes.registry import Probe
+from gpuatlas.analysis.results import TELEMETRY_COLUMNS, RunDir, config_filename, config_key
+from gpuatlas.probes.kit import telemetry
+from gpuatlas.probes.kit.harness import Budget, Context
+from gpuatlas.probes.kit.telemetry import EMPTY as TELEMETRY_EMPTY, POLL_S
+from gpuatlas.probes.registry import Probe
 
 
 def telemetry_windows(samples, start: float, poll_s: float = POLL_S) -> list[tuple[float, float]]:
@@ -267,7 +267,7 @@ def compile_jobs(probes: list[Probe], device: dict, todo: dict) -> list[tuple]:
     probe's kernels and launchers (``triton_ahead.triton_jobs``), and what a backend's first use reads
     (``FIRST_USE``)."""
     from gpuatlas.machinery.triton_ahead import triton_jobs
-    from probes.kit.cuda import arch_of, source
+    from gpuatlas.probes.kit.cuda import arch_of, source
 
     jobs: dict = {}
     for probe in probes:
@@ -303,7 +303,7 @@ def _compile_job(job: tuple) -> None:
     its launcher (or Triton's driver utilities) into Triton's cache, a backend's first-use reads, or an
     import."""
     if job[0] == "cubin":
-        from probes.kit.cuda import cubin_file
+        from gpuatlas.probes.kit.cuda import cubin_file
 
         cubin_file(*job[1:])
     elif job[0] == "triton":

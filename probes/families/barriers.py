@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.clusters import ClusterRefused, cluster_launch, refused_samples
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.chains import chain_latency, chain_latency_samples
-from probes.kit.harness import Sample
-from probes.kit.samplers import PLACEMENTS, random_lines
-from probes.registry import probe
+from gpuatlas.probes.kit.clusters import ClusterRefused, cluster_launch, refused_samples
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.chains import chain_latency, chain_latency_samples
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.kit.samplers import PLACEMENTS, random_lines
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 #: barriers.cu's and barriers_sm90.cu's constants.
@@ -81,7 +81,7 @@ def barrier_configs(device: dict) -> list[dict]:
 
 
 def _kernel(filename: str, name: str):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel(filename, name)
 

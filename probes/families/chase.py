@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from probes.kit.chain import cupy_launcher, measure_chase, measure_shared_chase, smem_footprints, three_footprints
-from probes.kit.harness import Sample
-from probes.kit.samplers import STRIDE_WARMUP_S
-from probes.registry import geom, probe
+from gpuatlas.probes.kit.chain import (cupy_launcher, measure_chase, measure_shared_chase, smem_footprints,
+                                       three_footprints)
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.kit.samplers import STRIDE_WARMUP_S
+from gpuatlas.probes.registry import geom, probe
 
 
 def footprint_sweep(device: dict) -> list[int]:
@@ -182,7 +183,7 @@ FREE_MEMORY_USE = 0.95
        quantities=("smem.latency_cycles",), kernels=("chase.cu",))
 def chase_smem(ctx, footprint_bytes: int, stride_bytes: int) -> list[Sample]:
     """Cycles per dependent 32-bit shared-memory load (LDS) over a random single-cycle chain."""
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return measure_shared_chase(ctx, footprint_bytes, stride_bytes, kernel("chase.cu", "chase_shared"),
                                 "shared chase")

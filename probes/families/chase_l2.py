@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chain import (CALIBRATION_STEPS, chain_on_gpu, chase_samples, cupy_launcher, expected_address, flush_l2,
-                              steps_for)
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.registry import geom, probe
+from gpuatlas.probes.kit.chain import (CALIBRATION_STEPS, chain_on_gpu, chase_samples, cupy_launcher, expected_address,
+                                       flush_l2, steps_for)
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.registry import geom, probe
 
 
 def every_sm_footprints(device: dict) -> list[int]:
@@ -45,7 +45,7 @@ def chase_every_sm(ctx, footprint_bytes: int, stride_bytes: int, readers: str = 
     in both, that knee falls to half the capacity."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     blocks = ctx.device["sm_count"]
     words, walker = chain_on_gpu(ctx, footprint_bytes, stride_bytes)
@@ -117,7 +117,7 @@ def chase_access(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> 
     access still hits the L2."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     if flavour != "cg":
         raise ValueError(f"chase.access records L2-only (cg) chases; got flavour {flavour!r}")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 
-from probes.kit.chain import FLAVOURS, UNROLL, measure_chase, three_footprints
-from probes.kit.harness import Sample
-from probes.kit.numba_kit import gpu_primitives
-from probes.registry import probe
+from gpuatlas.probes.kit.chain import FLAVOURS, UNROLL, measure_chase, three_footprints
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.kit.numba_kit import gpu_primitives
+from gpuatlas.probes.registry import probe
 
 
 def make_chase_kernel(cuda, load, clock64, globaltimer):
@@ -64,7 +64,7 @@ def chase_latency_numba(ctx, footprint_bytes: int, stride_bytes: int, flavour: s
     import numpy as np
     from numba import cuda
 
-    from probes.kit.numba_kit import numba_problem
+    from gpuatlas.probes.kit.numba_kit import numba_problem
 
     problem = numba_problem()
     if problem:

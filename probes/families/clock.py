@@ -5,8 +5,8 @@ effective clock.  This is the figure cycle counts are converted with, not the da
 """
 from __future__ import annotations
 
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.registry import probe
 
 _SWEEP = lambda device: {"busy_sms": ["one", "all"]}  # noqa: E731
 

@@ -1,8 +1,8 @@
 """NCCL collectives between every GPU the run sees, through torch.distributed: all-reduce, all-gather,
-reduce-scatter and broadcast, bus bandwidth against message size (analysis.collectives: nccl-tests'
+reduce-scatter and broadcast, bus bandwidth against message size (gpuatlas.analysis.collectives: nccl-tests'
 algbw and busbw).
 
-Rank 0 is the probe's own process; ranks 1..n-1 are helper processes (``python -m probes.families.collectives``)
+Rank 0 is the probe's own process; ranks 1..n-1 are helper processes (``python -m gpuatlas.probes.families.collectives``)
 started once and kept for the probe's configs, each on its own GPU, all joined in one NCCL group.  NVLink
 SHARP (NVLS, multicast) is switched off (NCCL_NVLS_ENABLE=0) in every rank, so the figures are the plain
 NVLink/PCIe paths'.
@@ -14,11 +14,10 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 
-from analysis.collectives import COLLECTIVES, algbw, busbw
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.registry import geom, probe
+from gpuatlas.analysis.collectives import COLLECTIVES, algbw, busbw
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.registry import geom, probe
 
 #: Environment of every rank: NVLink multicast stays off.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0"}
@@ -95,10 +94,9 @@ def _group(ranks: int):
             s.bind(("127.0.0.1", 0))
             address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
         os.environ.update(NCCL_ENV)
-        root = str(Path(__file__).resolve().parents[1])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-        helpers = [subprocess.Popen([sys.executable, "-m", "probes.collectives", str(r), str(ranks), address],
-                                    stdin=subprocess.PIPE, text=True, env=env, cwd=root) for r in range(1, ranks)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, sys.path)))  # they import as this process
+        helpers = [subprocess.Popen([sys.executable, "-m", "gpuatlas.probes.collectives", str(r), str(ranks),
+                                     address], stdin=subprocess.PIPE, text=True, env=env) for r in range(1, ranks)]
         torch, dist = _init(0, ranks, address)
 
         def stop():

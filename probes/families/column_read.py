@@ -17,8 +17,8 @@ import math
 
 import numpy as np
 
-from probes.kit.harness import EventTimer, Sample, repeat_until_stable
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import EventTimer, Sample, repeat_until_stable
+from gpuatlas.probes.registry import probe
 
 LECTURE_N = 4096
 TILE, ROWS_PER_SPLIT = 32, 128  #: column_read.cu's tile; rows each block sums (4 tiles)
@@ -64,7 +64,7 @@ def column_read(ctx, matrix_side: int, method: str) -> list[Sample]:
     n = matrix_side
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     if n % ROWS_PER_SPLIT or n * n > 2**32:
         raise ValueError(f"matrix_side {n} must be a multiple of {ROWS_PER_SPLIT} with n^2 <= 2^32")

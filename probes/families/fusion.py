@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import math
 
-from analysis.fusion import LAUNCHES, VARIANTS, softmax_bytes, total_bytes
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.kit.samplers import bandwidth_bound
-from probes.registry import probe
+from gpuatlas.analysis.fusion import LAUNCHES, VARIANTS, softmax_bytes, total_bytes
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.kit.samplers import bandwidth_bound
+from gpuatlas.probes.registry import probe
 
 MATRIX_SIDE = 4096
 #: The ring of inputs spans at least this many times the L2 (and at least two buffers).
@@ -44,7 +44,7 @@ def ring_slots(device: dict, matrix_bytes: int, buffers_per_slot: int) -> int:
 def _slot_buffers(side: int, slots: int, seed: int):
     import torch
 
-    from probes.kit.torch_kit import random_bf16
+    from gpuatlas.probes.kit.torch_kit import random_bf16
 
     def empty(*shape, dtype=torch.bfloat16):
         """NaN-filled: a reused allocation may hold a previous config's (correct) softmax."""
@@ -58,7 +58,7 @@ def _softmax_launches(variant: str, slots: list[dict], side: int):
     """A callable launching one softmax per ring slot."""
     import triton
 
-    from probes.kit.triton_kernels import exp_sum_kernel, normalize_kernel, row_max_kernel, softmax_kernel
+    from gpuatlas.probes.kit.triton_kernels import exp_sum_kernel, normalize_kernel, row_max_kernel, softmax_kernel
 
     block, grid = triton.next_power_of_2(side), (side,)
     opts = {"BLOCK": block, "num_warps": NUM_WARPS}
@@ -114,7 +114,7 @@ def _graph(launch):
 def fusion_softmax(ctx, launch: str, variant: str, matrix_side: int) -> list[Sample]:
     """Seconds per row softmax of a bf16 matrix, unfused (three kernels) or fused (one), and the counted bytes
     over that time."""
-    from probes.kit.torch_kit import torch_timer
+    from gpuatlas.probes.kit.torch_kit import torch_timer
 
     if launch not in LAUNCHES:
         raise ValueError(f"unknown launch {launch!r}: choose one of {', '.join(LAUNCHES)}")

@@ -18,9 +18,9 @@ import functools
 
 import numpy as np
 
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.kit.samplers import STRIDE_WARMUP_S
-from probes.registry import geom, probe
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.kit.samplers import STRIDE_WARMUP_S
+from gpuatlas.probes.registry import geom, probe
 
 INSTRUCTION_BYTES = 16  # every SASS instruction since Volta
 #: Instructions a trip runs besides the FFMAs (the trip count's compare and add, the branch, the predicated clock
@@ -45,7 +45,7 @@ def loop_source(instructions: int) -> str:
     """CUDA source of ``icache_loop``: ``instructions`` FFMAs in CHAINS independent chains, inline PTX so the
     compiler neither folds nor reorders them, inside a loop that is not unrolled.  The clock starts at the
     second trip (the first brings the code in) and stops after the last; the chains' sum goes to ``sink``."""
-    from probes.kit.cuda import source
+    from gpuatlas.probes.kit.cuda import source
 
     ops = ", ".join(f'"+f"(a{c})' for c in range(CHAINS))
     statements = []
@@ -84,7 +84,7 @@ SOURCE_NAME = "icache_loop.cu"
 
 @functools.lru_cache(maxsize=None)
 def loop_kernel(instructions: int):
-    from probes.kit.cuda import compiled
+    from gpuatlas.probes.kit.cuda import compiled
 
     return compiled(loop_source(instructions), SOURCE_NAME).get_function("icache_loop")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.harness import Sample
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import probe
 
 #: Bytes between the chain's lines (the L2's line) and the timed passes per chain length after the warm ones.
 LINE_BYTES, WARM_PASSES, TIMED_PASSES = 128, 2, 2
@@ -71,7 +71,7 @@ def geometry_l2_sets(ctx, walkers: str, placement: str, lengths: int = LENGTHS) 
     chain lengths around the L2's capacity: accesses slower than the near partition's hits are misses."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     device = ctx.device
     count = walker_count(device, walkers)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from probes.kit.harness import EventTimer, Sample, repeat_until_stable
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import EventTimer, Sample, repeat_until_stable
+from gpuatlas.probes.registry import probe
 
 #: Launches per timed batch (a CUDA graph holds this many kernel nodes).
 BATCH = 1000
@@ -22,7 +22,7 @@ def launch_overhead(ctx, mode: str) -> list[Sample]:
     """Time per launch of an empty kernel (s), plain or replayed from a CUDA graph."""
     import cupy
 
-    from probes.kit.cuda import kernel, replayed
+    from gpuatlas.probes.kit.cuda import kernel, replayed
 
     empty = kernel("launch.cu", "empty_kernel")
     stream = cupy.cuda.Stream(non_blocking=True)

@@ -15,10 +15,10 @@ import math
 
 import numpy as np
 
-from analysis.roofline import matmul_flops, smem_budget
-from probes.kit.chain import measure_shared_chase, smem_footprints
-from probes.kit.harness import repeat_until_stable
-from probes.registry import probe
+from gpuatlas.analysis.roofline import matmul_flops, smem_budget
+from gpuatlas.probes.kit.chain import measure_shared_chase, smem_footprints
+from gpuatlas.probes.kit.harness import repeat_until_stable
+from gpuatlas.probes.registry import probe
 
 #: Fewer cycles per step than this cannot be a dependent shared load plus its address arithmetic.
 MIN_CYCLES_PER_STEP = 4.0
@@ -33,7 +33,7 @@ MIN_CYCLES_PER_STEP = 4.0
 def chase_smem_index(ctx, footprint_bytes: int, stride_bytes: int) -> list:
     """Cycles per step of a shared-memory chase that computes each address from the loaded index (IMAD, LEA,
     LDS), as published chases do."""
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return measure_shared_chase(ctx, footprint_bytes, stride_bytes, kernel("lecture.cu", "chase_shared_index"),
                                 "index chase", MIN_CYCLES_PER_STEP)
@@ -56,7 +56,7 @@ def lecture_tile_smem_bytes() -> int:
        kernels=("triton_kernels.py",), min_cc=(8, 0))
 def matmul_lecture_tile(ctx, matrix_side: int) -> list:
     """FLOP/s of a Triton matmul in the lecture's BLOCK 256 x 256 tiles with BLOCK_K 64, row-major launch order."""
-    from probes.kit.torch_kit import check_product, operands, measure_flops, triton_matmul
+    from gpuatlas.probes.kit.torch_kit import check_product, operands, measure_flops, triton_matmul
 
     side = int(matrix_side)
     if lecture_tile_smem_bytes() > smem_budget(ctx.device):
@@ -95,8 +95,8 @@ def matmul_naive(ctx, matrix_side: int) -> list:
     """Seconds per launch of §7.8's naive bf16 matmul (one thread per output, no tiling, fp32 accumulation)."""
     import cupy
 
-    from probes.kit.cuda import kernel
-    from probes.kit.harness import EventTimer, Sample
+    from gpuatlas.probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.harness import EventTimer, Sample
 
     n = int(matrix_side)
     rng = np.random.default_rng(ctx.seed)
@@ -161,8 +161,8 @@ def matmul_decode(ctx, batch: int) -> list:
     cuBLAS."""
     import torch
 
-    from probes.kit.harness import Sample
-    from probes.kit.torch_kit import check_product, random_bf16, torch_timer
+    from gpuatlas.probes.kit.harness import Sample
+    from gpuatlas.probes.kit.torch_kit import check_product, random_bf16, torch_timer
 
     m, n = int(batch), decode_n(ctx.device)
     a = random_bf16((m, DECODE_K), ctx.seed * 7919 + m)
@@ -203,8 +203,8 @@ def launch_decode_chain(ctx, mode: str) -> list:
     or replayed as one CUDA graph: a decode step's dispatch."""
     import cupy
 
-    from probes.kit.cuda import kernel, replayed
-    from probes.kit.harness import EventTimer, Sample
+    from gpuatlas.probes.kit.cuda import kernel, replayed
+    from gpuatlas.probes.kit.harness import EventTimer, Sample
 
     step = kernel("lecture.cu", "step_kernel")
     sms = int(ctx.device["sm_count"])
@@ -262,8 +262,8 @@ def matmul_waves(ctx, tiles: int) -> list:
     """Time of a bf16 matmul of ``tiles`` BLOCK 128 programs (128 x 128T x 4096), checked against fp64 rows."""
     import torch
 
-    from probes.kit.harness import Sample
-    from probes.kit.torch_kit import check_product, random_bf16, torch_timer, triton_matmul
+    from gpuatlas.probes.kit.harness import Sample
+    from gpuatlas.probes.kit.torch_kit import check_product, random_bf16, torch_timer, triton_matmul
 
     bm, bn, bk, warps, stages = WAVE_TILE
     a = random_bf16((bm, WAVE_K), ctx.seed * 7919 + 1)

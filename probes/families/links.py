@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.registry import geom, probe
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.registry import geom, probe
 
 THREADS = 256
 #: Bytes per sample of a bandwidth measurement at least: the link's rate times a few milliseconds.
@@ -77,7 +77,7 @@ def _kernel_on_this_device(name: str):
     64-bit integers, so no array of another device is handed to a launch)."""
     import cupy
 
-    from probes.kit.cuda import NVRTC_OPTIONS, source
+    from gpuatlas.probes.kit.cuda import NVRTC_OPTIONS, source
 
     return cupy.RawModule(code=source("links.cu"), options=NVRTC_OPTIONS).get_function(name)
 
@@ -225,7 +225,7 @@ def link_p2p_bandwidth(ctx, src: int, dst: int, op: str) -> list[Sample]:
     the link's bandwidth as loads and stores see it, no copy engine involved."""
     import cupy
 
-    from probes.kit.cuda import blocks_per_sm
+    from gpuatlas.probes.kit.cuda import blocks_per_sm
 
     _enable_peer(cupy, src, dst)
     nbytes = 4 * ctx.device["l2_bytes"] // 16 * 16

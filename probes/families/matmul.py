@@ -15,10 +15,10 @@ FLOP/s above what any tensor core so far could do on this device's SMs and clock
 """
 from __future__ import annotations
 
-from analysis.roofline import feasible_blocks, matmul_flops, smem_budget, tile_smem_bytes
-from probes.kit.harness import Sample, launch_seconds
-from probes.kit.torch_kit import check_product, measure_flops, operands, torch_stream, triton_matmul
-from probes.registry import probe
+from gpuatlas.analysis.roofline import feasible_blocks, matmul_flops, smem_budget, tile_smem_bytes
+from gpuatlas.probes.kit.harness import Sample, launch_seconds
+from gpuatlas.probes.kit.torch_kit import check_product, measure_flops, operands, torch_stream, triton_matmul
+from gpuatlas.probes.registry import probe
 
 LIBRARY_SIDE = 8192
 ROOFLINE_SIDES = {"quick": (4096,), "full": (4096, 8192)}

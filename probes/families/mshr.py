@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-from probes.kit.harness import Sample, Sink
-from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, Filled, sum32)
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import Sample, Sink
+from gpuatlas.probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, Filled, sum32)
+from gpuatlas.probes.registry import probe
 
 LANES, LINE, SECTOR = 32, 128, 32
 LOADS_PER_THREAD = (1, 2, 4, 8)  # the kernels' template instances
@@ -96,7 +96,7 @@ def lines_read(first: int, count: int, footprint: int) -> list[tuple[int, int]]:
 def _sm_ids(device: dict) -> list[int]:
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     blocks = 4 * device["sm_count"]
     ids = cupy.zeros(blocks, dtype=cupy.uint32)
@@ -107,8 +107,8 @@ def _sm_ids(device: dict) -> list[int]:
 def measure(ctx, load: str, source: str, sectors_per_line: int, warps: int) -> list[Sample]:
     import cupy
 
-    from probes.kit.chain import flush_l2
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.chain import flush_l2
+    from gpuatlas.probes.kit.cuda import kernel
 
     device = ctx.device
     per_warp = lines_per_warp_load(sectors_per_line)

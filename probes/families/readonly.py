@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit import samplers as kit
-from probes.kit.chain import chase_launcher, measure_chase
-from probes.kit.harness import Sample, Sink, repeat_until_stable
-from probes.registry import geom, probe
+from gpuatlas.probes.kit import samplers as kit
+from gpuatlas.probes.kit.chain import chase_launcher, measure_chase
+from gpuatlas.probes.kit.harness import Sample, Sink, repeat_until_stable
+from gpuatlas.probes.registry import geom, probe
 
 PATHS = {"plain": "ro_chase_plain", "nc": "ro_chase_nc", "mixed": "ro_chase_mixed", "tex": "ro_chase_tex"}
 READ_KERNELS = {"plain": "ro_read_plain", "nc": "ro_read_nc"}
@@ -99,7 +99,7 @@ def read_samples(ctx, path: str, region_bytes: int) -> list[Sample]:
     the array beside shared memory; else one region all blocks share, once (each launch starts with an
     empty L1, so a region past it comes from the L2).  The words are the kit's hashed buffer, and the
     kernels' sum must be what the buffer says."""
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     device = ctx.device
     grid = READ_BLOCKS_PER_SM * device["sm_count"]
@@ -128,9 +128,9 @@ def tex_samples(ctx, footprint_bytes: int) -> list[Sample]:
     import cupy
     from cupy.cuda import runtime, texture
 
-    from probes.kit.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples, element_offsets,
-                                  steps_for, warm_steps)
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.chain import (CALIBRATION_STEPS, MAX_WARM_STEPS, chain_order, chase_samples,
+                                           element_offsets, steps_for, warm_steps)
+    from gpuatlas.probes.kit.cuda import kernel
 
     elements = footprint_bytes // STRIDE
     rng = ctx.rng(footprint_bytes, STRIDE)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chains import add_chain, chain_latency_samples, kernel_file
-from probes.kit.harness import Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import MAX_BYTES_PER_CLK_SM
-from probes.registry import probe
+from gpuatlas.probes.kit.chains import add_chain, chain_latency_samples, kernel_file
+from gpuatlas.probes.kit.harness import Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import MAX_BYTES_PER_CLK_SM
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 #: smem_atomics.cu's constants.

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit import samplers as kit
-from probes.kit.chain import chase_launcher, flush_l2, measure_chase
-from probes.kit.harness import Sample, Sink, repeat_until_stable
-from probes.registry import probe
+from gpuatlas.probes.kit import samplers as kit
+from gpuatlas.probes.kit.chain import chase_launcher, flush_l2, measure_chase
+from gpuatlas.probes.kit.harness import Sample, Sink, repeat_until_stable
+from gpuatlas.probes.registry import probe
 
 CHASE_KERNELS = {"load": "wp_chase_load", "store": "wp_chase_store", "cg": "wp_chase_cg"}
 #: Chain stride (one element per 128-byte line) and the chain's footprint: far inside any L1.
@@ -85,7 +85,7 @@ def allocate_samples(ctx) -> list[Sample]:
     costs what L2 hits do, 0 when it costs what HBM misses do."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     device = ctx.device
     blocks = ALLOCATE_BLOCKS_PER_SM * device["sm_count"]
@@ -123,7 +123,7 @@ def partial_samples(ctx, stride_words: int) -> list[Sample]:
     sample (the buffer zeroed before it)."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     device = ctx.device
     span = partial_span_bytes(device)

@@ -16,9 +16,9 @@ import dataclasses
 
 import numpy as np
 
-from probes.kit import samplers as kit
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.registry import geom
+from gpuatlas.probes.kit import samplers as kit
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.registry import geom
 
 
 #: A sample of the chase should last about this long (globaltimer ticks are far shorter).
@@ -58,7 +58,7 @@ def chase_launcher(filename: str, name: str, pairs: bool = False):
     and steps must be even."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     step_kernel = kernel(filename, name)
     out = cupy.zeros(3, dtype=cupy.uint64)
@@ -142,7 +142,7 @@ def _lay_on_gpu(words, order, stride_bytes: int, base: int, offsets) -> None:
     """fill_chain into a CuPy array: the order and offsets copied over as int64, then one lay_chain launch."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     def int64_on_gpu(values):
         host = values.get() if isinstance(values, cupy.ndarray) else values
@@ -213,7 +213,7 @@ def chain_on_gpu(ctx, footprint_bytes: int, stride_bytes: int, order: str = "ran
     has loaded)."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     if footprint_bytes < 2 * stride_bytes or stride_bytes % 8:
         raise ValueError(f"footprint_bytes={footprint_bytes} must hold two elements of stride_bytes="
@@ -260,7 +260,7 @@ def flush_l2(device: dict) -> None:
     lands in a timed walk)."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     size = 4 * device["l2_bytes"] // 8
     scratch = _FLUSH.get(size)

@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
 
 __all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "config_budget", "kernel_file"]
 
@@ -82,7 +82,7 @@ def kernel_file(filename: str, arch: str | None = None) -> Callable:
     """``get(name)``: the kernel ``name`` of ``filename`` (built for ``arch``), compiled on first use."""
 
     def get(name: str):
-        from probes.kit.cuda import kernel
+        from gpuatlas.probes.kit.cuda import kernel
 
         return kernel(filename, name, arch=arch) if arch else kernel(filename, name)
 

@@ -3,7 +3,7 @@ recorded as a ``cluster_refused`` sample (flagged ``invalid``, so no fit uses it
 a cluster kernel and a large dynamic shared-memory kernel set."""
 from __future__ import annotations
 
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The largest cluster every cluster-capable GPU launches without an opt-in.
 PORTABLE_CLUSTER = 8

@@ -101,7 +101,7 @@ def cubin_file(code: str, name: str, arch: str) -> Path:
     """The cache file of ``code`` built for ``arch``: compiled and written atomically if missing."""
     from cupy.cuda import nvrtc
 
-    from analysis.results import atomic_write_bytes
+    from gpuatlas.analysis.results import atomic_write_bytes
 
     key = "\0".join([code, name, *compile_options(arch), repr(nvrtc.getVersion())])
     path = CUBIN_CACHE / f"{Path(name).stem}.{arch}.{hashlib.sha256(key.encode()).hexdigest()[:24]}.cubin"

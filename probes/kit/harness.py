@@ -118,7 +118,7 @@ class Context:
         """Median effective SM clock (Hz) over ``blocks`` SMs spinning for ``spin_s``."""
         import cupy
 
-        from probes.kit.cuda import kernel
+        from gpuatlas.probes.kit.cuda import kernel
 
         if self._clock_kernel is None:
             self._clock_kernel = kernel("clock.cu", "clock_witness")

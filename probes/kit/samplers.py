@@ -10,7 +10,7 @@
 * ``steps_for`` -- timed steps per launch for a sample of a given length, a multiple of the kernel's unroll.
 * Known words -- ``Filled`` (bandwidth.cu's fill_hash words) and ``Golden`` (i * GOLDEN + OFFSET, hopper.cu's
   known_word), process-wide buffers grown on demand, with the check kernels ``sum32`` and ``mismatches``.
-* ``Sink`` (probes.kit.harness) -- the one 32-bit sum kernels add to.
+* ``Sink`` (gpuatlas.probes.kit.harness) -- the one 32-bit sum kernels add to.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from probes.kit.harness import EventTimer, Sample, Sink, repeat_until_stable
+from gpuatlas.probes.kit.harness import EventTimer, Sample, Sink, repeat_until_stable
 
 __all__ = ["MAX_BYTES_PER_CLK_SM", "DRAM_SLACK", "HBM_FOOTPRINT_L2", "MEMORY_FRACTION", "L2_TOUCH_FRACTION",
            "STRIDE_MAX_REPEATS", "STRIDE_WARMUP_S", "CHECK_THREADS", "GOLDEN",
@@ -150,7 +150,7 @@ def steps_for(seconds_per_step: float, unit: int, *, sample_s: float = 1e-3, low
 # -- known words --------------------------------------------------------------------------------------------
 
 def _check_kernel(name: str):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel("bandwidth.cu", name)
 

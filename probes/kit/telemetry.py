@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from analysis.results import TELEMETRY_EMPTY as EMPTY
+from gpuatlas.analysis.results import TELEMETRY_EMPTY as EMPTY
 
 POLL_S = 0.01
 #: Clock-event reason bits (nvml.h's nvmlClocksEventReason*).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from probes.kit.harness import EventTimer, Sample, repeat_until_stable
+from gpuatlas.probes.kit.harness import EventTimer, Sample, repeat_until_stable
 
 
 #: Rows of C checked against an fp64 product, and the bound on their relative Frobenius error (bf16 output
@@ -52,7 +52,7 @@ def random_bf16(shape, seed: int):
 def triton_matmul(a, b, c, block_m: int, block_n: int, block_k: int, group_m: int, num_warps: int,
                   num_stages: int):
     """A launcher for ``matmul_kernel`` on shapes that are multiples of the blocks."""
-    from probes.kit.triton_kernels import matmul_kernel
+    from gpuatlas.probes.kit.triton_kernels import matmul_kernel
 
     (m, k), (_, n) = a.shape, b.shape
     if m % block_m or n % block_n or k % block_k:

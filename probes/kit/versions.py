@@ -21,8 +21,8 @@ import types
 from pathlib import Path
 from typing import Callable
 
-from probes.kit import parsed
-from probes.kit.cuda import KERNEL_DIR
+from gpuatlas.probes.kit import parsed
+from gpuatlas.probes.kit.cuda import KERNEL_DIR
 
 
 def version(func: Callable, kernels=()) -> str:
@@ -116,7 +116,7 @@ def _rebound(module_name: str) -> frozenset:
 
 
 def _local_imports(obj, root: Path) -> dict:
-    """Names that ``obj`` imports inside its body from this project's modules (``from probes.kit.cuda import
+    """Names that ``obj`` imports inside its body from this project's modules (``from gpuatlas.probes.kit.cuda import
     kernel``), as name -> value: followed like its global names."""
     found = {}
     for module_name, names in _body_imports(obj):

@@ -16,8 +16,8 @@ import pkgutil
 
 import numpy as np
 
-from probes.kit.harness import Sample
-from probes.registry import all_probes
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import all_probes
 
 CLOCK_HZ = 1.98e9
 LEVELS = {"smem": 29.0, "l1": 33.0, "l2": 270.0, "dram": 650.0}

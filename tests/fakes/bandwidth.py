@@ -3,7 +3,7 @@ and a re-read footprint."""
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, DEVICE, HBM_READ, HBM_WRITE, L2_READ, SECTOR_BYTES, TLB_REACH, TRANSLATION_LOSS
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 
 def sector_efficiency(stride_elements, element_bytes):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from fakes import CLOCK_HZ, DEVICE, LEVELS
 from fakes.execution import ATOMIC_LATENCY, BARRIER_BASE, placed
 from fakes.hopper import DSMEM
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: Barriers of the simulated GPU: a named barrier or an mbarrier phase costs BARRIER_BASE / MBARRIER_BASE plus
 #: one clock per warp it collects; a store issues in STORE_ISSUE clocks and a fence waits for the store to

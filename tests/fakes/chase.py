@@ -6,7 +6,7 @@ import numpy as np
 
 from fakes import (CLOCK_HZ, DEVICE, DRAM_FETCH_BYTES, FAR_L2, FAR_MISS, LEVELS, NEAR_MISS, PAGE_BYTES, RECORDED,
                    RECORD_COST, SECTOR_BYTES, TLB_MISS, TLB_REACH, _samples, latency_of)
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 
 def _chase(ctx, footprint_bytes, stride_bytes, flavour):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fakes import CLOCK_HZ
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 
 def _clock(ctx, busy_sms):

@@ -3,7 +3,7 @@ tensor work, the tensor units and wgmma's latency."""
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, DEVICE
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: Simulated compute widths (per clock per SM) and the FP32 FMA latency, H100-like.
 VECTOR_PER_CLK = {"fp32": 256.0, "fp64": 128.0, "fp16x2": 512.0, "int32": 128.0}

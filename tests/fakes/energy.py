@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fakes import CLOCK_HZ, DEVICE
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: energy.per_operation: a board drawing ENERGY_IDLE_W at rest, plus each op's energy per unit of work at its
 #: rate while its kernel runs.  NVML's counter integrates the true power, is updated every COUNTER_PERIOD_S (at

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fakes import CLOCK_HZ, FAR_L2, LEVELS, far_homed
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The execution chapter's simulated SM: SCHEDULERS sub-partitions, each issuing one warp instruction a clock
 #: to 32 lanes; an op's latency is its pipeline's depth, and a unit with fewer lanes than 32 per sub-partition
@@ -62,7 +62,7 @@ CROSSING = FAR_L2 - LEVELS["l2"]
 def placed(ctx, near: float, salt: int) -> list[Sample]:
     """One sample per random line (as the probe draws them): ``near`` where the line is homed near, plus
     CROSSING where it is homed far (the simulated L2's partition hash)."""
-    from probes.kit.samplers import PLACEMENTS, random_lines
+    from gpuatlas.probes.kit.samplers import PLACEMENTS, random_lines
 
     offsets = random_lines(ctx, PLACEMENTS, salt)
     cycles = np.where(far_homed(offsets), near + CROSSING, near)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, HBM_READ
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 
 def _softmax(ctx, launch, variant, matrix_side):

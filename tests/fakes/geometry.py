@@ -6,7 +6,7 @@ import numpy as np
 
 from fakes import (CLOCK_HZ, DEVICE, FAR_MISS, HBM_READ, L2_READ, LEVELS, LINE_BYTES, NEAR_MISS, PARTITION_INTERLEAVE,
                    RECORD_COST, _samples, far_homed)
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated L1: a unified array of UNIFIED_BYTES holds the shared carve (the allocation plus a reserved
 #: KiB per block, in CARVE_STEP steps) and the L1 the rest, in sets of L1_WAYS 128-byte lines whose index is
@@ -128,7 +128,7 @@ def lru_cyclic_walk(sets: int, ways: int, stride_bytes: int, recorded: int, bloc
 
 
 def _geometry_l1(ctx, stride_bytes, smem_bytes, placement):
-    from probes.families.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
+    from gpuatlas.probes.families.geometry import RECORDED, chain_blocks, max_lines, sweep_lines
 
     sets = l1_bytes_beside(smem_bytes) // LINE_BYTES // L1_WAYS
     n_max = max_lines(ctx.device, stride_bytes)
@@ -148,7 +148,7 @@ def partition_walks(stride_bytes, lines, walks, interleave=PARTITION_INTERLEAVE,
 
 
 def _l2_partition(ctx, stride_bytes):
-    from probes.families.geometry.l2_partition import PARTITION_LINES, PARTITION_WALKS
+    from gpuatlas.probes.families.geometry.l2_partition import PARTITION_LINES, PARTITION_WALKS
 
     values = partition_walks(stride_bytes, PARTITION_LINES, PARTITION_WALKS, seed=stride_bytes)
     return ([Sample("access", float(v), "cycles", i, CLOCK_HZ, "clock") for i, v in enumerate(values)]
@@ -170,7 +170,7 @@ def sm_map_walks(lines, sm_ids, sides, seed=0):
 
 
 def _l2_sm_map(ctx, sm_stride):
-    from probes.families.geometry.l2_partition import SM_MAP_LINES
+    from gpuatlas.probes.families.geometry.l2_partition import SM_MAP_LINES
 
     ids = [i for i in range(2 * DEVICE["sm_count"]) if i % SM_ID_GAP != 3][:DEVICE["sm_count"]:int(sm_stride)]
     values = sm_map_walks(SM_MAP_LINES, ids, [i % 2 for i in ids], seed=sm_stride)
@@ -193,7 +193,7 @@ def _const(ctx, footprint_bytes):
 def _l2_persist(ctx, hint):
     """Each round re-reads the hot set after an L2-sized stream: under LRU the stream evicts it (read from HBM)
     unless its lines persist (evict_last: read from the L2); the stream always comes from HBM."""
-    from probes.families.geometry import PERSIST_ROUNDS, persist_hot_bytes
+    from gpuatlas.probes.families.geometry import PERSIST_ROUNDS, persist_hot_bytes
 
     hot, stream = persist_hot_bytes(DEVICE), DEVICE["l2_bytes"]
     seconds = PERSIST_ROUNDS * (hot / (L2_READ if hint == "evict_last" else HBM_READ) + stream / HBM_READ)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, DEVICE, LEVELS, _samples
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: Hopper units: remote shared memory between shared memory and L2; cluster size 16 refused by the driver.
 DSMEM = {"local": LEVELS["smem"], "self": 35.0, "remote": 190.0}

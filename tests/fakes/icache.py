@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from fakes import CLOCK_HZ
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated instruction caches: an L0 and an L1 of these capacities, LRU, with 128-byte lines of 8
 #: instructions; a line that misses the L0 comes from the L1 in ICACHE_L1_FETCH cycles, one that misses both from
@@ -16,7 +16,7 @@ ICACHE_L1_FETCH, ICACHE_BEYOND_FETCH = 8.0, 96.0
 def icache_cycles_per_instruction(code_bytes: int) -> float:
     """A loop of ``code_bytes`` (and the loop's own instructions) walked cyclically: under LRU it hits the
     smallest level that holds it on every line and misses every smaller level on every line."""
-    from probes.families.icache import INSTRUCTION_BYTES, LOOP_INSTRUCTIONS
+    from gpuatlas.probes.families.icache import INSTRUCTION_BYTES, LOOP_INSTRUCTIONS
 
     size = code_bytes + LOOP_INSTRUCTIONS * INSTRUCTION_BYTES
     per_line = ICACHE_LINE // INSTRUCTION_BYTES

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from fakes import CLOCK_HZ, DEVICE, LINE_BYTES, far_homed
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated L2 of geometry.l2_sets: two partitions of L2_SET_WAYS-way LRU sets, half the L2 each, indexed
 #: by a hash that spreads any aligned run of `sets` consecutive lines over every set once (a rotation chosen by a
@@ -38,7 +38,8 @@ def l2_set_hits(blocks: np.ndarray, walkers: int, ways: int = L2_SET_WAYS,
 
 
 def _l2_sets(ctx, walkers, placement, lengths=12, ways=L2_SET_WAYS):
-    from probes.families.l2_sets import LINE_BYTES as LINE, TIMED_PASSES, chain_blocks, chain_lengths, walker_count
+    from gpuatlas.probes.families.l2_sets import (LINE_BYTES as LINE, TIMED_PASSES, chain_blocks, chain_lengths,
+                                                  walker_count)
 
     count = walker_count(DEVICE, walkers)
     rng = np.random.default_rng(count)

@@ -3,7 +3,7 @@ lecture's tile, the naive matmul, the decode GEMM and its launch chain, the wave
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, DEVICE, HBM_READ, LEVELS, TC_PEAK, _flops, _samples
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: Latency of one dependent integer instruction (IMAD, LEA): an index-computing chase step issues two of them.
 INT_LATENCY = 4.0

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fakes import DEVICE, _samples
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: A node of simulated GPUs: NVLinks per GPU at a one-way rate each; copies and kernels reach a fraction of
 #: their sum, a copy of LINK_HALF_BYTES half of its plateau; remote loads cross the link both ways.

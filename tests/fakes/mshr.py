@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fakes import CLOCK_HZ, LEVELS
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated SM's misses in flight: MSHRS[load] distinct-line requests held at once, each answered after the
 #: level's latency (times a per-SM factor: SMs sit at different distances from the L2), the answers sharing a

@@ -1,4 +1,4 @@
-"""The simulated GPU's tensor cores, computed from first principles (not with analysis.numerics' models): each
+"""The simulated GPU's tensor cores, computed from first principles (not with gpuatlas.analysis.numerics' models): each
 input type's products are exact (float64 holds every product of two such operands), the accumulator and a group
 of products are aligned to the largest exponent among them and each truncated to a fixed count of significant
 bits, the truncated parts summed exactly (Python integers) and rounded to FP32; the next group starts from that
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from probes.families.numerics import cases
-from probes.kit.harness import Sample
+from gpuatlas.probes.families.numerics import cases
+from gpuatlas.probes.kit.harness import Sample
 
 #: Per input type: (significant bits kept, products per group or None for all of k, the FP32 rounding
 #: ("trunc" or "even"), subnormal inputs flushed, subnormal results flushed).  FP8 keeps 14 significant bits

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from fakes import CLOCK_HZ
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: occupancy.throughput follows Little's law exactly: min(warp loads in flight x bytes / latency, peak).
 OCCUPANCY_LATENCY_S = {"dram": 700e-9, "l2": 300e-9}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, DEVICE, L1_BYTES, L2_READ, LEVELS, LINE_BYTES, _samples
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated read-only path: ld.global.nc hits the same L1 array as ld.global (READONLY_SHARES_L1) at
 #: NC_L1_CYCLES, and past the L1 costs what a plain load does.  Read bandwidth per SM of every SM re-reading

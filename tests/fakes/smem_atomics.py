@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from fakes import CLOCK_HZ, LEVELS
 from fakes.execution import FFMA_DEPTH
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: Shared-memory atomics of the simulated SM: a native int32 add is one trip through the shared array's atomic
 #: unit; an fp32 add is the compare-and-swap loop (LDS, FADD, CAS), so its latency is the three in a row.  The

@@ -3,7 +3,7 @@ matrix column read directly or through shared memory."""
 from __future__ import annotations
 
 from fakes import CLOCK_HZ
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 
 def bank_ways(stride_words, access_bytes, offset_words=0):

@@ -3,7 +3,7 @@ of partial sectors."""
 from __future__ import annotations
 
 from fakes import CLOCK_HZ, HBM_READ, HBM_WRITE, L2_READ, LEVELS, SECTOR_BYTES, _samples
-from probes.kit.harness import Sample
+from gpuatlas.probes.kit.harness import Sample
 
 #: The simulated write policies: the L1 is write-through and a store evicts the line it writes into
 #: (L1_KEEPS_STORES False), the L2 allocates the lines a kernel writes, and the HBM merges a partial sector by
@@ -22,7 +22,7 @@ def write_chase_cycles(access: str, keeps: bool = L1_KEEPS_STORES) -> float:
 def allocate_cycles(device: dict, allocates: bool = L2_WRITE_ALLOCATES) -> tuple[float, float, float]:
     """Per-block cycles of the first, second and cold reads: each block's share of the L2's read rate, or of
     the HBM's, over the bytes it reads."""
-    from probes.families.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
+    from gpuatlas.probes.families.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
 
     blocks = ALLOCATE_BLOCKS_PER_SM * device["sm_count"]
     per_block = ALLOCATE_ROUNDS * allocate_slice_bytes(device)
@@ -31,7 +31,7 @@ def allocate_cycles(device: dict, allocates: bool = L2_WRITE_ALLOCATES) -> tuple
 
 
 def written_bytes(device: dict) -> float:
-    from probes.families.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
+    from gpuatlas.probes.families.write_policy import ALLOCATE_BLOCKS_PER_SM, ALLOCATE_ROUNDS, allocate_slice_bytes
 
     return float(ALLOCATE_ROUNDS * ALLOCATE_BLOCKS_PER_SM * device["sm_count"] * allocate_slice_bytes(device))
 

@@ -24,12 +24,12 @@ import math
 
 import numpy as np
 
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Sample, calibrate
-from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION,
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import Sample, calibrate
+from gpuatlas.probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION,
                                  STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, Filled, Sink, bandwidth_bound, bandwidth_samples,
                                  fill_hash, sum32)
-from probes.registry import geom, probe
+from gpuatlas.probes.registry import geom, probe
 
 LANES = 32
 BLOCK_THREADS = 256  #: bandwidth.cu's __launch_bounds__ for every kernel
@@ -123,7 +123,7 @@ def l2_footprints(device: dict, per_octave: int, dense_per_octave: int, jitter: 
 # -- the GPU side -------------------------------------------------------------------------------------------
 
 def bandwidth_kernel(name: str):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel("bandwidth.cu", name)
 

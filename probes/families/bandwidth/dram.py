@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from probes.families.bandwidth import BLOCK_THREADS, LAUNCH_S, SAMPLE_S, bandwidth_kernel, resident_blocks
-from probes.kit.harness import Sample, calibrate, launch_seconds
-from probes.kit.samplers import (HBM_FOOTPRINT_L2, MEMORY_FRACTION, Sink, bandwidth_bound, bandwidth_samples, fill_hash,
-                                 mismatches, sum32)
-from probes.registry import geom, probe
+from gpuatlas.probes.families.bandwidth import BLOCK_THREADS, LAUNCH_S, SAMPLE_S, bandwidth_kernel, resident_blocks
+from gpuatlas.probes.kit.harness import Sample, calibrate, launch_seconds
+from gpuatlas.probes.kit.samplers import (HBM_FOOTPRINT_L2, MEMORY_FRACTION, Sink, bandwidth_bound, bandwidth_samples,
+                                          fill_hash, mismatches, sum32)
+from gpuatlas.probes.registry import geom, probe
 
 DRAM_OPS = ("read", "write", "copy", "memcpy")
 #: bw.dram buffers: read and write sweep HBM_FOOTPRINT_L2 x L2; copy reads one buffer of half that into another.

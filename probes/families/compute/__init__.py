@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import event_samples, kernel_clock_hz
-from probes.registry import probe
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import event_samples, kernel_clock_hz
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 #: compute.cu's constants.
@@ -139,7 +139,7 @@ def random_operand(rng: np.random.Generator, dtype: str, shape: tuple) -> tuple[
 # -- the GPU side ---------------------------------------------------------------------------------------------
 
 def _kernel(name: str, arch: str | None = None):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel("compute.cu", name, arch)
 

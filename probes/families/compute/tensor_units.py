@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.families.compute import check_identical, measure_rate, occupancy_sample
-from probes.families.compute.wgmma import wgmma_fragment_to_matrix
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Sample, calibrate
-from probes.registry import probe
+from gpuatlas.probes.families.compute import check_identical, measure_rate, occupancy_sample
+from gpuatlas.probes.families.compute.wgmma import wgmma_fragment_to_matrix
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import Sample, calibrate
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 #: tensor_units.cu's constants.
@@ -154,7 +154,7 @@ def int_operand(rng: np.random.Generator, shape: tuple) -> np.ndarray:
 # -- the GPU side ---------------------------------------------------------------------------------------------
 
 def _kernel(name: str):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel("tensor_units.cu", name, arch="sm_90a")
 

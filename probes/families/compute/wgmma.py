@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.families.compute import (LAUNCH_S, MAX_TRIPS, TC_DTYPES, TC_SHAPES, check_identical, e4m3_value,
+from gpuatlas.probes.families.compute import (LAUNCH_S, MAX_TRIPS, TC_DTYPES, TC_SHAPES, check_identical, e4m3_value,
                                      measure_rate, occupancy_sample, random_operand, tensor_bound_per_clk_sm)
-from probes.kit import telemetry
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Budget, Sample, calibrate
-from probes.kit.samplers import kernel_clock_hz
-from probes.registry import probe
+from gpuatlas.probes.kit import telemetry
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import Budget, Sample, calibrate
+from gpuatlas.probes.kit.samplers import kernel_clock_hz
+from gpuatlas.probes.registry import probe
 
 #: wgmma.cu's constants: one warpgroup per CTA, STEPS wgmmas per commit group, 32 bytes of K per row.
 WG_THREADS, WGMMA_STEPS, WGMMA_M, ROW_BYTES = 128, 4, 64, 32
@@ -113,7 +113,7 @@ def wgmma_fragment_to_matrix(out: np.ndarray, n: int) -> np.ndarray:
 
 
 def _kernel(name: str):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel("wgmma.cu", name, "sm_90a")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chains import chain_latency_samples, kernel_file, ones_chain
-from probes.kit.harness import Sample
-from probes.registry import probe
+from gpuatlas.probes.kit.chains import chain_latency_samples, kernel_file, ones_chain
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import probe
 
 #: wgmma_latency.cu's constants (WG_THREADS, A_ROWS, ROW_BYTES from wgmma.cu).
 WG_THREADS, A_ROWS, ROW_BYTES, WG_LAT_UNROLL = 128, 64, 32, 8

@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 
-from probes.families.energy.work import CLOCKS, ffma_work, smem_work, stream_work, tensor_path, tensor_work
-from probes.kit import telemetry
-from probes.kit.harness import Sample, calibrate
-from probes.kit.samplers import kernel_clock_hz
-from probes.registry import probe
+from gpuatlas.probes.families.energy.work import CLOCKS, ffma_work, smem_work, stream_work, tensor_path, tensor_work
+from gpuatlas.probes.kit import telemetry
+from gpuatlas.probes.kit.harness import Sample, calibrate
+from gpuatlas.probes.kit.samplers import kernel_clock_hz
+from gpuatlas.probes.registry import probe
 
 OPS = ("idle", "fp32", "bf16", "fp8", "hbm", "l2", "smem")
 #: Seconds of each window (NVML's counter must move many times inside it), of one launch, and between two

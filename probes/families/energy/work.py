@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from probes.kit.cuda import blocks_per_sm, kernel
-from probes.kit.harness import Sink
-from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION,
+from gpuatlas.probes.kit.cuda import blocks_per_sm, kernel
+from gpuatlas.probes.kit.harness import Sink
+from gpuatlas.probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, MAX_BYTES_PER_CLK_SM, MEMORY_FRACTION,
                                  Filled, bandwidth_bound, sum32)
 
 #: energy.cu's constants.

@@ -1,7 +1,7 @@
 """The execution chapter (CuPy RawModule, execution.cu): instruction latency and throughput, warp-scheduler
 issue and branch divergence (one warp's or thread's chains of mma.sync, atomics and barriers: exec_chains.py).
 
-* ``exec.inst`` -- per op of ``analysis.execution.OPS``: latency from one warp's dependent chains (clock64
+* ``exec.inst`` -- per op of ``gpuatlas.analysis.execution.OPS``: latency from one warp's dependent chains (clock64
   cycles of 2T trips less T trips, per instruction: the clock reads, the operand loads and the final store
   cancel), and throughput from every SM full of THR_THREADS-thread blocks of CHAINS independent chains
   per thread (CUDA events; thread instructions per clock per SM at the clock each launch ran at).
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.execution import OPS
-from probes.kit.chains import chain_latency, config_budget, kernel_file
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import kernel_clock_hz
-from probes.registry import probe
+from gpuatlas.analysis.execution import OPS
+from gpuatlas.probes.kit.chains import chain_latency, config_budget, kernel_file
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import kernel_clock_hz
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 #: execution.cu's constants.
@@ -105,7 +105,7 @@ def _inst_sweep(device):
 
 
 @probe("exec.inst", sweeps={"quick": _inst_sweep, "full": _inst_sweep},
-       axes={"op": "an instruction of the table (analysis.execution.OPS): fadd ... sts"},
+       axes={"op": "an instruction of the table (gpuatlas.analysis.execution.OPS): fadd ... sts"},
        quantities=tuple(q for op in OPS for q in (f"inst.{op}.latency_cycles", f"inst.{op}.ops_per_clk_sm")
                         if OPS[op].latency or q.endswith("ops_per_clk_sm")),
        kernels=("execution.cu",))

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chains import add_chain, chain_latency, chain_latency_samples, config_budget, kernel_file, ones_chain
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
-from probes.registry import probe
+from gpuatlas.probes.kit.chains import (add_chain, chain_latency, chain_latency_samples, config_budget, kernel_file,
+                                        ones_chain)
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 #: execution.cu's block size of the full-grid kernels.

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chain import ChainWalker, fill_chain
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.registry import geom, probe
+from gpuatlas.probes.kit.chain import ChainWalker, fill_chain
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.registry import geom, probe
 
 #: Accesses timed per walk (16 bits each in shared memory) and the shared memory that record needs.
 RECORDED = 3072
@@ -164,7 +164,7 @@ def geometry_l1(ctx, stride_bytes: int, smem_bytes: int, placement: str) -> list
     stride, the policy from the curve, the capacity at each shared-memory allocation."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     if smem_bytes < RECORD_BYTES or stride_bytes % 8:
         raise ValueError(f"smem_bytes={smem_bytes} must hold the record ({RECORD_BYTES} B) and stride_bytes="
@@ -227,8 +227,8 @@ def geometry_const(ctx, footprint_bytes: int) -> list[Sample]:
     footprint: the constant caches' latency staircase."""
     import cupy
 
-    from probes.kit.chain import CALIBRATION_STEPS, chain_order, chase_samples, steps_for
-    from probes.kit.cuda import kernel, module
+    from gpuatlas.probes.kit.chain import CALIBRATION_STEPS, chain_order, chase_samples, steps_for
+    from gpuatlas.probes.kit.cuda import kernel, module
 
     if not 2 * CONST_STRIDE <= footprint_bytes <= CONST_BYTES:
         raise ValueError(f"footprint_bytes={footprint_bytes} must lie in {2 * CONST_STRIDE}..{CONST_BYTES}")
@@ -282,8 +282,8 @@ def geometry_l2_persist(ctx, hint: str) -> list[Sample]:
     persisting (evict_last) lines stay in the L2, so the speed-up is what persistence saves."""
     import cupy
 
-    from probes.kit.cuda import kernel
-    from probes.kit.harness import EventTimer, Sink
+    from gpuatlas.probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.harness import EventTimer, Sink
 
     device = ctx.device
     hot_bytes, slice_bytes = persist_hot_bytes(device), device["l2_bytes"] // 4096 * 4096

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.families.geometry import LINE_STRIDE, RECORD_BYTES
-from probes.kit.harness import Sample
-from probes.registry import probe
+from gpuatlas.probes.families.geometry import LINE_STRIDE, RECORD_BYTES
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import probe
 
 
 #: Lines of one cold walk in address order (chase.cu's recorder keeps 16 bits per access in shared memory),
@@ -32,8 +32,8 @@ def geometry_l2_partition(ctx, stride_bytes: int) -> list[Sample]:
     one homed by the far partition, so the record, line by line, is the partition map as this SM sees it."""
     import cupy
 
-    from probes.kit.chain import chain_on_gpu, flush_l2
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.chain import chain_on_gpu, flush_l2
+    from gpuatlas.probes.kit.cuda import kernel
 
     footprint = PARTITION_LINES * stride_bytes
     words, walker = chain_on_gpu(ctx, footprint, stride_bytes, "sequential")
@@ -71,8 +71,8 @@ def geometry_l2_sm_map(ctx, sm_stride: int) -> list[Sample]:
     the same lines near share an L2 partition (a side of the GPU), and the other side sees the complement."""
     import cupy
 
-    from probes.kit.chain import chain_on_gpu, flush_l2
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.chain import chain_on_gpu, flush_l2
+    from gpuatlas.probes.kit.cuda import kernel
 
     blocks = ctx.device["sm_count"]
     optin = ctx.device.get("smem_per_block_optin_bytes") or ctx.device["smem_per_block_bytes"]

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from probes.kit.harness import Sample
-from probes.kit.samplers import GOLDEN, HBM_FOOTPRINT_L2, MASK32, OFFSET, Sink, bandwidth_samples
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.kit.samplers import GOLDEN, HBM_FOOTPRINT_L2, MASK32, OFFSET, Sink, bandwidth_samples
 
 HOPPER = (9, 0)
 CLUSTER_SIZES = (2, 4, 8, 16)
@@ -111,7 +111,7 @@ def stream_footprint(device: dict, chunk_bytes: int, level: str) -> int:
 # -- the GPU side -------------------------------------------------------------------------------------------
 
 def hopper_kernel(name: str):
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     return kernel("hopper.cu", name)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.families.hopper import (CHASE_THREADS, DPX_CHAINS, DPX_CONFIGS, DPX_THREADS, DPX_UNROLL, HOPPER, LAUNCH_S,
-                                    SAMPLE_S, UNROLL, dpx_reference, hopper_kernel, wrap32)
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import steps_for
-from probes.registry import probe
+from gpuatlas.probes.families.hopper import (CHASE_THREADS, DPX_CHAINS, DPX_CONFIGS, DPX_THREADS, DPX_UNROLL, HOPPER,
+                                             LAUNCH_S, SAMPLE_S, UNROLL, dpx_reference, hopper_kernel, wrap32)
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import steps_for
+from gpuatlas.probes.registry import probe
 
 
 @probe("hopper.dpx",

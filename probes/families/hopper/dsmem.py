@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.families.hopper import (CHASE_ELEMENTS, CHASE_MODES, CHASE_THREADS, CLUSTER_AXES, CLUSTER_SIZES,
+from gpuatlas.probes.families.hopper import (CHASE_ELEMENTS, CHASE_MODES, CHASE_THREADS, CLUSTER_AXES, CLUSTER_SIZES,
                                     DSMEM_BUFFER_BYTES, DSMEM_THREADS, HOPPER, LAUNCH_S, READ_PATTERNS, SAMPLE_S,
                                     UNROLL, chase_next_index, checked_bandwidth, hopper_kernel, known_sum)
-from probes.kit.clusters import (ClusterRefused, MAX_DYNAMIC_SHARED_SIZE_BYTES, cluster_launch, refused_samples,
-                                 set_attribute)
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import MAX_BYTES_PER_CLK_SM, Sink, steps_for
-from probes.registry import probe
+from gpuatlas.probes.kit.clusters import (ClusterRefused, MAX_DYNAMIC_SHARED_SIZE_BYTES, cluster_launch,
+                                          refused_samples, set_attribute)
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import MAX_BYTES_PER_CLK_SM, Sink, steps_for
+from gpuatlas.probes.registry import probe
 
 
 @probe("hopper.dsmem_latency",

@@ -16,15 +16,16 @@ import math
 
 import numpy as np
 
-from probes.families.hopper import (CHUNK_BYTES, COPY_PATHS, COPY_SIZES, HOPPER, LAUNCH_S, LEVELS, SAMPLE_S, STAGES,
-                                    STREAM_THREADS, checked_bandwidth, hopper_kernel, known_sum, latency_slots,
-                                    stream_checksum, stream_chunks, stream_footprint)
-from probes.kit.clusters import MAX_DYNAMIC_SHARED_SIZE_BYTES, set_attribute
-from probes.kit.cuda import blocks_per_sm
-from probes.kit.harness import Sample, calibrate, repeat_until_stable
-from probes.kit.samplers import GOLDEN, Golden, HBM_FOOTPRINT_L2, MASK32, Sink, bandwidth_bound, clock_samples, steps_for
-from probes.kit.tensor_map import encode_tensor_map
-from probes.registry import probe
+from gpuatlas.probes.families.hopper import (CHUNK_BYTES, COPY_PATHS, COPY_SIZES, HOPPER, LAUNCH_S, LEVELS, SAMPLE_S,
+                                             STAGES, STREAM_THREADS, checked_bandwidth, hopper_kernel, known_sum,
+                                             latency_slots, stream_checksum, stream_chunks, stream_footprint)
+from gpuatlas.probes.kit.clusters import MAX_DYNAMIC_SHARED_SIZE_BYTES, set_attribute
+from gpuatlas.probes.kit.cuda import blocks_per_sm
+from gpuatlas.probes.kit.harness import Sample, calibrate, repeat_until_stable
+from gpuatlas.probes.kit.samplers import (GOLDEN, Golden, HBM_FOOTPRINT_L2, MASK32, Sink, bandwidth_bound,
+                                          clock_samples, steps_for)
+from gpuatlas.probes.kit.tensor_map import encode_tensor_map
+from gpuatlas.probes.registry import probe
 
 
 def prepare_level(words, nbytes: int, level: str, device: dict) -> None:

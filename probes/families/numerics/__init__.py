@@ -3,8 +3,8 @@ numerics_mma.cu and numerics_wgmma.cu).
 
 ``numerics.mma_sync`` (m16n8k16 fp16/bf16, m16n8k8 tf32, m16n8k32 e4m3/e5m2/int8; FP8 from compute capability
 8.9, emulated by ptxas on 9.0, which has no FP8 mma.sync unit) and ``numerics.wgmma`` (m64n8k16/k8/k32, sm_90a
-only) evaluate, per input type, every case of the exact host model's crafted set (analysis.numerics, through
-analysis.tensor_numerics.cases) in one launch: one warp (mma.sync) or one warpgroup (wgmma) per case, its
+only) evaluate, per input type, every case of the exact host model's crafted set (gpuatlas.analysis.numerics, through
+gpuatlas.analysis.tensor_numerics.cases) in one launch: one warp (mma.sync) or one warpgroup (wgmma) per case, its
 operands at row 0 of A and column 0 of B, the rest zero, C(0, 0) set; D(0, 0) is recorded as the FP32 value it
 is (``d_<case>``: a float64 holds every FP32 value exactly, so the sample is the output bit for bit).
 
@@ -21,10 +21,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from analysis.numerics import FORMATS, FP32, encode, round_to
-from analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, cases, quantity_ids
-from probes.kit.harness import Sample
-from probes.registry import probe
+from gpuatlas.analysis.numerics import FORMATS, FP32, encode, round_to
+from gpuatlas.analysis.tensor_numerics import DEPTH, FLOAT_DTYPES, cases, quantity_ids
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import probe
 
 #: numerics_*.cu's shapes: rows of A (M) per instruction, N, and 8 words (32 bytes) of K per operand row.
 ROWS = {"mma_sync": 16, "wgmma": 64}
@@ -156,7 +156,7 @@ _AXES = "fp16, bf16 (k16), tf32 (k8), e4m3, e5m2, int8 (k32); fp32 (int32) accum
        quantities=quantity_ids("mma_sync"), kernels=("numerics_mma.cu",), min_cc=(8, 0))
 def numerics_mma_sync(ctx, dtype: str) -> list[Sample]:
     """What mma.sync m16n8k* computes: D(0, 0) of every crafted dot product, one warp per case."""
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
@@ -167,7 +167,7 @@ def numerics_mma_sync(ctx, dtype: str) -> list[Sample]:
        quantities=quantity_ids("wgmma"), kernels=("numerics_wgmma.cu",), min_cc=(9, 0), max_cc=(9, 0))
 def numerics_wgmma(ctx, dtype: str) -> list[Sample]:
     """What wgmma m64n8k* computes: D(0, 0) of every crafted dot product, one warpgroup per case."""
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")

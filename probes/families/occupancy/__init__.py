@@ -25,11 +25,11 @@ import math
 
 import numpy as np
 
-from analysis.occupancy import allocation, occupancy
-from probes.kit.harness import calibrate
-from probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S, Filled, Sink,
-                                 bandwidth_bound, bandwidth_samples, sum32)
-from probes.registry import probe
+from gpuatlas.analysis.occupancy import allocation, occupancy
+from gpuatlas.probes.kit.harness import calibrate
+from gpuatlas.probes.kit.samplers import (HBM_FOOTPRINT_L2, L2_TOUCH_FRACTION, STRIDE_MAX_REPEATS, STRIDE_WARMUP_S,
+                                          Filled, Sink, bandwidth_bound, bandwidth_samples, sum32)
+from gpuatlas.probes.registry import probe
 
 LANES = 32
 LOAD_BYTES = (4, 16)
@@ -194,7 +194,7 @@ def _api_blocks_per_sm(func, threads_per_block: int, dynamic_smem_bytes: int) ->
 
 def measure_throughput(ctx, resident_warps_per_sm: int, ilp: int, load_bytes: int, level: str) -> list:
     """Bandwidth (B/s) of the stream kernel with exactly ``resident_warps_per_sm`` warps on every SM."""
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     device = ctx.device
     func = kernel("occupancy.cu", kernel_name(load_bytes, ilp))

@@ -3,7 +3,7 @@
 The CPU tests check analysis/occupancy.py's calculator against these answers, so the calculator is tested
 against the driver rather than against its own reading of the rules.  Run on a GPU:
 
-    python -m probes.families.occupancy.occupancy_api tests/fixtures/occupancy_api_<gpu>.csv
+    python -m gpuatlas.probes.families.occupancy.occupancy_api tests/fixtures/occupancy_api_<gpu>.csv
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def record(configs: int = 160, seed: int = 0) -> pd.DataFrame:
 
     from cupy.cuda import runtime
 
-    from probes.kit.cuda import source
+    from gpuatlas.probes.kit.cuda import source
 
     optin = runtime.deviceGetAttribute(runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)
     kernels = {}

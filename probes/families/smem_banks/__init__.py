@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-from probes.kit.harness import Sample, repeat_until_stable
-from probes.kit.samplers import STRIDE_WARMUP_S
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
+from gpuatlas.probes.kit.samplers import STRIDE_WARMUP_S
+from gpuatlas.probes.registry import probe
 
 LANES = 32  #: one warp
 ACCESS_BYTES = (4, 8, 16)
@@ -154,7 +154,7 @@ def cupy_launcher(access_bytes: int, form: str):
     """``launch(elements, pitch, offset, xor_mask, trips, warps) -> (out, sink)`` for smem_banks.cu."""
     import cupy
 
-    from probes.kit.cuda import kernel
+    from gpuatlas.probes.kit.cuda import kernel
 
     bank_kernel = kernel("smem_banks.cu", f"smem_{form}_{access_bytes}")
 

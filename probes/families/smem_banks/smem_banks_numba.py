@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 
-from probes.families.smem_banks import (ACCESS_BYTES, AXES, CHAIN_UNROLL, FORMS, LANES, batch, measure_banks,
+from gpuatlas.probes.families.smem_banks import (ACCESS_BYTES, AXES, CHAIN_UNROLL, FORMS, LANES, batch, measure_banks,
                                         stride_sweep)
-from probes.kit.harness import Sample
-from probes.registry import probe
+from gpuatlas.probes.kit.harness import Sample
+from gpuatlas.probes.registry import probe
 
 PTX_LOADS = {4: "ld.volatile.shared.u32 $0, [$1];",
              8: "ld.volatile.shared.v2.u32 {$0, $1}, [$2];",
@@ -99,7 +99,7 @@ def gpu_primitives(access_bytes: int):
     from numba import types
     from numba.cuda.extending import intrinsic
 
-    from probes.kit.numba_kit import gpu_primitives as chase_primitives
+    from gpuatlas.probes.kit.numba_kit import gpu_primitives as chase_primitives
 
     i32, i64 = ir.IntType(32), ir.IntType(64)
     words = access_bytes // 4
@@ -150,7 +150,7 @@ def smem_banks_numba(ctx, access_bytes: int, stride_words: int, offset_words: in
     import numpy as np
     from numba import cuda
 
-    from probes.kit.numba_kit import numba_problem
+    from gpuatlas.probes.kit.numba_kit import numba_problem
 
     problem = numba_problem()
     if problem:
