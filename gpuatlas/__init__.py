@@ -10,9 +10,10 @@ from pathlib import Path
 __version__ = "0.1.0"
 
 #: A source checkout run without an install (``python -m gpuatlas`` in a clone): probes/ and analysis/ sit beside
-#: this package, and are its subpackages gpuatlas.probes and gpuatlas.analysis, as an install maps them.
+#: this package, and are its subpackages gpuatlas.probes and gpuatlas.analysis, as an install maps them (an
+#: install puts them inside this package's folder).
 _CHECKOUT = Path(__file__).resolve().parents[1]
-if (_CHECKOUT / "setup.py").is_file() and (_CHECKOUT / "probes" / "__init__.py").is_file():
+if not (Path(__file__).parent / "probes").is_dir() and (_CHECKOUT / "probes" / "registry.py").is_file():
     __path__.append(str(_CHECKOUT))
 
 #: Where the committed H200 run sits: the repository's ``reports/h200``, beside this package in a source tree.

@@ -45,7 +45,7 @@ def _versions(root) -> dict:
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory):
     root = tmp_path_factory.mktemp("tree")
-    for package in ("probes", "analysis"):
+    for package in ("gpuatlas", "probes", "analysis"):  # gpuatlas serves the folders as gpuatlas.probes, ...
         shutil.copytree(REPO / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
     return root
 
