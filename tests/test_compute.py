@@ -406,17 +406,32 @@ def test_the_sustained_rate_leaves_out_the_ramp_and_names_the_reason_nvml_set():
 
 
 def test_the_wgmma_operand_lists_are_generated_and_name_every_accumulator_register():
-    """wgmma.cu's operand lists come from tools/wgmma_operands.py: the committed header is its output, and
-    each N's list names N/2 registers, then the two descriptors and scale-d after them."""
-    import re
-
-    from tools.wgmma_operands import HEADER, header, operand_lists
+    """The compute family's wgmma operand lists come from tools/wgmma_operands.py: the committed header is its
+    output, and each N's lists name the registers %0 .. %(N/2 - 1) and the constraints of d[0] .. d[N/2 - 1] in
+    order, then the operands after them from N/2 on (checked by the preprocessor and compiler themselves)."""
+    from probes.kit.cuda import compile_source, source
+    from tools.wgmma_operands import HEADER, NS, header
 
     assert HEADER.read_text() == header(), "run `python -m tools.wgmma_operands`"
-    for n in (64, 256):
-        text = operand_lists(n)
-        regs = re.search(rf'#define WGMMA_REGS_{n} (.*?)\n#define', text, re.S).group(1)
-        assert sorted(int(i) for i in re.findall(r"%(\d+)", regs)) == list(range(n // 2))
-        assert f'#define WGMMA_AB_{n} "%{n // 2}, %{n // 2 + 1}"' in text
-        assert len(re.findall(r'"\+f"\(d\[\d+\]\)', text)) == n // 2
-    assert operand_lists(64) != operand_lists(128)  # negative control: the lists follow N
+    # d[i] is i, and INDEX(x) is x: WGMMA_ACC_N(INDEX) is the list of the indices it names.
+    code = (source("wgmma_operands.cuh") + """
+constexpr bool same(const char* a, const char* b) {
+    for (; *a == *b; ++a, ++b) if (!*a) return true;
+    return false;
+}
+template <typename... T> constexpr int in_order(T... x) {
+    const int v[] = {x...};
+    for (int i = 0; i < (int)sizeof...(x); ++i) if (v[i] != i) return -1;
+    return sizeof...(x);
+}
+struct Index { constexpr int operator[](int i) const { return i; } };
+constexpr Index d{};
+#define INDEX(x) x
+""")
+    checks = "".join(f'static_assert(same(WGMMA_REGS_{n}, "{", ".join(f"%{i}" for i in range(n // 2))}"), "");\n'
+                     f'static_assert(in_order(WGMMA_ACC_{n}(INDEX)) == {n // 2}, "");\n'
+                     f'static_assert(same(WGMMA_AFTER_{n}(WGMMA_SS), "%{n // 2}, %{n // 2 + 1}"), "");\n'
+                     for n in NS)
+    compile_source(code + checks, "lists.cu", "sm_90a")
+    with pytest.raises(RuntimeError, match="static assertion failed"):  # negative control: the lists follow N
+        compile_source(code + 'static_assert(in_order(WGMMA_ACC_64(INDEX)) == 64, "");\n', "lists.cu", "sm_90a")

@@ -38,13 +38,23 @@ def build():
     return sass(cubin), resource_usage(log)
 
 
-def test_operand_header_is_the_generator_output():
-    from tools import tensor_units_operands as gen
+def test_the_operand_forms_number_what_follows_the_accumulator():
+    """The operands after the accumulator start right after its N/2 registers: A's registers and B's descriptor
+    (rs), the descriptors and the sparsity metadata (sp), then scale-d; checked by the preprocessor itself."""
+    from probes.kit.cuda import compile_source, source
 
-    assert gen.HEADER.read_text() == gen.header()
-    # the operands after the accumulator: A's registers and B's descriptor start right after N/2 registers
-    assert '#define TU_RS_256 "{%128, %129, %130, %131}, %132"' in gen.header()
-    assert '#define TU_RS_SCALE_128 "%69"' in gen.header()
+    expected = {"WGMMA_AFTER_256(WGMMA_RS)": "{%128, %129, %130, %131}, %132",
+                "WGMMA_AFTER_128(WGMMA_RS_SCALE)": "%69", "WGMMA_AFTER_256(WGMMA_SS)": "%128, %129",
+                "WGMMA_AFTER_256(WGMMA_SS_SCALE)": "%130", "WGMMA_AFTER_256(WGMMA_SP)": "%128, %129, %130, 0",
+                "WGMMA_AFTER_256(WGMMA_SPRS)": "{%128, %129, %130, %131}, %132, %133, 0",
+                "WGMMA_AFTER_256(WGMMA_SPRS_SCALE)": "%134"}
+    checks = "".join(f'static_assert(same({form}, "{text}"), "{form}");\n' for form, text in expected.items())
+    code = (source("wgmma_operands.cuh") + "constexpr bool same(const char* a, const char* b) {\n"
+            "    for (; *a == *b; ++a, ++b) if (!*a) return true;\n    return false;\n}\n")
+    compile_source(code + checks, "forms.cu", "sm_90a")
+    with pytest.raises(RuntimeError, match="static assertion failed"):  # the negative control: one off
+        compile_source(code + 'static_assert(same(WGMMA_AFTER_128(WGMMA_RS_SCALE), "%70"), "");\n', "forms.cu",
+                       "sm_90a")
 
 
 def test_kernels_use_no_local_memory_and_fit_three_warpgroups_per_sm(build):

@@ -1,10 +1,15 @@
-"""Write probes/families/compute/wgmma_operands.cuh: the literal operand lists wgmma.cu's inline PTX needs, one set per N.
+"""Write probes/families/compute/wgmma_operands.cuh: the literal operand lists of the compute family's wgmma inline PTX.
 
-Inline PTX names every operand, so the m64nN accumulator's N/2 fp32 registers per thread must be spelled
-out: ``WGMMA_REGS_N`` (the ``{%0, ..., %(N/2-1)}`` vector), ``WGMMA_AB_N`` (the two descriptors' operand
-numbers), ``WGMMA_SCALE_N`` (scale-d's) and ``WGMMA_OUT_N`` (the ``"+f"(d[i])`` constraints).  Run
-``python -m tools.wgmma_operands`` after changing the N's; tests/test_compute.py checks the header is this
-script's output.
+Inline PTX names every operand by number, and the m64nN accumulator's N/2 registers per thread come first, so
+per N the header spells out ``WGMMA_REGS_N`` (``%0, ..., %(N/2-1)``, from rows of 16 registers),
+``WGMMA_ACC_N(C)`` (the read-write constraints ``C(d[0]), ..., C(d[N/2-1])``, ``C`` = ``"+f"`` or ``"+r"``) and
+``WGMMA_AFTER_N(FORM)`` (``FORM`` applied to the numbers of the 7 operands after the accumulator), each N's
+lists extending the last N's.  The forms pick what an instruction takes after its accumulator: ``WGMMA_SS``
+(A and B descriptors), ``WGMMA_RS`` (A's four registers, B's descriptor), ``WGMMA_SP`` (A and B descriptors,
+the sparsity metadata register, selector 0), ``WGMMA_SPRS`` (A's four registers, B's descriptor, the
+metadata, selector 0), each ``_SCALE`` form naming the scale-d operand right after them; ``WGMMA_ASM`` is the
+one asm statement they make.  Run ``python -m tools.wgmma_operands`` after changing the N's;
+tests/test_compute.py checks the header is this script's output.
 """
 from __future__ import annotations
 
@@ -12,38 +17,54 @@ from pathlib import Path
 
 HEADER = Path(__file__).resolve().parents[1] / "probes" / "families" / "compute" / "wgmma_operands.cuh"
 NS = (64, 128, 192, 256)
+ROW = 16  # accumulator registers per WGMMA_R row
+AFTER = 7  # operands numbered after the accumulator, the most any form takes
+
+FORMS = r"""
+#define WGMMA_SS(x0, x1, ...) x0 ", " x1
+#define WGMMA_SS_SCALE(x0, x1, x2, ...) x2
+#define WGMMA_RS(x0, x1, x2, x3, x4, ...) "{" x0 ", " x1 ", " x2 ", " x3 "}, " x4
+#define WGMMA_RS_SCALE(x0, x1, x2, x3, x4, x5, ...) x5
+#define WGMMA_SP(x0, x1, x2, ...) x0 ", " x1 ", " x2 ", 0"
+#define WGMMA_SP_SCALE(x0, x1, x2, x3, ...) x3
+#define WGMMA_SPRS(x0, x1, x2, x3, x4, x5, ...) "{" x0 ", " x1 ", " x2 ", " x3 "}, " x4 ", " x5 ", 0"
+#define WGMMA_SPRS_SCALE(x0, x1, x2, x3, x4, x5, x6) x6
+
+// One wgmma.mma_async into the accumulator d: INSTRUCTION, the accumulator {%0, ...} (constraint C), the
+// operands after it as FORM names them (the inputs ..., then scale-d's "r"(1): p = accumulate), TAIL (the
+// immediates after scale-d).
+#define WGMMA_ASM(N, C, INSTRUCTION, FORM, TAIL, ...)                                                     \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " WGMMA_AFTER_##N(FORM##_SCALE) ", 0;\n" INSTRUCTION \
+                 " {" WGMMA_REGS_##N "}, " WGMMA_AFTER_##N(FORM) ", p" TAIL ";\n}\n"                    \
+                 : WGMMA_ACC_##N(C)                                                                     \
+                 : __VA_ARGS__, "r"(1))
+"""
 
 
-def _rows(items: list[str], per_row: int) -> list[str]:
-    return [", ".join(items[i:i + per_row]) for i in range(0, len(items), per_row)]
+def register_rows() -> list[str]:
+    """``WGMMA_R<first>``: 16 accumulator register numbers from ``first``, as PTX text."""
+    return [f'#define WGMMA_R{first} "{", ".join(f"%{i}" for i in range(first, first + ROW))}"'
+            for first in range(0, max(NS) // 2, ROW)]
 
 
-def register_vector(name: str, regs: int) -> list[str]:
-    """The lines of ``#define name`` as the PTX vector ``{%0, ..., %(regs-1)}``, 16 registers a line."""
-    vector = _rows([f"%{i}" for i in range(regs)], 16)
-    return ([f'#define {name} "{{" \\'] + [f'    "{row}, " \\' for row in vector[:-1]]
-            + [f'    "{vector[-1]}" \\', '    "}"'])
-
-
-def constraints(name: str, letter: str, regs: int) -> list[str]:
-    """The lines of ``#define name`` as the read-write constraints ``"+letter"(d[i])``, 8 a line."""
-    outs = _rows([f'"+{letter}"(d[{i}])' for i in range(regs)], 8)
-    return [f"#define {name} \\"] + [f"    {row},\\" for row in outs[:-1]] + [f"    {outs[-1]}"]
-
-
-def operand_lists(n: int) -> str:
-    """The four macros of one N (N/2 accumulator registers, then the descriptors and scale-d)."""
-    regs = n // 2
-    lines = register_vector(f"WGMMA_REGS_{n}", regs)
-    lines += [f'#define WGMMA_AB_{n} "%{regs}, %{regs + 1}"', f'#define WGMMA_SCALE_{n} "%{regs + 2}"']
-    lines += constraints(f"WGMMA_OUT_{n}", "f", regs)
-    return "\n".join(lines)
+def operand_lists(n: int, last: int = 0) -> list[str]:
+    """The three macros of one N: its N/2 accumulator registers (numbered from %0; the last N's, then the rest)
+    and the operands numbered after them."""
+    regs, done = n // 2, last // 2
+    rows = " \", \" ".join([f"WGMMA_REGS_{last}"] * bool(last) + [f"WGMMA_R{i}" for i in range(done, regs, ROW)])
+    eights = ", ".join([f"WGMMA_ACC_{last}(C)"] * bool(last) + [f"WGMMA_ACC8(C, {i})" for i in range(done, regs, 8)])
+    after = ", ".join(f'"%{regs + k}"' for k in range(AFTER))
+    return [f"#define WGMMA_REGS_{n} {rows}", f"#define WGMMA_ACC_{n}(C) {eights}",
+            f"#define WGMMA_AFTER_{n}(FORM) FORM({after})"]
 
 
 def header() -> str:
-    return ("// Generated by tools/wgmma_operands.py (do not edit): the literal operand lists of wgmma.cu's inline\n"
-            "// PTX, the accumulator's N/2 registers per N.\n#pragma once\n\n"
-            + "\n".join(operand_lists(n) for n in NS) + "\n")
+    acc8 = ", ".join(f"C(d[i + {k}])" if k else "C(d[i])" for k in range(8))
+    lines = ["// Generated by tools/wgmma_operands.py (do not edit): the literal operand lists of the compute family's",
+             "// wgmma inline PTX, per N the accumulator's N/2 registers and the operands numbered after them.",
+             "#pragma once", "", *register_rows(), f"#define WGMMA_ACC8(C, i) {acc8}",
+             *(line for n, last in zip(NS, (0, *NS)) for line in operand_lists(n, last)), FORMS]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -23,12 +23,12 @@
 // Every kernel starts its accumulators at 0 and thread 0 of each block records (clock64 cycles, %globaltimer
 // ns) of its loop, so every launch carries the SM clock it ran at.
 
-#include "common.cuh"
-#include "tensor_units_operands.cuh"
+#include "wgmma.cuh"
+#include "wgmma_operands.cuh"
 
-constexpr int WG_THREADS = 128;
 constexpr int STEPS = 4;       // wgmmas per commit group
 constexpr int ROW_BYTES = 32;  // K x element bytes of one operand row
+constexpr int A_CHUNKS = ROW_BYTES / 16;
 constexpr int A_ROWS = 64;
 constexpr int DMMA_THREADS = 256;
 constexpr int DMMA_ACC = 8;
@@ -46,71 +46,25 @@ template <int N, Op OP>
 __device__ __forceinline__ void gmma(typename Acc<OP>::type* d, unsigned long long da, const unsigned int* a,
                                      unsigned long long db);
 
-// scale-d = 1 (accumulate; the "r"(1) operand), scale-a = scale-b = 1, no transpose (K-major as stored).
-#define TU_DEF(N)                                                                                        \
+// scale-d = 1 (accumulate), scale-a = scale-b = 1, no transpose (K-major as stored): TAIL; ...: the inputs.
+#define TU_GMMA(N, OP, C, INSTRUCTION, SHAPE_TYPES, FORM, TAIL, ...)                                       \
     template <>                                                                                          \
-    __device__ __forceinline__ void gmma<N, Op::ss>(float* d, unsigned long long da, const unsigned int*, \
-                                                    unsigned long long db) {                             \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_SS_SCALE_##N ", 0;\n"                         \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " TU_D_##N ", " TU_SS_##N  \
-                     ", p, 1, 1, 0, 0;\n}\n"                                                             \
-                     : TU_F32_##N                                                                        \
-                     : "l"(da), "l"(db), "r"(1));                                                        \
-    }                                                                                                    \
-    template <>                                                                                          \
-    __device__ __forceinline__ void gmma<N, Op::rs>(float* d, unsigned long long, const unsigned int* a, \
-                                                    unsigned long long db) {                             \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_RS_SCALE_##N ", 0;\n"                         \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 " TU_D_##N ", " TU_RS_##N  \
-                     ", p, 1, 1, 0;\n}\n"                                                                \
-                     : TU_F32_##N                                                                        \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                     \
-    }                                                                                                    \
-    template <>                                                                                          \
-    __device__ __forceinline__ void gmma<N, Op::s8>(int* d, unsigned long long da, const unsigned int*,  \
-                                                    unsigned long long db) {                             \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_SS_SCALE_##N ", 0;\n"                         \
-                     "wgmma.mma_async.sync.aligned.m64n" #N "k32.s32.s8.s8 " TU_D_##N ", " TU_SS_##N     \
-                     ", p;\n}\n"                                                                         \
-                     : TU_S32_##N                                                                        \
-                     : "l"(da), "l"(db), "r"(1));                                                        \
-    }                                                                                                    \
-    template <>                                                                                          \
-    __device__ __forceinline__ void gmma<N, Op::sp>(float* d, unsigned long long da, const unsigned int* a, \
-                                                    unsigned long long db) {                             \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_SP_SCALE_##N ", 0;\n"                         \
-                     "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32.f32.bf16.bf16 " TU_D_##N ", " TU_SP_##N \
-                     ", p, 1, 1, 0, 0;\n}\n"                                                             \
-                     : TU_F32_##N                                                                        \
-                     : "l"(da), "l"(db), "r"(a[4]), "r"(1));                                             \
-    }                                                                                                    \
-    template <>                                                                                          \
-    __device__ __forceinline__ void gmma<N, Op::sprs>(float* d, unsigned long long, const unsigned int* a, \
-                                                      unsigned long long db) {                           \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " TU_SPRS_SCALE_##N ", 0;\n"                       \
-                     "wgmma.mma_async.sp.sync.aligned.m64n" #N "k32.f32.bf16.bf16 " TU_D_##N ", "           \
-                     TU_SPRS_##N ", p, 1, 1, 0;\n}\n"                                                     \
-                     : TU_F32_##N                                                                        \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(a[4]), "r"(1));          \
+    __device__ __forceinline__ void gmma<N, Op::OP>(typename Acc<Op::OP>::type* d, unsigned long long da, \
+                                                    const unsigned int* a, unsigned long long db) {      \
+        WGMMA_ASM(N, C, INSTRUCTION ".sync.aligned.m64n" #N SHAPE_TYPES, FORM, TAIL, __VA_ARGS__);       \
     }
+#define TU_A_REGS "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+#define TU_DEF(N)                                                                                               \
+    TU_GMMA(N, ss, "+f", "wgmma.mma_async", "k16.f32.bf16.bf16", WGMMA_SS, ", 1, 1, 0, 0", "l"(da), "l"(db))    \
+    TU_GMMA(N, rs, "+f", "wgmma.mma_async", "k16.f32.bf16.bf16", WGMMA_RS, ", 1, 1, 0", TU_A_REGS, "l"(db))     \
+    TU_GMMA(N, s8, "+r", "wgmma.mma_async", "k32.s32.s8.s8", WGMMA_SS, "", "l"(da), "l"(db))                    \
+    TU_GMMA(N, sp, "+f", "wgmma.mma_async.sp", "k32.f32.bf16.bf16", WGMMA_SP, ", 1, 1, 0, 0", "l"(da), "l"(db), \
+            "r"(a[4]))                                                                                          \
+    TU_GMMA(N, sprs, "+f", "wgmma.mma_async.sp", "k32.f32.bf16.bf16", WGMMA_SPRS, ", 1, 1, 0", TU_A_REGS,       \
+            "l"(db), "r"(a[4]))
 
 TU_DEF(128)
 TU_DEF(256)
-
-// chunks: 16-byte chunks per operand row (see the layout above); swizzle bits 62-63 = 0 (none).
-__device__ __forceinline__ unsigned long long descriptor(const void* smem, int chunks) {
-    const unsigned long long address = (unsigned int)__cvta_generic_to_shared(smem);
-    const unsigned long long lbo = 128, sbo = 128ull * chunks;
-    return ((address & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
-}
-
-// Row r's 16-byte chunk h (row-major source) goes to core matrix (r / 8, h), line r % 8.
-__device__ __forceinline__ void to_core_matrices(uint4* dst, const uint4* src, int rows, int chunks) {
-    for (int i = threadIdx.x; i < rows * chunks; i += WG_THREADS) {
-        const int r = i / chunks, h = i % chunks;
-        dst[((r >> 3) * chunks + h) * 8 + (r & 7)] = src[i];
-    }
-}
 
 // a_rows: A row-major (ss, s8, sp); a_frag: FRAG_WORDS words per thread (see gmma);
 // out: N/2 accumulators per thread, CTA-major.
@@ -118,38 +72,18 @@ template <int N, Op OP>
 __device__ __forceinline__ void gmma_loop(const uint4* a_rows, const unsigned int* a_frag, const uint4* b_rows,
                                           long long groups, typename Acc<OP>::type* out,
                                           unsigned long long* clocks) {
-    __shared__ __align__(128) uint4 a_tile[A_ROWS * ROW_BYTES / 16];
+    __shared__ __align__(128) uint4 a_tile[A_ROWS * A_CHUNKS];
     constexpr bool SPARSE = OP == Op::sp || OP == Op::sprs, A_REGS = OP == Op::rs || OP == Op::sprs;
     constexpr int B_CHUNKS = (SPARSE ? 2 : 1) * ROW_BYTES / 16;
     __shared__ __align__(128) uint4 b_tile[N * B_CHUNKS];
-    if (!A_REGS) to_core_matrices(a_tile, a_rows, A_ROWS, ROW_BYTES / 16);
-    to_core_matrices(b_tile, b_rows, N, B_CHUNKS);
-    // Generic-proxy stores must be made visible to the async proxy that wgmma reads shared memory through.
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
+    const Descriptors desc =
+        stage_operands<A_CHUNKS, B_CHUNKS>(a_tile, a_rows, A_REGS ? 0 : A_ROWS, b_tile, b_rows, N);
     unsigned int a[FRAG_WORDS];
 #pragma unroll
     for (int i = 0; i < FRAG_WORDS; ++i)
         a[i] = (i < 4 ? A_REGS : SPARSE) ? a_frag[threadIdx.x * FRAG_WORDS + i] : 0u;
-    const unsigned long long da = descriptor(a_tile, ROW_BYTES / 16), db = descriptor(b_tile, B_CHUNKS);
-    typename Acc<OP>::type d[N / 2];
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) d[i] = 0;
-    const long long c0 = clock64_plain();
-    const unsigned long long t0 = globaltimer();
-#pragma unroll 1
-    for (long long g = 0; g < groups; ++g) {
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int s = 0; s < STEPS; ++s) gmma<N, OP>(d, da, a, db);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    record_clock(clocks, c0, t0);
-    typename Acc<OP>::type* mine = out + ((long long)blockIdx.x * WG_THREADS + threadIdx.x) * (N / 2);
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) mine[i] = d[i];
+    wgmma_groups<N, STEPS>(groups, [&](typename Acc<OP>::type* d) { gmma<N, OP>(d, desc.a, a, desc.b); }, out,
+                           clocks);
 }
 
 #define TU_KERNEL(OP, N)                                                                                 \

@@ -1,9 +1,9 @@
 // wgmma latency (sm_90a only: build with arch="sm_90a"): one warpgroup (one CTA of 128 threads) runs a
 // dependent chain of wgmma.mma_async into one accumulator, each step fenced, committed and waited for
 // (wait_group 0) before the next is issued, so each step costs one wgmma's full latency.  Operands and
-// descriptors are wgmma.cu's (no-swizzle canonical layout, K x element = 32 bytes); the host passes every
-// element 1, so every accumulator element must come out exactly steps x K.  Thread 0 times trips x
-// WG_LAT_UNROLL steps with clock64; the host differences two trip counts.
+// descriptors are wgmma.cu's (wgmma.cuh's no-swizzle canonical layout, K x element = 32 bytes); the host
+// passes every element 1, so every accumulator element must come out exactly steps x K.  Thread 0 times trips
+// x WG_LAT_UNROLL steps with clock64; the host differences two trip counts.
 
 #include "wgmma.cu"
 
@@ -12,21 +12,17 @@ constexpr int WG_LAT_UNROLL = 8;
 template <int N, Op OP>
 __device__ __forceinline__ void wgmma_chain(const uint4* a_rows, const uint4* b_rows, int trips, float* out,
                                             long long* cycles) {
-    __shared__ __align__(128) uint4 a_tile[A_ROWS * ROW_BYTES / 16];
-    __shared__ __align__(128) uint4 b_tile[N * ROW_BYTES / 16];
-    to_core_matrices(a_tile, a_rows, A_ROWS);
-    to_core_matrices(b_tile, b_rows, N);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    const unsigned long long da = descriptor(a_tile), db = descriptor(b_tile);
+    __shared__ __align__(128) uint4 a_tile[A_ROWS * CHUNKS];
+    __shared__ __align__(128) uint4 b_tile[N * CHUNKS];
+    const Descriptors desc = stage_operands<CHUNKS, CHUNKS>(a_tile, a_rows, A_ROWS, b_tile, b_rows, N);
     float d[N / 2];
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
     const long long elapsed = timed_chain<WG_LAT_UNROLL, true>(trips, [&] {
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-        wgmma<N, OP>(d, da, db);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        wgmma_fence();
+        wgmma<N, OP>(d, desc.a, desc.b);
+        wgmma_commit();
+        wgmma_wait<0>();
     });
     float* mine = out + threadIdx.x * (N / 2);
 #pragma unroll

@@ -13,7 +13,7 @@ from gpuatlas.probes.kit.chains import chain_latency_samples, kernel_file, ones_
 from gpuatlas.probes.kit.harness import Sample
 from gpuatlas.probes.registry import probe
 
-#: wgmma_latency.cu's constants (WG_THREADS, A_ROWS, ROW_BYTES from wgmma.cu).
+#: wgmma_latency.cu's constants (WG_THREADS from wgmma.cuh, A_ROWS and ROW_BYTES from wgmma.cu).
 WG_THREADS, A_ROWS, ROW_BYTES, WG_LAT_UNROLL = 128, 64, 32, 8
 WG_LAT_TRIPS = 16
 WGMMA_LATENCY_NS = (64, 256)

@@ -10,22 +10,9 @@
 // per warp w: element i of lane l is row 16 w + l / 4 + 8 (i >> 1), column 2 (l % 4) + (i & 1).  D is stored
 // whole (64 x 8, row-major), so the host checks every element and a misread layout shows.
 
-constexpr int WG_THREADS = 128;
+#include "wgmma.cuh"
+
 constexpr int A_ROWS = 64, N = 8;
-
-__device__ __forceinline__ unsigned long long descriptor(const void* smem) {
-    const unsigned long long address = (unsigned int)__cvta_generic_to_shared(smem);
-    const unsigned long long lbo = 128, sbo = 256;  // see the layout above; swizzle bits 62-63 = 0 (none)
-    return ((address & 0x3FFFF) >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
-}
-
-// Row r's 16-byte half h (row-major source) goes to core matrix (r / 8, h), line r % 8.
-__device__ __forceinline__ void to_core_matrices(uint4* dst, const uint4* src, int rows) {
-    for (int i = threadIdx.x; i < rows * 2; i += WG_THREADS) {
-        const int r = i >> 1, h = i & 1;
-        dst[((r >> 3) * 2 + h) * 8 + (r & 7)] = src[i];
-    }
-}
 
 // SHAPE_TYPES: "k16.f32.bf16.bf16" etc.; TAIL: the immediates after scale-d (scale-a, scale-b and, for
 // fp16/bf16, the transposes).
@@ -35,23 +22,20 @@ __device__ __forceinline__ void to_core_matrices(uint4* dst, const uint4* src, i
         __shared__ __align__(128) uint4 a_tile[A_ROWS * 2];                                              \
         __shared__ __align__(128) uint4 b_tile[N * 2];                                                   \
         const long long first = blockIdx.x;                                                              \
-        to_core_matrices(a_tile, a + first * A_ROWS * 2, A_ROWS);                                        \
-        to_core_matrices(b_tile, b + first * N * 2, N);                                                  \
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");                                     \
-        __syncthreads();                                                                                 \
-        const unsigned long long da = descriptor(a_tile), db = descriptor(b_tile);                       \
+        const Descriptors desc =                                                                         \
+            stage_operands<2, 2>(a_tile, a + first * A_ROWS * 2, A_ROWS, b_tile, b + first * N * 2, N);  \
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;                                      \
         const int row = 16 * warp + (lane >> 2), col = 2 * (lane & 3);                                   \
         ACC acc[4];                                                                                      \
         for (int i = 0; i < 4; ++i) acc[i] = c[first * A_ROWS * N + (row + 8 * (i >> 1)) * N + col + (i & 1)]; \
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");                                          \
+        wgmma_fence();                                                                                   \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"                                         \
                      "wgmma.mma_async.sync.aligned.m64n8" SHAPE_TYPES " {%0, %1, %2, %3}, %4, %5, p" TAIL \
                      ";\n}\n"                                                                            \
                      : CONSTRAINT(acc[0]), CONSTRAINT(acc[1]), CONSTRAINT(acc[2]), CONSTRAINT(acc[3])    \
-                     : "l"(da), "l"(db), "r"(1));                                                        \
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");                                   \
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");                                   \
+                     : "l"(desc.a), "l"(desc.b), "r"(1));                                                \
+        wgmma_commit();                                                                                  \
+        wgmma_wait<0>();                                                                                 \
         for (int i = 0; i < 4; ++i) d[first * A_ROWS * N + (row + 8 * (i >> 1)) * N + col + (i & 1)] = acc[i]; \
     }
 
