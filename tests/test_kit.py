@@ -196,3 +196,28 @@ def test_each_kernel_file_lives_with_the_modules_that_name_it():
     for path in files:  # an include is found beside the including file or in the kit
         for name in re.findall(r'#include\s+"([^"]+)"', path.read_text()):
             assert (path.parent / name).is_file() or (KIT / name).is_file(), (path.name, name)
+
+
+#: A kernel reading the SM clock itself: the clock() / clock64() builtins or the %clock / %clock64 registers.
+_CLOCK_READ = re.compile(r"\bclock(?:64)?\s*\(|%clock")
+
+
+def clock_reads(text: str) -> list[str]:
+    """The lines of kernel source that read the SM clock, // comments left out."""
+    return [line.strip() for line in text.splitlines() if _CLOCK_READ.search(line.split("//", 1)[0])]
+
+
+def test_only_common_cuh_reads_the_sm_clock():
+    """Timers in kernel files go through common.cuh's helpers, so every timed region reads the clock the way
+    they document (plain or fenced)."""
+    files = sorted([*PROBES.rglob("*.cu"), *PROBES.rglob("*.cuh")])
+    assert len(files) > 20
+    found = {str(p.relative_to(PROBES)): reads for p in files
+             if p.name != "common.cuh" and (reads := clock_reads(p.read_text()))}
+    assert not found, f"read the clock through common.cuh: {found}"
+    # the check itself: it sees the reads common.cuh makes, a builtin call and inline PTX, and no comment
+    assert clock_reads((KIT / "common.cuh").read_text())
+    assert clock_reads("    const long long c0 = clock64();") == ["const long long c0 = clock64();"]
+    assert clock_reads('    asm volatile("mov.u32 %0, %%clock;" : "=r"(t));')
+    assert not clock_reads("// reads %clock64, as clock64() does\nconst long long c0 = clock64_plain();\n"
+                           "record_clock(clocks, c0, t0);")

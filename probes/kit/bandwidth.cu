@@ -29,6 +29,7 @@
 //   sum_elements, count_mismatches: the host's checks, computed on the GPU.
 
 #include "common.cuh"
+#include "loads.cuh"
 
 __device__ __forceinline__ unsigned int hash_word(unsigned long long i, unsigned int seed) {
     unsigned int x = (unsigned int)i * 0x9E3779B1u ^ (unsigned int)(i >> 32) * 0x85EBCA77u ^ seed;
@@ -153,55 +154,55 @@ __device__ __forceinline__ Trip trip() {
     return {warp * U * 32 + lane, U * threads, 32};
 }
 
+LOAD_V4(load_l2_256, "ld.global.L2::256B", const uint4*, "l")
+
 template <bool CHUNKED>
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
-    if (!CHUNKED) return *p;
-    uint4 v;
-    asm volatile("ld.global.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
+    return CHUNKED ? load_l2_256(p) : *p;
 }
 
-template <int U, bool CHUNKED>
-__device__ __forceinline__ void read_body(const uint4* buf, long long vecs, long long passes,
-                                          unsigned int* sink) {
+// A thread's trips over `passes` sweeps of the buffer: each trip's U vectors (trip()'s layout) are loaded,
+// all in flight, then handed to use(v, i, spacing) (vector u of the trip is at i + u * spacing).
+template <int U, bool CHUNKED, typename Use>
+__device__ __forceinline__ void stream_trips(const uint4* src, long long vecs, long long passes, Use use) {
     const Trip t = trip<U, CHUNKED>();
-    unsigned int acc = 0;
 #pragma unroll 1
     for (long long pass = 0; pass < passes; ++pass) {
 #pragma unroll 1
         for (long long i = t.first; i < vecs; i += t.step) {
             uint4 v[U];
 #pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = load_stream<CHUNKED>(buf + i + u * t.spacing);
-#pragma unroll
-            for (int u = 0; u < U; ++u) acc += word_sum(v[u]);
+            for (int u = 0; u < U; ++u) v[u] = load_stream<CHUNKED>(src + i + u * t.spacing);
+            use(v, i, t.spacing);
         }
     }
+}
+
+template <int U, bool CHUNKED>
+__device__ __forceinline__ void read_body(const uint4* buf, long long vecs, long long passes,
+                                          unsigned int* sink) {
+    unsigned int acc = 0;
+    stream_trips<U, CHUNKED>(buf, vecs, passes, [&](const uint4(&v)[U], long long, long long) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) acc += word_sum(v[u]);
+    });
     publish(acc, sink);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-dram_read_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    read_body<4, false>(buf, vecs, passes, sink);
-}
+// A read kernel NAME(buf, vecs, passes, sink) under __launch_bounds__ BOUNDS, running the body __VA_ARGS__
+// (a read_body or block_read_body instance).
+#define READ_KERNEL(NAME, BOUNDS, ...)                                                                       \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                                      \
+    NAME(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {                           \
+        __VA_ARGS__(buf, vecs, passes, sink);                                                                \
+    }
 
+READ_KERNEL(dram_read_u4, (256), read_body<4, false>)
 // The ILP variant: 8 loads in flight per thread need 56 registers, so 4 blocks of 256 per SM (without the
 // bound, ptxas squeezes into 32 registers by summing early, leaving only 4-5 loads in flight).
-extern "C" __global__ void __launch_bounds__(256, 4)
-dram_read_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    read_body<8, false>(buf, vecs, passes, sink);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-dram_read_chunk_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    read_body<4, true>(buf, vecs, passes, sink);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 4)
-dram_read_chunk_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    read_body<8, true>(buf, vecs, passes, sink);
-}
+READ_KERNEL(dram_read_u8, (256, 4), read_body<8, false>)
+READ_KERNEL(dram_read_chunk_u4, (256), read_body<4, true>)
+READ_KERNEL(dram_read_chunk_u8, (256, 4), read_body<8, true>)
 
 // Block-contiguous chunks, plain loads: block b's trip k reads the 256 x V consecutive vectors of chunk
 // k x G + b (G blocks in the grid), thread t loading vectors t + j x 256 of it (j < V, each a coalesced
@@ -236,30 +237,11 @@ __device__ __forceinline__ void block_read_body(const uint4* buf, long long vecs
     publish(acc, sink);
 }
 
-extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
-dram_read_block_u2(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<2, false>(buf, vecs, passes, sink);
-}
-
-extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
-dram_read_block_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<4, false>(buf, vecs, passes, sink);
-}
-
-extern "C" __global__ void __launch_bounds__(CHUNK_THREADS, 4)
-dram_read_block_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<8, false>(buf, vecs, passes, sink);
-}
-
-extern "C" __global__ void __launch_bounds__(CHUNK_THREADS)
-dram_read_block_sync_u4(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<4, true>(buf, vecs, passes, sink);
-}
-
-extern "C" __global__ void __launch_bounds__(CHUNK_THREADS, 4)
-dram_read_block_sync_u8(const uint4* buf, long long vecs, long long passes, unsigned int* sink) {
-    block_read_body<8, true>(buf, vecs, passes, sink);
-}
+READ_KERNEL(dram_read_block_u2, (CHUNK_THREADS), block_read_body<2, false>)
+READ_KERNEL(dram_read_block_u4, (CHUNK_THREADS), block_read_body<4, false>)
+READ_KERNEL(dram_read_block_u8, (CHUNK_THREADS, 4), block_read_body<8, false>)
+READ_KERNEL(dram_read_block_sync_u4, (CHUNK_THREADS), block_read_body<4, true>)
+READ_KERNEL(dram_read_block_sync_u8, (CHUNK_THREADS, 4), block_read_body<8, true>)
 
 // One trip and no loop (as public stream suites read): block b reads the 256 x ONCE_U vectors from
 // b x 256 x ONCE_U on, load u of a thread at u x 256 + its index (each a coalesced 512-byte warp access), so
@@ -282,23 +264,6 @@ dram_read_once(const uint4* buf, unsigned int* sinks) {
 
 constexpr int WRITE_U = 4;
 
-// Every word of the buffer becomes `seed`: the host checks the buffer's sum after each sample, so every
-// store of the last launch must have landed (the previous launch left a different seed).
-extern "C" __global__ void __launch_bounds__(256)
-dram_write(uint4* buf, long long vecs, long long passes, unsigned int seed) {
-    const long long threads = (long long)gridDim.x * blockDim.x;
-    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const uint4 value = make_uint4(seed, seed, seed, seed);
-#pragma unroll 1
-    for (long long pass = 0; pass < passes; ++pass) {
-#pragma unroll 1
-        for (long long i = first; i < vecs; i += WRITE_U * threads) {
-#pragma unroll
-            for (int u = 0; u < WRITE_U; ++u) buf[i + u * threads] = value;
-        }
-    }
-}
-
 // Write variants: the store width (8 or 16 bytes), the grid (grid-stride at the driver's occupancy, or one
 // store per thread over a grid of elements / 256 blocks, as public stream suites write) and the cache hint
 // (st.global.cs: evict-first streaming, STG.E.EF.128).  Every warp store covers 256 or 512 aligned
@@ -308,8 +273,10 @@ __device__ __forceinline__ void store_cs(uint4* p, uint4 v) {
                  :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-dram_write_cs(uint4* buf, long long vecs, long long passes, unsigned int seed) {
+// Every word of the buffer becomes `seed` (CS: by streaming stores): the host checks the buffer's sum after
+// each sample, so every store of the last launch must have landed (the previous launch left a different seed).
+template <bool CS>
+__device__ __forceinline__ void write_body(uint4* buf, long long vecs, long long passes, unsigned int seed) {
     const long long threads = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const uint4 value = make_uint4(seed, seed, seed, seed);
@@ -318,9 +285,22 @@ dram_write_cs(uint4* buf, long long vecs, long long passes, unsigned int seed) {
 #pragma unroll 1
         for (long long i = first; i < vecs; i += WRITE_U * threads) {
 #pragma unroll
-            for (int u = 0; u < WRITE_U; ++u) store_cs(buf + i + u * threads, value);
+            for (int u = 0; u < WRITE_U; ++u) {
+                if (CS) store_cs(buf + i + u * threads, value);
+                else buf[i + u * threads] = value;
+            }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_write(uint4* buf, long long vecs, long long passes, unsigned int seed) {
+    write_body<false>(buf, vecs, passes, seed);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+dram_write_cs(uint4* buf, long long vecs, long long passes, unsigned int seed) {
+    write_body<true>(buf, vecs, passes, seed);
 }
 
 // One 8-byte store per thread, no loop: the grid has one thread per 8-byte element.
@@ -351,36 +331,23 @@ constexpr int COPY_U = 4;
 template <int U, bool CHUNKED>
 __device__ __forceinline__ void copy_body(const uint4* src, uint4* dst, long long vecs, long long passes,
                                           unsigned int seed) {
-    const Trip t = trip<U, CHUNKED>();
-#pragma unroll 1
-    for (long long pass = 0; pass < passes; ++pass) {
-#pragma unroll 1
-        for (long long i = t.first; i < vecs; i += t.step) {
-            uint4 v[U];
+    stream_trips<U, CHUNKED>(src, vecs, passes, [&](const uint4(&v)[U], long long i, long long spacing) {
 #pragma unroll
-            for (int u = 0; u < U; ++u) v[u] = load_stream<CHUNKED>(src + i + u * t.spacing);
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                dst[i + u * t.spacing] = make_uint4(v[u].x + seed, v[u].y + seed, v[u].z + seed, v[u].w + seed);
-            }
+        for (int u = 0; u < U; ++u) {
+            dst[i + u * spacing] = make_uint4(v[u].x + seed, v[u].y + seed, v[u].z + seed, v[u].w + seed);
         }
+    });
+}
+
+#define COPY_KERNEL(NAME, BOUNDS, ...)                                                                       \
+    extern "C" __global__ void __launch_bounds__ BOUNDS                                                      \
+    NAME(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {                \
+        __VA_ARGS__(src, dst, vecs, passes, seed);                                                           \
     }
-}
 
-extern "C" __global__ void __launch_bounds__(256)
-dram_copy(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
-    copy_body<COPY_U, false>(src, dst, vecs, passes, seed);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-dram_copy_chunk_u4(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
-    copy_body<4, true>(src, dst, vecs, passes, seed);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 4)
-dram_copy_chunk_u8(const uint4* src, uint4* dst, long long vecs, long long passes, unsigned int seed) {
-    copy_body<8, true>(src, dst, vecs, passes, seed);
-}
+COPY_KERNEL(dram_copy, (256), copy_body<COPY_U, false>)
+COPY_KERNEL(dram_copy_chunk_u4, (256), copy_body<4, true>)
+COPY_KERNEL(dram_copy_chunk_u8, (256, 4), copy_body<8, true>)
 
 // ---- on-chip: shared memory and L1 ----------------------------------------------------------------------
 //
@@ -393,19 +360,8 @@ constexpr int ONCHIP_THREADS = 256;
 constexpr int ONCHIP_U = 4;
 constexpr int ONCHIP_VECS = ONCHIP_THREADS * ONCHIP_U;  // 1024 vectors = 16 KiB
 
-__device__ __forceinline__ uint4 lds128(unsigned int address) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
-    return v;
-}
-
-__device__ __forceinline__ uint4 ldg128(const uint4* address) {
-    uint4 v;
-    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(address));
-    return v;
-}
+LOAD_V4(lds128, "ld.shared", unsigned int, "r")
+LOAD_V4(ldg128, "ld.global", const uint4*, "l")
 
 // The shared buffer is filled from `init` (ONCHIP_VECS vectors in global memory), so its sum is known.
 // Rep r: thread t loads vectors ((t + 32 r) mod 256) + 256 u: the same warp-contiguous 512-byte accesses,

@@ -19,14 +19,12 @@
 // Thread 0 of every block records clock64 and %globaltimer around its loop: each launch carries the SM
 // clock it ran at.  latency_fp32: one warp, one dependent FFMA chain timed with clock64.
 
-#include "common.cuh"
+#include "chains.cuh"
+#include "mma_sync.cuh"
 
-constexpr int VEC_THREADS = 256;
-constexpr int CHAINS = 8;
-constexpr int UNROLL = 64;
-constexpr int LATENCY_UNROLL = 64;
-constexpr int MMA_THREADS = 256;
-constexpr int MMA_ACC = 8;
+// The host (compute/__init__.py) launches with the same values.
+constexpr int VEC_THREADS = 256, CHAINS = 8, UNROLL = 64, LATENCY_UNROLL = 64;
+constexpr int MMA_THREADS = 256, MMA_ACC = 8;
 
 __device__ __forceinline__ float step(float x, float a, float b) { return fmaf(x, a, b); }
 __device__ __forceinline__ double step(double x, double a, double b) { return fma(x, a, b); }
@@ -51,23 +49,7 @@ __device__ __forceinline__ Half2 step(Half2 x, Half2 a, Half2 b) {
 
 template <typename T>
 __device__ __forceinline__ void chains(const T* init, T a, T b, int trips, T* out, unsigned long long* clocks) {
-    const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * CHAINS;
-    T x[CHAINS];
-#pragma unroll
-    for (int c = 0; c < CHAINS; ++c) x[c] = init[first + c];
-    const long long c0 = clock64_plain();
-    const unsigned long long t0 = globaltimer();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-#pragma unroll
-            for (int c = 0; c < CHAINS; ++c) x[c] = step(x[c], a, b);
-        }
-    }
-    record_clock(clocks, c0, t0);
-#pragma unroll
-    for (int c = 0; c < CHAINS; ++c) out[first + c] = x[c];
+    grid_chains<UNROLL, CHAINS>(init, trips, out, clocks, [=](T x) { return step(x, a, b); });
 }
 
 extern "C" __global__ void __launch_bounds__(VEC_THREADS)
@@ -104,28 +86,8 @@ extern "C" __global__ void latency_fp32(const float* init, float a, float b, int
 }
 
 // ---- mma.sync ------------------------------------------------------------------------------------------
-// Every shape here takes A in 4 and B in 2 32-bit registers per thread and accumulates 4 fp32 per thread.
-enum class MmaOp { bf16, fp16, tf32, e4m3 };
-
-template <MmaOp OP>
-__device__ __forceinline__ void mma(float* c, const unsigned int* a, const unsigned int* b);
-
-#define MMA_DEF(OP, INSTRUCTION)                                                                         \
-    template <>                                                                                          \
-    __device__ __forceinline__ void mma<MmaOp::OP>(float* c, const unsigned int* a, const unsigned int* b) { \
-        asm volatile(INSTRUCTION " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"      \
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                    \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                \
-    }
-
-MMA_DEF(bf16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
-MMA_DEF(fp16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
-MMA_DEF(tf32, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
-// FP8 (e4m3) mma.sync exists from sm_89 on: below it the kernel is left out (probes/compute.py sweeps no e4m3).
-#if __CUDA_ARCH__ >= 890
-MMA_DEF(e4m3, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32")
-#endif
-
+// The shapes are mma_sync.cuh's; FP8 (e4m3) exists from sm_89 on: below it the kernel is left out (the
+// compute probe sweeps no e4m3 there).
 // a_words: 4 words per lane, b_words: MMA_ACC x 2 per lane (the same fragments for every warp); out:
 // MMA_ACC x 4 floats per thread.
 template <MmaOp OP>

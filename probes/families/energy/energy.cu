@@ -18,7 +18,9 @@
 // The loads are volatile (ld.volatile.shared: ptxas would merge a warp's repeated shared addresses) and every
 // asm is volatile: the compiler may neither hoist a trip's loads out of the trip loop nor drop one.
 
-#include "common.cuh"
+#include "chains.cuh"
+#include "loads.cuh"
+#include "mma_sync.cuh"
 
 constexpr int VEC_THREADS = 256, CHAINS = 8, UNROLL = 64;
 constexpr int STREAM_THREADS = 256;
@@ -28,38 +30,17 @@ constexpr unsigned int GOLDEN = 0x9E3779B1u, OFFSET = 0x7F4A7C15u;
 
 extern "C" __global__ void __launch_bounds__(VEC_THREADS)
 ffma_chains(const float* init, float a, float b, int trips, float* out, unsigned long long* clocks) {
-    const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    float x[CHAINS];
-#pragma unroll
-    for (int c = 0; c < CHAINS; ++c) x[c] = init[tid * CHAINS + c];
-    const long long c0 = clock64();
-    const unsigned long long t0 = globaltimer();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-#pragma unroll
-            for (int c = 0; c < CHAINS; ++c) x[c] = fmaf(x[c], a, b);
-        }
-    }
-    record_clock(clocks, c0, t0);
-#pragma unroll
-    for (int c = 0; c < CHAINS; ++c) out[tid * CHAINS + c] = x[c];
+    grid_chains<UNROLL, CHAINS>(init, trips, out, clocks, [=](float x) { return fmaf(x, a, b); });
 }
 
-__device__ __forceinline__ uint4 load_cg(const uint4* p) {
-    uint4 v;
-    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
+LOAD_V4(load_cg, "ld.global.cg", const uint4*, "l")
 
 extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
 read_stream(const uint4* words, long long elements, int passes, unsigned int* sink, unsigned long long* clocks) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     unsigned int acc = 0;
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (int p = 0; p < passes; ++p) {
@@ -70,12 +51,7 @@ read_stream(const uint4* words, long long elements, int passes, unsigned int* si
     publish(acc, sink);
 }
 
-__device__ __forceinline__ uint4 load_shared(unsigned int address) {
-    uint4 v;
-    asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
-    return v;
-}
+LOAD_V4(load_shared, "ld.volatile.shared", unsigned int, "r")
 
 extern "C" __global__ void __launch_bounds__(SMEM_THREADS)
 smem_read(int trips, unsigned int* sink, unsigned long long* clocks) {
@@ -88,7 +64,7 @@ smem_read(int trips, unsigned int* sink, unsigned long long* clocks) {
     __syncthreads();
     const unsigned int base = smem_addr(tile);
     unsigned int acc = 0;
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {
@@ -100,35 +76,14 @@ smem_read(int trips, unsigned int* sink, unsigned long long* clocks) {
     publish(acc, sink);
 }
 
-// ---- mma.sync (GPUs without wgmma) ---------------------------------------------------------------------
-template <int K>
-__device__ __forceinline__ void mma(float* c, const unsigned int* a, const unsigned int* b);
-
-template <>
-__device__ __forceinline__ void mma<16>(float* c, const unsigned int* a, const unsigned int* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-#if __CUDA_ARCH__ >= 890
-template <>
-__device__ __forceinline__ void mma<32>(float* c, const unsigned int* a, const unsigned int* b) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-#endif
-
+// ---- mma.sync (GPUs without wgmma): mma_sync.cuh's bf16 and e4m3 shapes --------------------------------
 // a_word, b_word: one 32-bit register of the operand (every element the same value).
-template <int K>
+template <MmaOp OP>
 __device__ __forceinline__ void mma_loop(unsigned int a_word, unsigned int b_word, int trips, unsigned int* sink,
                                          unsigned long long* clocks) {
     const unsigned int a[4] = {a_word, a_word, a_word, a_word}, b[2] = {b_word, b_word};
     unsigned int acc = 0;
-    const long long c0 = clock64();
+    const long long c0 = clock64_plain();
     const unsigned long long t0 = globaltimer();
 #pragma unroll 1
     for (int t = 0; t < trips; ++t) {
@@ -138,7 +93,7 @@ __device__ __forceinline__ void mma_loop(unsigned int a_word, unsigned int b_wor
 #pragma unroll
         for (int u = 0; u < MMA_UNROLL; ++u) {
 #pragma unroll
-            for (int j = 0; j < MMA_ACC; ++j) mma<K>(c[j], a, b);
+            for (int j = 0; j < MMA_ACC; ++j) mma<OP>(c[j], a, b);
         }
 #pragma unroll
         for (int j = 0; j < MMA_ACC; ++j) {
@@ -152,12 +107,12 @@ __device__ __forceinline__ void mma_loop(unsigned int a_word, unsigned int b_wor
 
 extern "C" __global__ void __launch_bounds__(MMA_THREADS)
 mma_bf16(unsigned int a_word, unsigned int b_word, int trips, unsigned int* sink, unsigned long long* clocks) {
-    mma_loop<16>(a_word, b_word, trips, sink, clocks);
+    mma_loop<MmaOp::bf16>(a_word, b_word, trips, sink, clocks);
 }
 
 #if __CUDA_ARCH__ >= 890
 extern "C" __global__ void __launch_bounds__(MMA_THREADS)
 mma_e4m3(unsigned int a_word, unsigned int b_word, int trips, unsigned int* sink, unsigned long long* clocks) {
-    mma_loop<32>(a_word, b_word, trips, sink, clocks);
+    mma_loop<MmaOp::e4m3>(a_word, b_word, trips, sink, clocks);
 }
 #endif

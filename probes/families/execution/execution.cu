@@ -21,7 +21,7 @@
 // trip is taken only by its lanes, so a warp split `ways` ways issues `ways` bodies for one body's useful
 // work.
 
-#include "common.cuh"
+#include "chains.cuh"
 
 constexpr int LAT_UNROLL = 64;
 constexpr int THR_THREADS = 256;
@@ -149,17 +149,7 @@ __device__ __forceinline__ void throughput(const typename Op::type* init, typena
     typename Op::type x[CHAINS];
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) x[c] = Op::start(init[(threadIdx.x & 31) * CHAINS + c]);
-    const long long c0 = clock64_plain();
-    const u64 t0 = globaltimer();
-#pragma unroll 1
-    for (int t = 0; t < trips; ++t) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-#pragma unroll
-            for (int c = 0; c < CHAINS; ++c) x[c] = Op::step(x[c], a, b);
-        }
-    }
-    record_clock(clocks, c0, t0);
+    timed_chains<UNROLL>(x, trips, clocks, [=](typename Op::type v) { return Op::step(v, a, b); });
     const long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * CHAINS;
 #pragma unroll
     for (int c = 0; c < CHAINS; ++c) out[first + c] = x[c];

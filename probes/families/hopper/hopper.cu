@@ -44,17 +44,17 @@ __device__ __forceinline__ unsigned int known_word(unsigned long long i) {
 
 // ---- thread-block clusters ------------------------------------------------------------------------------
 
-__device__ __forceinline__ unsigned int cluster_rank() {
-    unsigned int r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
+// NAME(): the cluster's 32-bit special register REGISTER (cluster_ctarank: the block's rank in its cluster;
+// cluster_nctarank: the blocks in the cluster).
+#define CLUSTER_REGISTER(NAME, REGISTER)                                                                     \
+    __device__ __forceinline__ unsigned int NAME() {                                                         \
+        unsigned int value;                                                                                  \
+        asm volatile("mov.u32 %0, %%" REGISTER ";" : "=r"(value));                                           \
+        return value;                                                                                        \
+    }
 
-__device__ __forceinline__ unsigned int cluster_size() {
-    unsigned int n;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-    return n;
-}
+CLUSTER_REGISTER(cluster_rank, "cluster_ctarank")
+CLUSTER_REGISTER(cluster_size, "cluster_nctarank")
 
 // Every thread of every block of the cluster arrives (release: its shared-memory writes are published)
 // and waits (acquire: it sees every other block's).
@@ -238,32 +238,32 @@ __device__ __forceinline__ void fence_async_shared() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// Copy k (counting the warm ones, from `first`) reads slot (k * odd) mod slots of `slot_bytes` (slots a power
-// of two: a permutation each `slots` copies), so successive copies of a footprint beyond L2 find nothing of
-// the previous ones in L2.  out = {cycles issue->completion summed over the timed copies, ns and cycles of
-// the whole timed loop (at out[1], out[4]), sum of the last copy's words, its slot}; errors counts
-// timed-out waits.
-extern "C" __global__ void bulk_latency(const unsigned char* src, unsigned int slots, unsigned int slot_bytes,
-                                        unsigned int copy_bytes, unsigned int first, long long warm,
-                                        long long copies, unsigned long long* out, unsigned int* errors) {
-    extern __shared__ uint4 landing[];
-    __shared__ unsigned long long bar_storage;
-    const unsigned int bar = smem_addr(&bar_storage);
-    const unsigned int dst = smem_addr(landing);
+// The copy-latency kernels' loop, one thread: copy k (from -warm: the warm copies are untimed, then `copies`
+// timed ones) fetches item (first + k + warm) * odd mod items (items a power of two: a permutation each
+// `items` copies, so successive copies of a footprint beyond L2 find nothing of the previous ones in L2),
+// located by where = locate(item) and issued by issue(where) (its expect_tx and its copy onto the mbarrier at
+// `bar`) into `landed`, then waited for.  out = {cycles issue->completion summed over the timed copies, ns and
+// cycles of the whole timed loop (at out[1], out[4]), sum of the last copy's `bytes`, its item}; errors
+// counts timed-out waits.
+template <typename Locate, typename Issue>
+__device__ __forceinline__ void timed_copies(unsigned int bar, unsigned int first, unsigned int items, long long warm,
+                                             long long copies, const void* landed, unsigned int bytes,
+                                             unsigned long long* out, unsigned int* errors, Locate locate,
+                                             Issue issue) {
     mbar_init(bar, 1);
     mbar_init_fence();
     bool failed = false;
-    unsigned int parity = 0, slot = 0;
+    unsigned int parity = 0, item = 0;
     unsigned long long cycles = 0, t0 = 0, start = 0;
     for (long long k = -warm; k < copies; ++k) {
         if (k == 0) {
             t0 = globaltimer_fenced();
             start = clock64_fenced();
         }
-        slot = (first + (unsigned int)(k + warm)) * 0x9E3779B1u & (slots - 1u);
+        item = (first + (unsigned int)(k + warm)) * 0x9E3779B1u & (items - 1u);
+        const auto where = locate(item);
         const unsigned long long c0 = clock64_fenced();
-        mbar_expect(bar, copy_bytes);
-        bulk_copy(dst, src + (unsigned long long)slot * slot_bytes, copy_bytes, bar);
+        issue(where);
         mbar_wait(bar, parity, failed, errors);
         const unsigned long long c1 = clock64_fenced();
         if (k >= 0) cycles += c1 - c0;
@@ -271,14 +271,30 @@ extern "C" __global__ void bulk_latency(const unsigned char* src, unsigned int s
     }
     const unsigned long long end = clock64_fenced();
     const unsigned long long t1 = globaltimer_fenced();
-    const unsigned int* words = reinterpret_cast<const unsigned int*>(landing);
+    const unsigned int* words = reinterpret_cast<const unsigned int*>(landed);
     unsigned int sum = 0;
-    for (unsigned int i = 0; i < copy_bytes / 4; ++i) sum += words[i];
+    for (unsigned int i = 0; i < bytes / 4; ++i) sum += words[i];
     out[0] = cycles;
     out[1] = t1 - t0;
     out[2] = sum;
-    out[3] = slot;
+    out[3] = item;
     out[4] = end - start;
+}
+
+// timed_copies of `copy_bytes` from slots of `slot_bytes` of src by cp.async.bulk.
+extern "C" __global__ void bulk_latency(const unsigned char* src, unsigned int slots, unsigned int slot_bytes,
+                                        unsigned int copy_bytes, unsigned int first, long long warm,
+                                        long long copies, unsigned long long* out, unsigned int* errors) {
+    extern __shared__ uint4 landing[];
+    __shared__ unsigned long long bar_storage;
+    const unsigned int bar = smem_addr(&bar_storage);
+    const unsigned int dst = smem_addr(landing);
+    timed_copies(
+        bar, first, slots, warm, copies, landing, copy_bytes, out, errors, [](unsigned int slot) { return slot; },
+        [&](unsigned int slot) {
+            mbar_expect(bar, copy_bytes);
+            bulk_copy(dst, src + (unsigned long long)slot * slot_bytes, copy_bytes, bar);
+        });
 }
 
 // One 2-D box of a tensor (a CUtensorMap in global memory, encoded by the host with cuTensorMapEncodeTiled)
@@ -291,10 +307,8 @@ __device__ __forceinline__ void tensor_copy_2d(unsigned int dst, const void* ten
         ::"r"(dst), "l"(tensor_map), "r"(x), "r"(y), "r"(bar) : "memory");
 }
 
-// bulk_latency for 2-D boxes of box_cols x box_rows 32-bit words: box k (counting the warm ones, from
-// `first`) is box (k * odd) mod (boxes_x * boxes_y) (a power of two) of the tensor's grid of boxes.
-// out = {cycles issue->completion summed, ns and cycles of the timed loop (out[1], out[4]), sum of the last
-// box's words, its box index}; errors counts timed-out waits.
+// timed_copies of 2-D boxes of box_cols x box_rows 32-bit words by cp.async.bulk.tensor: the items are the
+// `boxes` (a power of two) of the tensor's grid of boxes, boxes_x of them a row.
 extern "C" __global__ void tensor_latency(const unsigned long long* tensor_map, unsigned int boxes_x,
                                           unsigned int boxes, unsigned int box_cols, unsigned int box_rows,
                                           unsigned int first, long long warm, long long copies,
@@ -306,37 +320,16 @@ extern "C" __global__ void tensor_latency(const unsigned long long* tensor_map, 
     const unsigned int box_bytes = box_cols * box_rows * 4u;
     // The map was written by the host before the launch: order that against the tensormap proxy's reads.
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tensor_map) : "memory");
-    mbar_init(bar, 1);
-    mbar_init_fence();
-    bool failed = false;
-    unsigned int parity = 0, box = 0;
-    unsigned long long cycles = 0, t0 = 0, start = 0;
-    for (long long k = -warm; k < copies; ++k) {
-        if (k == 0) {
-            t0 = globaltimer_fenced();
-            start = clock64_fenced();
-        }
-        box = (first + (unsigned int)(k + warm)) * 0x9E3779B1u & (boxes - 1u);
-        const int x = (int)((box % boxes_x) * box_cols), y = (int)((box / boxes_x) * box_rows);
-        const unsigned long long c0 = clock64_fenced();
-        mbar_expect(bar, box_bytes);
-        tensor_copy_2d(dst, tensor_map, x, y, bar);
-        mbar_wait(bar, parity, failed, errors);
-        const unsigned long long c1 = clock64_fenced();
-        if (k >= 0) cycles += c1 - c0;
-        parity ^= 1u;
-    }
-    const unsigned long long end = clock64_fenced();
-    const unsigned long long t1 = globaltimer_fenced();
-    const unsigned int* words = reinterpret_cast<const unsigned int*>(reinterpret_cast<const unsigned char*>(raw) +
-                                                                      (dst - smem_addr(raw)));
-    unsigned int sum = 0;
-    for (unsigned int i = 0; i < box_bytes / 4; ++i) sum += words[i];
-    out[0] = cycles;
-    out[1] = t1 - t0;
-    out[2] = sum;
-    out[3] = box;
-    out[4] = end - start;
+    timed_copies(
+        bar, first, boxes, warm, copies, reinterpret_cast<const unsigned char*>(raw) + (dst - smem_addr(raw)),
+        box_bytes, out, errors,
+        [&](unsigned int box) {  // the box's corner: x the innermost coordinate (elements), y the row
+            return make_int2((int)((box % boxes_x) * box_cols), (int)((box / boxes_x) * box_rows));
+        },
+        [&](int2 xy) {
+            mbar_expect(bar, box_bytes);
+            tensor_copy_2d(dst, tensor_map, xy.x, xy.y, bar);
+        });
 }
 
 // ---- streaming global -> shared: ld.global, cp.async, TMA ---------------------------------------------------
