@@ -16,7 +16,7 @@ import dataclasses
 from probes.kit.chain import cupy_launcher, measure_chase, measure_shared_chase, smem_footprints, three_footprints
 from probes.kit.harness import Sample
 from probes.kit.samplers import STRIDE_WARMUP_S
-from probes.registry import geom, probe
+from probes.registry import geom, probe, quick_and_full
 
 
 def footprint_sweep(device: dict) -> list[int]:
@@ -145,7 +145,7 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
 
 
 @probe("chase.tlb",
-       sweeps={"quick": lambda d: tlb_configs(d, quick=True), "full": tlb_configs},
+       sweeps=quick_and_full(tlb_configs),
        axes={"footprint_bytes": "2 blocks .. 0.8 of device memory, 2 per octave at 2 MiB blocks (full: 4); 1 per "
                                 "octave from 64 MiB to a quarter of it at the other block sizes (full only)",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "
