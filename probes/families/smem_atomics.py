@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency_samples, contended_words, kernel_file,
-                               ones_added)
+from probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency_samples, contended_words,
+                               kernel_file, ones_added)
 from probes.kit.harness import Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import MAX_BYTES_PER_CLK_SM
 from probes.registry import probe

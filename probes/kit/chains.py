@@ -25,8 +25,8 @@ import numpy as np
 
 from probes.kit.harness import Sample, repeat_until_stable
 
-__all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "atomic_quantities", "atomic_kind", "contended_words",
-           "ones_added", "config_budget", "kernel_file"]
+__all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "atomic_quantities", "atomic_kind",
+           "contended_words", "ones_added", "config_budget", "kernel_file"]
 
 
 def chain_latency(ctx, chain: Callable[[int], float], trips: int, per_trip: int, repeat: int, *,

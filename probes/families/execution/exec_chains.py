@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency, chain_latency_samples, config_budget,
-                               contended_words, kernel_file, ones_added, ones_chain)
+from probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency, chain_latency_samples,
+                               config_budget, contended_words, kernel_file, ones_added, ones_chain)
 from probes.kit.cuda import blocks_per_sm
 from probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
