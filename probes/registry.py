@@ -175,6 +175,11 @@ def _parse_value(raw: str, text: str):
 
 # -- axis helpers used by sweeps ------------------------------------------------------------------
 
+def quick_and_full(configs: Callable) -> dict:
+    """Sweeps from one function of the device with a ``quick`` switch: its quick configs and its full ones."""
+    return {"quick": lambda device: configs(device, quick=True), "full": configs}
+
+
 def geom(lo: int, hi: int, per_octave: int, jitter_seed: int | None = None, align: int = 1) -> list[int]:
     """Log-spaced integers from ``lo`` to ``hi`` inclusive, ``per_octave`` per doubling, multiples of ``align``.
 

@@ -409,7 +409,7 @@ def test_the_wgmma_operand_lists_are_generated_and_name_every_accumulator_regist
     """The compute family's wgmma operand lists come from tools/wgmma_operands.py: the committed header is its
     output, and each N's lists name the registers %0 .. %(N/2 - 1) and the constraints of d[0] .. d[N/2 - 1] in
     order, then the operands after them from N/2 on (checked by the preprocessor and compiler themselves)."""
-    from probes.kit.cuda import compile_source, source
+    from gpuatlas.probes.kit.cuda import compile_source, source
     from tools.wgmma_operands import HEADER, NS, header
 
     assert HEADER.read_text() == header(), "run `python -m tools.wgmma_operands`"

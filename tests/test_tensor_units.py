@@ -41,7 +41,7 @@ def build():
 def test_the_operand_forms_number_what_follows_the_accumulator():
     """The operands after the accumulator start right after its N/2 registers: A's registers and B's descriptor
     (rs), the descriptors and the sparsity metadata (sp), then scale-d; checked by the preprocessor itself."""
-    from probes.kit.cuda import compile_source, source
+    from gpuatlas.probes.kit.cuda import compile_source, source
 
     expected = {"WGMMA_AFTER_256(WGMMA_RS)": "{%128, %129, %130, %131}, %132",
                 "WGMMA_AFTER_128(WGMMA_RS_SCALE)": "%69", "WGMMA_AFTER_256(WGMMA_SS)": "%128, %129",

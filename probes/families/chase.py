@@ -17,7 +17,7 @@ from gpuatlas.probes.kit.chain import (cupy_launcher, measure_chase, measure_sha
                                        three_footprints)
 from gpuatlas.probes.kit.harness import Sample
 from gpuatlas.probes.kit.samplers import STRIDE_WARMUP_S
-from gpuatlas.probes.registry import geom, probe
+from gpuatlas.probes.registry import geom, probe, quick_and_full
 
 
 def footprint_sweep(device: dict) -> list[int]:
@@ -146,7 +146,7 @@ def tlb_configs(device: dict, quick: bool = False) -> list[dict]:
 
 
 @probe("chase.tlb",
-       sweeps={"quick": lambda d: tlb_configs(d, quick=True), "full": tlb_configs},
+       sweeps=quick_and_full(tlb_configs),
        axes={"footprint_bytes": "2 blocks .. 0.8 of device memory, 2 per octave at 2 MiB blocks (full: 4); 1 per "
                                 "octave from 64 MiB to a quarter of it at the other block sizes (full only)",
              "stride_bytes": "one chain element per block of this size, at a random sector of it: 2 MiB; full adds "

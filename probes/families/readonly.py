@@ -17,7 +17,7 @@ import numpy as np
 from gpuatlas.probes.kit import samplers as kit
 from gpuatlas.probes.kit.chain import chase_launcher, measure_chase
 from gpuatlas.probes.kit.harness import Sample, Sink, repeat_until_stable
-from gpuatlas.probes.registry import geom, probe
+from gpuatlas.probes.registry import geom, probe, quick_and_full
 
 PATHS = {"plain": "ro_chase_plain", "nc": "ro_chase_nc", "mixed": "ro_chase_mixed", "tex": "ro_chase_tex"}
 READ_KERNELS = {"plain": "ro_read_plain", "nc": "ro_read_nc"}
@@ -64,7 +64,7 @@ def readonly_configs(device: dict, quick: bool = False) -> list[dict]:
 
 
 @probe("geometry.readonly",
-       sweeps={"quick": lambda d: readonly_configs(d, quick=True), "full": readonly_configs},
+       sweeps=quick_and_full(readonly_configs),
        axes={"measure": "chase (one thread's dependent loads: cycles per step) or read (every SM reading: bytes "
                         "per clock per SM)",
              "load": "plain (ld.global), nc (ld.global.nc, the read-only path), mixed (a chase alternating "

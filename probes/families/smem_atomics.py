@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuatlas.probes.kit.chains import add_chain, chain_latency_samples, kernel_file
+from gpuatlas.probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency_samples,
+                                        contended_words, kernel_file, ones_added)
 from gpuatlas.probes.kit.harness import Sample, calibrate, repeat_until_stable
 from gpuatlas.probes.kit.samplers import MAX_BYTES_PER_CLK_SM
 from gpuatlas.probes.registry import probe
@@ -40,11 +41,9 @@ def expected_words(dtype: str, mode: str, threads: int, adds_per_thread: int) ->
     """The ATOMS_WORDS words after ``adds_per_thread`` adds of 1 from each of ``threads`` threads: exact (integers wrap
     mod 2^32; fp32 stops growing at 2^24, where adding 1 rounds back to even); words nobody adds to stay 0."""
     kind = SMEM_ATOMIC_TYPES[dtype]
-    used = {"same": 1, "warp": threads // LANES, "distinct": threads}[mode]
-    adds = threads // used * adds_per_thread
-    value = adds % 2**32 if dtype == "i32" else min(adds, 2**24)
+    used = contended_words(mode, threads, LANES)
     words = np.zeros(ATOMS_WORDS, dtype=kind)
-    words[:used] = value
+    words[:used] = ones_added(kind, threads // used * adds_per_thread)
     return words
 
 
@@ -64,18 +63,15 @@ def _sweep(device):
        axes={"dtype": "i32 (ATOMS.ADD), f32 (a compare-and-swap loop on sm_90)",
              "mode": "latency (one thread's dependent chain) or throughput of one full block with every thread "
                      "on one word (same), one per warp (warp) or its own (distinct)"},
-       quantities=tuple(f"atomic.shared.add_{t}_{m}" for t in SMEM_ATOMIC_TYPES
-                        for m in ("latency_cycles", "ops_per_clk_sm_same", "ops_per_clk_sm_warp",
-                                  "ops_per_clk_sm_distinct")),
+       quantities=atomic_quantities("atomic.shared.add", SMEM_ATOMIC_TYPES,
+                                    ("latency_cycles", "ops_per_clk_sm_same", "ops_per_clk_sm_warp",
+                                     "ops_per_clk_sm_distinct")),
        kernels=("smem_atomics.cu",))
 def exec_smem_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
     """Shared-memory atomic add: dependent-chain latency, or one SM's adds per clock against contention."""
     import cupy
 
-    if dtype not in SMEM_ATOMIC_TYPES or mode not in SMEM_ATOMIC_MODES:
-        raise ValueError(f"bad shared atomics config {dtype!r}, {mode!r}: dtypes {tuple(SMEM_ATOMIC_TYPES)}, "
-                         f"modes {SMEM_ATOMIC_MODES}")
-    kind = SMEM_ATOMIC_TYPES[dtype]
+    kind = atomic_kind(SMEM_ATOMIC_TYPES, SMEM_ATOMIC_MODES, dtype, mode, "shared atomics")
     if mode == "latency":
         return _latency(ctx, dtype, kind)
     func = _kernel(f"atoms_thr_{dtype}")

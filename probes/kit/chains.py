@@ -11,6 +11,8 @@ flagged ``invalid``.
 * ``chain_latency_samples`` -- those samples repeated until stable.
 * ``ones_chain`` -- ``chain(trips)`` of an accumulator chain of all-ones operands, every element checked;
   ``add_chain`` -- the exact result of a dependent atomic-add chain (the host's replay).
+* ``atomic_quantities``, ``atomic_kind``, ``contended_words``, ``ones_added`` -- an atomics probe's quantity
+  ids, its config checked, the words its contention mode adds to, and the exact word after adds of 1.
 * ``config_budget`` -- the profile's repeats within a shorter time per config (chapters of many short configs).
 * ``kernel_file`` -- a family's ``_kernel(name)``: a kernel of one file (and target).
 """
@@ -23,7 +25,8 @@ import numpy as np
 
 from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
 
-__all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "config_budget", "kernel_file"]
+__all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "atomic_quantities", "atomic_kind",
+           "contended_words", "ones_added", "config_budget", "kernel_file"]
 
 
 def chain_latency(ctx, chain: Callable[[int], float], trips: int, per_trip: int, repeat: int, *,
@@ -70,6 +73,32 @@ def add_chain(kind, steps: int) -> tuple:
         for _ in range(steps):
             x, word = word, kind(word + x)
     return x, word
+
+
+def atomic_quantities(prefix: str, types, metrics: tuple) -> tuple:
+    """The quantity ids of an atomics probe: ``{prefix}_{dtype}_{metric}`` for every dtype and metric."""
+    return tuple(f"{prefix}_{t}_{m}" for t in types for m in metrics)
+
+
+def atomic_kind(types: dict, modes: tuple, dtype: str, mode: str, what: str):
+    """The numpy type of ``dtype`` for an atomics probe over ``types`` (name -> type) and ``modes``; a config
+    outside them is a ValueError naming ``what``."""
+    if dtype not in types or mode not in modes:
+        raise ValueError(f"bad {what} config {dtype!r}, {mode!r}: dtypes {tuple(types)}, modes {modes}")
+    return types[dtype]
+
+
+def contended_words(mode: str, threads: int, lanes: int = 32) -> int:
+    """Words ``threads`` threads add to: one for all (same), one per warp (warp) or one each (distinct)."""
+    return {"same": 1, "warp": threads // lanes, "distinct": threads}[mode]
+
+
+def ones_added(kind, adds: int):
+    """A word of numpy type ``kind`` after ``adds`` adds of 1 from 0, exact: uint32 wraps mod 2^32; float32 stops
+    growing at 2^24, where adding 1 rounds back to even; float64 is exact to 2^53."""
+    if kind is np.uint32:
+        return kind(adds % 2**32)
+    return kind(min(adds, 2**24) if kind is np.float32 else adds)
 
 
 def config_budget(ctx, time_s: float, warmup_s: float):

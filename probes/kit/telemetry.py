@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from gpuatlas.analysis.results import TELEMETRY_EMPTY as EMPTY
+from gpuatlas.probes.kit.harness import Sample
 
 POLL_S = 0.01
 #: Clock-event reason bits (nvml.h's nvmlClocksEventReason*).
@@ -211,6 +212,19 @@ def recorder(uuid: str | None = None) -> Recorder:
         if _RECORDER is None:
             _RECORDER = Recorder(_nvml_reader(uuid))
         return _RECORDER
+
+
+def trace_samples(recorder: Recorder, t0: float, t1: float) -> list:
+    """The readings between ``t0`` and ``t1`` (time.monotonic) as ``trace_*`` samples, one index a reading:
+    ``trace_t_s`` since ``t0``, power, SM clock, clock-event reasons and temperature."""
+    samples = []
+    for index, (t, power, hz, reasons, temperature) in enumerate(recorder.readings(t0, t1)):
+        samples += [Sample("trace_t_s", t - t0, "s", index, None, "nvml"),
+                    Sample("trace_power_w", power, "W", index, None, "nvml"),
+                    Sample("trace_sm_clock_hz", hz, "Hz", index, None, "nvml"),
+                    Sample("trace_clock_event_reasons", reasons, "1", index, None, "nvml"),
+                    Sample("trace_temperature_c", temperature, "C", index, None, "nvml")]
+    return samples
 
 
 def reset() -> None:

@@ -268,10 +268,4 @@ def _sustained(ctx, launch, clocks, check, flop_per_launch: float, bound: float,
         samples.append(Sample("sustained_t_s", time.monotonic() - began, "s", repeat, hz, "monotonic"))
         repeat += 1
     check()
-    for index, (t, power, hz, reasons, temperature) in enumerate(recorder.readings(began, time.monotonic())):
-        samples += [Sample("trace_t_s", t - began, "s", index, None, "nvml"),
-                    Sample("trace_power_w", power, "W", index, None, "nvml"),
-                    Sample("trace_sm_clock_hz", hz, "Hz", index, None, "nvml"),
-                    Sample("trace_clock_event_reasons", reasons, "1", index, None, "nvml"),
-                    Sample("trace_temperature_c", temperature, "C", index, None, "nvml")]
-    return samples
+    return samples + telemetry.trace_samples(recorder, began, time.monotonic())

@@ -140,13 +140,7 @@ def window(ctx, energy, recorder, kernel_work) -> list[Sample]:
         samples += [Sample("work_per_launch", per_launch, unit, 0, hz, "config", flag),
                     Sample("rate", rate, f"{unit}/s", 0, hz, "cuda_event", flag),
                     Sample("per_clk_sm", per_clk, f"{unit}/cycle", 0, hz, "cuda_event", flag)]
-    for index, (t, power, hz, reasons, temperature) in enumerate(recorder.readings(t0, t0 + done)):
-        samples += [Sample("trace_t_s", t - t0, "s", index, None, "nvml"),
-                    Sample("trace_power_w", power, "W", index, None, "nvml"),
-                    Sample("trace_sm_clock_hz", hz, "Hz", index, None, "nvml"),
-                    Sample("trace_clock_event_reasons", reasons, "1", index, None, "nvml"),
-                    Sample("trace_temperature_c", temperature, "C", index, None, "nvml")]
-    return samples
+    return samples + telemetry.trace_samples(recorder, t0, t0 + done)
 
 
 def settled_updates(changes: list[float]) -> int:

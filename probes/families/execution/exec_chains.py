@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuatlas.probes.kit.chains import (add_chain, chain_latency, chain_latency_samples, config_budget, kernel_file,
-                                        ones_chain)
+from gpuatlas.probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency, chain_latency_samples,
+                               config_budget, contended_words, kernel_file, ones_added, ones_chain)
 from gpuatlas.probes.kit.cuda import blocks_per_sm
 from gpuatlas.probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from gpuatlas.probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
@@ -83,11 +83,8 @@ def atomic_chain(dtype: str, steps: int) -> tuple:
 
 
 def red_expected(dtype: str, adds: int):
-    """A word after ``adds`` red.add of 1: exact (integers wrap mod 2^32; fp32 stops growing at 2^24, where
-    adding 1 rounds back to even)."""
-    if dtype == "i32":
-        return np.uint32(adds % 2**32)
-    return ATOMIC_TYPES[dtype](min(adds, 2**24) if dtype == "f32" else adds)
+    """A word after ``adds`` red.add of 1 (``ones_added`` in ``dtype``'s type)."""
+    return ones_added(ATOMIC_TYPES[dtype], adds)
 
 
 @probe("exec.atomics",
@@ -96,24 +93,21 @@ def red_expected(dtype: str, adds: int):
        axes={"dtype": "i32, f32, f64 (atom/red.global.add)",
              "mode": "latency (one thread's dependent chain) or throughput with every thread of a full grid "
                      "on one address (same), one per warp (warp) or its own (distinct)"},
-       quantities=tuple(f"atomic.global.add_{t}_{m}" for t in ATOMIC_TYPES
-                        for m in ("latency_near_cycles", "latency_far_cycles", "ops_per_s_same", "ops_per_s_warp",
-                                  "ops_per_s_distinct")),
+       quantities=atomic_quantities("atomic.global.add", ATOMIC_TYPES,
+                                    ("latency_near_cycles", "latency_far_cycles", "ops_per_s_same",
+                                     "ops_per_s_warp", "ops_per_s_distinct")),
        kernels=("execution.cu",))
 def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
     """Global atomic add: dependent-chain latency, or throughput against contention."""
     import cupy
 
-    if dtype not in ATOMIC_TYPES or mode not in ATOMIC_MODES:
-        raise ValueError(f"bad atomics config {dtype!r}, {mode!r}: dtypes {tuple(ATOMIC_TYPES)}, modes "
-                         f"{ATOMIC_MODES}")
-    kind = ATOMIC_TYPES[dtype]
+    kind = atomic_kind(ATOMIC_TYPES, ATOMIC_MODES, dtype, mode, "atomics")
     if mode == "latency":
         return _atomic_latency(ctx, dtype, kind)
     func = _kernel(f"red_{dtype}")
     blocks = ctx.device["sm_count"] * blocks_per_sm(func, THR_THREADS)
     threads = blocks * THR_THREADS
-    words = {"same": 1, "warp": threads // LANES, "distinct": threads}[mode]
+    words = contended_words(mode, threads, LANES)
     memory = cupy.zeros(words, dtype=kind)
     clocks = cupy.zeros(2 * blocks, dtype=cupy.uint64)
     launches = [0]

@@ -20,7 +20,7 @@ import numpy as np
 
 from gpuatlas.probes.kit.chain import ChainWalker, fill_chain
 from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
-from gpuatlas.probes.registry import geom, probe
+from gpuatlas.probes.registry import geom, probe, quick_and_full
 
 #: Accesses timed per walk (16 bits each in shared memory) and the shared memory that record needs.
 RECORDED = 3072
@@ -148,7 +148,7 @@ def sweep_lines(walk, n_max: int, hz: float | None = None) -> list[Sample]:
 
 
 @probe("geometry.l1",
-       sweeps={"quick": lambda d: geometry_configs(d, quick=True), "full": geometry_configs},
+       sweeps=quick_and_full(geometry_configs),
        axes={"stride_bytes": "bytes between the chain's lines: powers of two from 128 B to 4x shared memory per "
                              "SM (the set construction), and 128 B at each shared allocation (the capacity)",
              "placement": "stride (block i at i x stride) or random (distinct 128-B blocks drawn at random "

@@ -25,9 +25,15 @@ from gpuatlas.probes.kit.samplers import MAX_BYTES_PER_CLK_SM, Sink, steps_for
 from gpuatlas.probes.registry import probe
 
 
+def cluster_sweeps(quick_sizes: list[int], axis: str, values) -> dict:
+    """Sweeps of cluster size by one more axis: ``quick_sizes`` (quick) or every CLUSTER_SIZES (full), each with
+    every one of ``values``."""
+    return {"quick": lambda d: {"cluster_size": quick_sizes, axis: list(values)},
+            "full": lambda d: {"cluster_size": list(CLUSTER_SIZES), axis: list(values)}}
+
+
 @probe("hopper.dsmem_latency",
-       sweeps={"quick": lambda d: {"cluster_size": [2, 16], "mode": list(CHASE_MODES)},
-               "full": lambda d: {"cluster_size": list(CLUSTER_SIZES), "mode": list(CHASE_MODES)}},
+       sweeps=cluster_sweeps([2, 16], "mode", CHASE_MODES),
        axes={**CLUSTER_AXES,
              "mode": "local (own shared memory, LDS), self (own, through the mapa generic address: LD.E), "
                      "remote (the next rank's block, mapa + LD.E over the SM-to-SM network)"},
@@ -82,8 +88,7 @@ def dsmem_latency(ctx, cluster_size: int, mode: str) -> list[Sample]:
 
 
 @probe("hopper.dsmem_bandwidth",
-       sweeps={"quick": lambda d: {"cluster_size": [2, 8], "pattern": list(READ_PATTERNS)},
-               "full": lambda d: {"cluster_size": list(CLUSTER_SIZES), "pattern": list(READ_PATTERNS)}},
+       sweeps=cluster_sweeps([2, 8], "pattern", READ_PATTERNS),
        axes={**CLUSTER_AXES,
              "pattern": "local (each block reads its own buffer, LDS.128), pair (rank ^ 1's) or ring "
                         "(rank + 1's), both ld.shared::cluster.v4 over the SM-to-SM network"},

@@ -13,6 +13,7 @@ Every copy's bytes are summed on the GPU and checked against sums of the known w
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -49,6 +50,48 @@ def evict_l2(device: dict) -> None:
     cupy.cuda.get_current_stream().synchronize()
 
 
+def copy_chain(func, args: tuple, smem: int, slots: int, what: str, check: Callable) -> Callable:
+    """``run(warm, copies)`` of a one-thread kernel copying one slot at a time, copy k (counted on from the last
+    run) from slot k x GOLDEN mod ``slots`` (a power of two): launches ``func`` with ``args``, the first copy's
+    number, ``warm``, ``copies``, its out (5 words) and error count and ``smem`` bytes of shared memory; raises
+    where an mbarrier wait timed out, then ``check(out, last)`` with the slot the host says came last."""
+    import cupy
+
+    set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    out = cupy.zeros(5, dtype=cupy.uint64)
+    errors = cupy.zeros(1, dtype=cupy.uint32)
+    first = 0
+
+    def run(warm: int, copies: int) -> np.ndarray:
+        nonlocal first
+        func((1,), (1,), (*args, np.uint32(first & MASK32), np.int64(warm), np.int64(copies), out, errors),
+             shared_mem=smem)
+        result = out.get()
+        last = (first + warm + copies - 1) * GOLDEN & MASK32 & (slots - 1)
+        first += warm + copies
+        if int(errors.get()[0]):
+            raise RuntimeError(f"{what}: mbarrier waits timed out")
+        check(result, last)
+        return result
+
+    return run
+
+
+def copy_latency_samples(ctx, run: Callable) -> list[Sample]:
+    """Cycles per copy of a chain of copies, one in flight at a time: ``run(warm, copies)`` (``copy_chain``)
+    returns the kernel's (issue-to-completion cycles summed, ns of the timed loop, the last copy's sum, its
+    slot, cycles of the timed loop); a first run of 256 sizes the chain to SAMPLE_S, at most 2^16 copies."""
+    first_run = run(16, 256)
+    copies = min(steps_for(float(first_run[1]) * 1e-9 / 256, 1, sample_s=SAMPLE_S), 1 << 16)
+
+    def sample(repeat: int) -> list[Sample]:
+        result = run(0, copies).astype(float)
+        hz = result[4] / result[1] * 1e9
+        return clock_samples(ctx, result[0], copies, repeat, "clock64", hz=hz)
+
+    return repeat_until_stable(sample, "latency", ctx.budget)
+
+
 @probe("hopper.tma_latency",
        sweeps={"quick": lambda d: {"copy_bytes": [16, 4096], "level": list(LEVELS)},
                "full": lambda d: {"copy_bytes": list(COPY_SIZES), "level": list(LEVELS)}},
@@ -57,44 +100,21 @@ def evict_l2(device: dict) -> None:
        quantities=("tma.latency_cycles", "tma.dram_latency_cycles"), kernels=("hopper.cu",), min_cc=HOPPER)
 def tma_latency(ctx, copy_bytes: int, level: str) -> list[Sample]:
     """Cycles from issuing one bulk copy (TMA) to its mbarrier's completion, one copy in flight at a time."""
-    import cupy
-
     copy_bytes = int(copy_bytes)
     slots, slot_bytes = latency_slots(ctx.device, copy_bytes, level)
     words = Golden.at_least(slots * slot_bytes)
     prepare_level(words, slots * slot_bytes, level, ctx.device)
-    func = hopper_kernel("bulk_latency")
-    set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, max(copy_bytes, 16))
-    out = cupy.zeros(5, dtype=cupy.uint64)
-    errors = cupy.zeros(1, dtype=cupy.uint32)
-    first = 0
 
-    def run(warm: int, copies: int) -> np.ndarray:
-        nonlocal first
-        func((1,), (1,), (words, np.uint32(slots), np.uint32(slot_bytes), np.uint32(copy_bytes),
-                          np.uint32(first & MASK32), np.int64(warm), np.int64(copies), out, errors),
-             shared_mem=max(copy_bytes, 16))
-        result = out.get()
-        last = (first + warm + copies - 1) * GOLDEN & MASK32 & (slots - 1)
-        first += warm + copies
-        if int(errors.get()[0]):
-            raise RuntimeError(f"bulk copy of {copy_bytes} B: mbarrier waits timed out")
+    def check(result: np.ndarray, last: int) -> None:
         want = known_sum(last * slot_bytes // 4, copy_bytes // 4)
         if int(result[3]) != last or int(result[2]) != want:
             raise RuntimeError(f"bulk copy of {copy_bytes} B: the last copy (slot {int(result[3])}, the host "
                                f"says {last}) summed {int(result[2]):#010x}, its source sums {want:#010x}")
-        return result
 
-    first_run = run(16, 256)
-    copies = steps_for(float(first_run[1]) * 1e-9 / 256, 1, sample_s=SAMPLE_S)
-    copies = min(copies, 1 << 16)
-
-    def sample(repeat: int) -> list[Sample]:
-        result = run(0, copies).astype(float)
-        hz = result[4] / result[1] * 1e9
-        return clock_samples(ctx, result[0], copies, repeat, "clock64", hz=hz)
-
-    return repeat_until_stable(sample, "latency", ctx.budget)
+    run = copy_chain(hopper_kernel("bulk_latency"),
+                     (words, np.uint32(slots), np.uint32(slot_bytes), np.uint32(copy_bytes)), max(copy_bytes, 16),
+                     slots, f"bulk copy of {copy_bytes} B", check)
+    return copy_latency_samples(ctx, run)
 
 
 #: 2-D tensor for hopper.tma_tensor: rows of TENSOR_COLS 32-bit words; boxes (cols x rows) of 1, 4, 16 KiB.
@@ -136,38 +156,18 @@ def tma_tensor(ctx, box_cols: int, box_rows: int, level: str) -> list[Sample]:
                                                               box_rows), dtype=np.uint64))
     boxes_x, boxes = TENSOR_COLS // box_cols, TENSOR_COLS // box_cols * (rows // box_rows)
     smem = box_cols * box_rows * 4 + 128  # room to align the landing zone to 128 bytes
-    func = hopper_kernel("tensor_latency")
-    set_attribute(func, MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    out = cupy.zeros(5, dtype=cupy.uint64)
-    errors = cupy.zeros(1, dtype=cupy.uint32)
-    first = 0
 
-    def run(warm: int, copies: int) -> np.ndarray:
-        nonlocal first
-        func((1,), (1,), (tensor_map, np.uint32(boxes_x), np.uint32(boxes), np.uint32(box_cols),
-                          np.uint32(box_rows), np.uint32(first & MASK32), np.int64(warm), np.int64(copies), out,
-                          errors), shared_mem=smem)
-        result = out.get()
-        last = (first + warm + copies - 1) * GOLDEN & MASK32 & (boxes - 1)
-        first += warm + copies
-        if int(errors.get()[0]):
-            raise RuntimeError(f"tensor box {box_cols} x {box_rows}: mbarrier waits timed out")
+    def check(result: np.ndarray, last: int) -> None:
         x, y, want = box_sum(last, TENSOR_COLS, box_cols, box_rows)
         if int(result[3]) != last or int(result[2]) != want:
             raise RuntimeError(f"tensor box {box_cols} x {box_rows}: the last box (number {int(result[3])}, the "
                                f"host says {last} at x={x}, y={y}) summed {int(result[2]):#010x}, the tensor "
                                f"says {want:#010x}")
-        return result
 
-    first_run = run(16, 256)
-    copies = min(steps_for(float(first_run[1]) * 1e-9 / 256, 1, sample_s=SAMPLE_S), 1 << 16)
-
-    def sample(repeat: int) -> list[Sample]:
-        result = run(0, copies).astype(float)
-        hz = result[4] / result[1] * 1e9
-        return clock_samples(ctx, result[0], copies, repeat, "clock64", hz=hz)
-
-    return repeat_until_stable(sample, "latency", ctx.budget)
+    run = copy_chain(hopper_kernel("tensor_latency"),
+                     (tensor_map, np.uint32(boxes_x), np.uint32(boxes), np.uint32(box_cols), np.uint32(box_rows)),
+                     smem, boxes, f"tensor box {box_cols} x {box_rows}", check)
+    return copy_latency_samples(ctx, run)
 
 
 @probe("hopper.copy_bandwidth",
