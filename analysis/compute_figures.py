@@ -218,7 +218,7 @@ def wave_quantization(measurements: pd.DataFrame, device: dict, derived: pd.Data
     sms = device["sm_count"]
     for k in range(1, int(stats.index.max() // sms) + 1):
         ax.axvline(k * sms, color="0.6", ls=":", lw=1, label="multiples of the SM count" if k == 1 else None)
-    fitted = derived.loc[derived["quantity"] == "waves.programs_per_wave", "value"]
+    fitted = derived.loc[derived["quantity"] == "waves.programs_per_wave", "value"].dropna()  # undecided: none
     if len(fitted):
         wave = float(fitted.iat[0])
         for k in range(1, int(stats.index.max() // wave) + 1):

@@ -2,12 +2,13 @@
 BLOCK_K 64 tile and its wave quantization, §7.11's decode GEMM, §7.10's chain of 490 launches."""
 from __future__ import annotations
 
+import collections
 import math
 
 import numpy as np
 
 from gpuatlas.analysis.family import Family
-from gpuatlas.analysis.quantities import derived_row
+from gpuatlas.analysis.quantities import derived_row, structure_row
 from gpuatlas.analysis.stats import median_ci, select
 
 TILE_PROBE, NAIVE_PROBE, DECODE_PROBE, CHAIN_PROBE = ("matmul.lecture_tile", "matmul.naive", "matmul.decode",
@@ -79,6 +80,8 @@ def _chain_rows(measurements) -> list[dict]:
 
 #: Programs resident per SM tried by the wave model (a wave is that many programs on every SM).
 RESIDENT = (1, 2, 3, 4)
+#: Resamples of the program counts that decide the wave size.
+WAVE_RESAMPLES = 400
 
 
 def wave_model_errors(tiles, seconds, sm_count: int) -> dict[int, float]:
@@ -95,20 +98,40 @@ def wave_model_errors(tiles, seconds, sm_count: int) -> dict[int, float]:
 
 
 def wave_rows(measurements, device: dict | None) -> list[dict]:
-    """``waves.programs_per_wave``: the wave size whose step model best explains time against program count."""
+    """``waves.programs_per_wave``: the wave size whose step model best explains time against program count,
+    decided only where it wins in 95% of resamples of the program counts (a pairs bootstrap: a size that wins on
+    a few counts, or by a model that fits neither size well, does not); where another size wins the rest,
+    undecided between them."""
     frame = select(measurements, "matmul.waves", "seconds")
     if frame.empty or not device or frame["tiles"].nunique() < 4:
         return []
+    sms = int(device["sm_count"])
     medians = frame.groupby("tiles")["value"].median()
-    errors = wave_model_errors(medians.index, medians.values, int(device["sm_count"]))
+    tiles, seconds = medians.index.to_numpy(float), medians.to_numpy(float)
+    errors = wave_model_errors(tiles, seconds, sms)
     best = min(errors, key=errors.get)
-    shown = ", ".join(f"{w}: {e:.3f}" for w, e in errors.items())
     if not math.isfinite(errors[best]):
         return []
-    return [derived_row("waves.programs_per_wave", best, best, best,
-                        "wave size W (programs per SM x SMs) whose step model a x ceil(T/W) + c best fits the median "
-                        "time of BLOCK 128 matmuls of T programs", "matmul.waves",
-                        f"RMS relative error per W: {shown}")]
+    rng = np.random.default_rng(0)
+    wins = collections.Counter()
+    for _ in range(WAVE_RESAMPLES):
+        drawn = rng.integers(0, tiles.size, tiles.size)
+        if np.unique(drawn).size >= 4:
+            resampled = wave_model_errors(tiles[drawn], seconds[drawn], sms)
+            wins[min(resampled, key=resampled.get)] += 1
+    kept, share = [], 0
+    for size, count in wins.most_common():  # the sizes that win 95% of the resamples, most often first
+        kept.append(size)
+        share += count
+        if share >= 0.95 * sum(wins.values()):
+            break
+    shown = ", ".join(f"{w}: {e:.3f}" for w, e in errors.items())
+    won = ", ".join(f"{w}: {wins[w]}" for w in sorted(wins))
+    return [structure_row("waves.programs_per_wave", best, (min(kept), max(kept)),
+                          "wave size W (programs per SM x SMs) whose step model a x ceil(T/W) + c best fits the "
+                          "median time of BLOCK 128 matmuls of T programs; bootstrap over the program counts",
+                          "matmul.waves", f"RMS relative error per W: {shown}; wins in {sum(wins.values())} "
+                          f"resamples: {won}")]
 
 
 FAMILY = Family(order=180, probe_modules=("lecture",),

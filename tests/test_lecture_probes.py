@@ -176,6 +176,23 @@ def test_the_wave_size_is_the_step_that_explains_time_against_programs(resident)
     assert wave_rows(pd.DataFrame(fake), fakes.DEVICE)[0]["value"] == sms
 
 
+def test_a_wave_size_that_wins_on_a_few_program_counts_only_is_undecided():
+    """Time that grows with the programs but steps at no wave (a smooth cost per program, plus scatter) fits one
+    and two programs per SM about alike: the bootstrap over program counts leaves the size undecided between
+    them, while clean steps (the test above) decide it."""
+    from gpuatlas.analysis.lecture import wave_rows
+    from gpuatlas.probes.families.lecture import wave_tiles
+    from tests import fakes
+
+    sms = fakes.DEVICE["sm_count"]
+    scatter = np.random.default_rng(3).normal(0, 0.05, 64)
+    rows = [{"probe": "matmul.waves", "metric": "seconds", "value": (5e-6 + 0.1e-6 * t) * (1 + scatter[i]),
+             "unit": "s", "flag": "", "tiles": t} for i, t in enumerate(wave_tiles(fakes.DEVICE))]
+    (row,) = wave_rows(pd.DataFrame(rows), fakes.DEVICE)
+    assert np.isnan(row["value"]) and row["note"].startswith("undecided")
+    assert row["ci_low"] == sms and row["ci_high"] >= 2 * sms
+
+
 def test_the_wave_and_decode_figures_draw_a_simulated_run_and_nothing_without_one():
     import matplotlib
 
