@@ -107,6 +107,22 @@ def committed_run():
     return meta, measurements
 
 
+@pytest.fixture
+def committed_derive_shared(monkeypatch, committed_run, committed_report):
+    """compare's derive of the committed run answered by the session's one derive of it (the committed report's,
+    which test_committed_run checks against derived.csv): the same frame, not made again; other runs as ever."""
+    import gpuatlas.analysis.compare as compare
+
+    derived_for = compare.derived_for
+
+    def shared(run, *args, **kwargs):
+        if Path(run.path).resolve() == COMMITTED_RUN.resolve():
+            return committed_run[0], committed_run[1], committed_report[1]
+        return derived_for(run, *args, **kwargs)
+
+    monkeypatch.setattr(compare, "derived_for", shared)
+
+
 @pytest.fixture(scope="session")
 def committed_figures(committed_run):
     """Every report figure of the committed run, drawn and laid out once per test session ({file stem: Figure}),

@@ -119,21 +119,12 @@ def test_report_of_several_runs_adds_a_comparison_page_with_run_to_run_spread(tm
     assert "Notes: caveats, sources" in page and "] caveat: [R]" in page and "n/c[" in page
 
 
-def test_compare_of_the_readme_fits_a_reader_at_80_columns(monkeypatch, capsys):
+def test_compare_of_the_readme_fits_a_reader_at_80_columns(monkeypatch, capsys, committed_derive_shared):
     """`COLUMNS=80 gpuatlas compare reports/h200 ref:h100-sxm ref:a100-sxm4-80gb`: the quantities all three
     have, at most 200 lines of at most 80 columns, every value, CI and mark whole; `--all` adds the rest."""
-    import gpuatlas.analysis.compare
     from gpuatlas.analysis.compare import common_only, comparison, format_value
     from gpuatlas.analysis.compare_text import _cell_tokens
 
-    derived_for, derived = gpuatlas.analysis.compare.derived_for, {}
-
-    def derived_once(run):  # the run is derived once for the three calls below
-        if run.path not in derived:
-            derived[run.path] = derived_for(run)
-        return derived[run.path]
-
-    monkeypatch.setattr(gpuatlas.analysis.compare, "derived_for", derived_once)
     monkeypatch.setenv("COLUMNS", "80")
     argv = ["compare", str(COMMITTED_RUN), "ref:h100-sxm", "ref:a100-sxm4-80gb"]
     assert main(argv) == 0

@@ -118,7 +118,7 @@ SHARED_WITH_REF_H200 = ("dram.read_bandwidth_bytes_per_s", "dram.copy_bandwidth_
                         "l1.bandwidth_bytes_per_clk_sm", "clock.sm_hz")
 
 
-def test_the_committed_h200_runs_and_ref_h200_measure_the_same_quantities_consistently():
+def test_the_committed_h200_runs_and_ref_h200_measure_the_same_quantities_consistently(committed_derive_shared):
     """Same GPU, other suites: every shared quantity agrees within a factor of 1.5 either way. Kernels,
     load widths and clocks differ (BabelStream's Dot reduces, gpu-strides uses one SM), so no tighter bound
     is physics; a factor of 1.5 still catches a wrong unit, the wrong level (this GPU's L2 reads ~2.5x

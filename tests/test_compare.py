@@ -132,8 +132,8 @@ def test_narrow_view_never_cuts_a_value(synthetic):
     assert "quantity" in wide and all(v in wide for v in _value_strings(synthetic))
 
 
-@pytest.fixture(scope="module")
-def real():
+@pytest.fixture
+def real(committed_derive_shared):
     return comparison([str(COMMITTED_RUN), "ref:h100-sxm", "ref:a100-sxm4-80gb"])
 
 
