@@ -139,7 +139,7 @@ def hbm_latency(measurements: pd.DataFrame, derived: pd.DataFrame, ax=None):
                    label=f"TLB reach {fmt_bytes(d.loc['tlb.l1.reach_bytes', 'value'])}")
     ax.set_xlabel("footprint the path's lines are drawn from")
     ax.set_ylabel("cycles per dependent load")
-    ax.set_title("HBM latency: a cold path, every access an L2 miss")
+    ax.set_title("HBM latency: a cold path, every access an L2 miss", pad=10)  # clear of a top tick label
     _legend(ax)
     return ax
 

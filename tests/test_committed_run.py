@@ -7,6 +7,7 @@ import pytest
 from gpuatlas.analysis.derive import derive
 from gpuatlas.analysis.chase_levels import frontend_agreement
 from gpuatlas.analysis.report_figures import drawn_figures
+from gpuatlas.analysis.repro import read_spread_table
 from gpuatlas.analysis.results import SCHEMA_VERSION, RunDir
 from conftest import COMMITTED_RUN
 from gpuatlas.probes.registry import all_probes
@@ -50,7 +51,9 @@ REFITTED = {"tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "t
             "tlb.reach_lower_bound_bytes", "tlb.page_bytes",
             # schema 3: a block model that does not explain the HBM sweep decides no coalescing block, and
             # neighbouring associativities that fit alike decide no L2 ways (nor its sets)
-            "coalescing.block_bytes", "l2.ways", "l2.sets"}
+            "coalescing.block_bytes", "l2.ways", "l2.sets",
+            # a wave size that wins only part of a bootstrap over the program counts is undecided now
+            "waves.programs_per_wave"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xdist_group("committed_report"))
@@ -84,6 +87,7 @@ def test_cupy_and_numba_chases_agree_within_five_percent(committed_run):
 def test_the_hierarchy_is_ordered_and_the_clock_is_physical(committed_run):
     meta, _ = committed_run
     d = RunDir(COMMITTED_RUN).read_derived().set_index("quantity")
+    spread = set(read_spread_table()["quantity"])
     assert d.loc["l1.latency_cycles", "value"] < d.loc["l2.latency_cycles", "value"] < d.loc["dram.latency_cycles", "value"]
     for q in d.index:
         low, value, high = d.loc[q, ["ci_low", "value", "ci_high"]]
@@ -92,7 +96,10 @@ def test_the_hierarchy_is_ordered_and_the_clock_is_physical(committed_run):
         elif not pd.isna(low):  # an interval "n/a" (every sample alike) has no ends
             assert low <= value <= high, q
         assert pd.isna(low) or low < high, f"{q}: a zero-width interval"
-        assert d.loc[q, "repro_low"] <= (low if not pd.isna(low) else value), q
+        if pd.isna(d.loc[q, "repro_low"]):  # nothing to predict from: no CI, and the panel's boards leave it
+            assert pd.isna(low) and q not in spread, q  # undecided on some boards (no spread of theirs)
+        else:
+            assert d.loc[q, "repro_low"] <= (low if not pd.isna(low) else value), q
     clock = d.loc["clock.sm_hz", "value"]
     assert clock <= 1.01 * meta["device"]["sm_clock_max_hz"]
     # ns and cycles are two clocks read in the same kernel: their ratio is the measured clock

@@ -110,6 +110,9 @@ def fp8_over_bf16(d: dict, device: dict) -> str:
 
 
 def waves(d: dict, device: dict) -> str:
+    if "waves.programs_per_wave" not in d:
+        return ("a wave is the programs that fit every SM at once; this run's time steps did not decide how many "
+                "(waves.programs_per_wave is undecided: its note names the sizes that fit)")
     wave = d["waves.programs_per_wave"][0]
     return (f"the fitted wave is {wave:.0f} BLOCK 128 programs, {wave / device['sm_count']:.2g} per SM of this "
             f"GPU's {device['sm_count']:.0f}: that many fit an SM at once")
