@@ -52,9 +52,9 @@ def panel_spread(derived_by_board: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def prediction_factor(boards: int) -> float:
     """t(0.975, n - 1) x sqrt(2): the half-width, in board standard deviations, of the interval a second
     board lands in around a first one's value."""
-    from scipy.stats import t
+    from scipy.special import stdtrit  # t's quantile, without importing all of scipy.stats
 
-    return float(t.ppf(0.5 + COVERAGE / 2, boards - 1) * math.sqrt(2))
+    return float(stdtrit(boards - 1, 0.5 + COVERAGE / 2) * math.sqrt(2))
 
 
 def read_spread_table(path: Path = SPREAD_TABLE) -> pd.DataFrame:
@@ -79,33 +79,28 @@ def spreads_for(model: str, table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
 
 def attach(derived: pd.DataFrame, model: str, table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``derived`` with zero-width CIs emptied and ``repro_low``/``repro_high`` filled (see the module)."""
+    """``derived`` with zero-width CIs emptied and ``repro_low``/``repro_high`` filled (see the module): this
+    run's CI widened on each side by the board term, in quadrature; where no panel gives the quantity a spread
+    (or the value is no number), the CI itself."""
     derived = derived.copy()
     zero = derived["ci_low"].notna() & (derived["ci_low"] == derived["ci_high"])
     derived.loc[zero, ["ci_low", "ci_high"]] = np.nan
     spreads, source = spreads_for(model, read_spread_table() if table is None else table)
-    low, high = [], []
-    for row in derived.itertuples(index=False):
-        lo, hi = _interval(row.value, row.ci_low, row.ci_high,
-                           spreads.loc[row.quantity] if row.quantity in spreads.index else None)
-        low.append(lo)
-        high.append(hi)
-    derived["repro_low"], derived["repro_high"] = low, high
+    spreads = spreads[~spreads.index.duplicated()]
+    value, ci_low, ci_high = (derived[c].to_numpy(float) for c in ("value", "ci_low", "ci_high"))
+    boards = derived["quantity"].map(spreads["boards"]).to_numpy(float)
+    spread = derived["quantity"].map(spreads["spread"]).to_numpy(float)
+    known = np.isfinite(spread) & np.isfinite(boards) & np.isfinite(value)
+    factor = np.array([prediction_factor(int(b)) if ok else np.nan for b, ok in zip(boards, known)])
+    board = factor * spread * np.abs(value)
+    below = np.where(np.isfinite(ci_low), value - ci_low, 0.0)
+    above = np.where(np.isfinite(ci_high), ci_high - value, 0.0)
+    low = value - np.hypot(below, board)
+    low = np.where((value >= 0) & ~(ci_low < 0), np.maximum(low, 0.0), low)  # a quantity that cannot be negative
+    derived["repro_low"] = np.where(known, low, ci_low)
+    derived["repro_high"] = np.where(known, value + np.hypot(above, board), ci_high)
     derived.attrs["repro_source"] = source
     return derived
-
-
-def _interval(value: float, ci_low: float, ci_high: float, spread) -> tuple[float, float]:
-    """This run's CI widened on each side by the board term, in quadrature."""
-    if spread is None or not np.isfinite(value):
-        return ci_low, ci_high
-    board = prediction_factor(int(spread["boards"])) * float(spread["spread"]) * abs(value)
-    below = 0.0 if not np.isfinite(ci_low) else value - ci_low
-    above = 0.0 if not np.isfinite(ci_high) else ci_high - value
-    low = value - math.hypot(below, board)
-    if value >= 0 and not ci_low < 0:  # a quantity that cannot be negative: its interval stops at zero
-        low = max(low, 0.0)
-    return low, value + math.hypot(above, board)
 
 
 def pair_coverage(runs_by_board: dict[str, pd.DataFrame], model: str, leave_out: bool = True) -> pd.DataFrame:
