@@ -267,7 +267,8 @@ def _capacity_row(frame, device, hit_bytes_per_s: float, miss_bytes_per_s: float
                  + ", ".join(f"{fmt_bytes(f)}: {fmt_bytes(c)}" for f, c in kept.items())
                  + " (one C under the model: where they drift, the fitted C is not a capacity)")
     return [derived_row("l2.capacity_bytes", fit.capacity_bytes, *fit.ci,
-                        "miss model fitted to the all-SM read sweep (gpuatlas.analysis.capacity.fit_capacity): an L2 of C "
+                        "miss model fitted to the all-SM read sweep "
+                        "(gpuatlas.analysis.capacity.fit_capacity): an L2 of C "
                         "bytes re-read cyclically over a footprint F keeps a fraction h = min(1, C/F) resident, "
                         "bandwidth(F) = 1 / (h / B_L2 + (1 - h) / B_HBM), scanned over C (global least "
                         "squares); 95% CI the wider of a bootstrap over repeats and the profile interval",

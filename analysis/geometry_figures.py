@@ -298,7 +298,12 @@ FIGURES = (
                "LRU-like and random replacement models.",
                lambda meta, m, d: l1_sets(m, d),
                chapter="Geometry"),
-    FigureSpec("l1-random-sets", "geometry.l1", "L1 sets at random places", "Misses per pass of a cyclic chain of 128-B lines at random places against its length (points), beside the misses balls-into-bins predicts for LRU-like sets of 2, 4, 8 and 16 ways (capacity / ways sets, the capacity the lines a 128-B-strided chain holds) and for one fully associative set: every line of a set given more lines than its ways misses on every pass.", lambda meta, m, d: l1_random_sets(m),
+    FigureSpec("l1-random-sets", "geometry.l1", "L1 sets at random places",
+               "Misses per pass of a cyclic chain of 128-B lines at random places against its length (points), "
+               "beside the misses balls-into-bins predicts for LRU-like sets of 2, 4, 8 and 16 ways (capacity / ways "
+               "sets, the capacity the lines a 128-B-strided chain holds) and for one fully associative set: every "
+               "line of a set given more lines than its ways misses on every pass.",
+               lambda meta, m, d: l1_random_sets(m),
                chapter="Geometry", after="l1-sets"),
     FigureSpec("l1-carveout", "geometry.l1", "L1/shared carve-out",
                "L1 capacity (lines a 128-B-strided chain holds before its first miss) against the dynamic shared "

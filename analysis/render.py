@@ -1,8 +1,8 @@
 """The hierarchy report: one self-contained HTML file (figures inlined) and a Markdown twin.
 
-In a paper's order (gpuatlas.analysis.chapters): a one-screen summary under the title (the atlas, the compute peaks
-beside the roofline, the lecture's verdicts), then chapters that open with their figures (gpuatlas.analysis.report_figures,
-each also written as SVG) and a short table of key quantities, then appendices with the big tables: every
+In a paper's order (gpuatlas.analysis.chapters): a one-screen summary under the title (the atlas, the compute
+peaks beside the roofline, the lecture's verdicts), then chapters that open with their figures
+(gpuatlas.analysis.report_figures, each also written as SVG) and a short table of key quantities, then appendices with the big tables: every
 derived quantity, the claims one by one, the instruction table, the cross-checks, the device, probes and
 warnings.
 """

@@ -159,7 +159,7 @@ def checked_run_request(args, reference_device: dict | None) -> dict:
 def check_profile_measures(probes: list, profile: str, device: dict) -> None:
     """A selection whose every probe measures only in the full profile (sustained windows) is refused in the
     quick one, rather than made into a run with nothing in it."""
-    single = dict(device, gpu_count=max(device.get("gpu_count", 1), *(p.min_gpus for p in probes)))
-    if all(not p.configs(single, profile) and p.configs(single, "full") for p in probes):
+    node = dict(device, gpu_count=max(device.get("gpu_count", 1), *(p.min_gpus for p in probes)))  # GPUs enough
+    if all(not p.configs(node, profile) and p.configs(node, "full") for p in probes):
         raise UsageError(f"{', '.join(p.id for p in probes)} measure only in the full profile: "
                          "add --profile full")

@@ -101,8 +101,8 @@ def probe_modules() -> tuple[str, ...]:
         for module in family.probe_modules:
             name = f"gpuatlas.probes.families.{module}"
             if name not in found:
-                raise ValueError(f"{family_name} measures {module!r}, which is no module of gpuatlas.probes.families that "
-                                 "declares a probe")
+                raise ValueError(f"{family_name} measures {module!r}, which is no module of "
+                                 "gpuatlas.probes.families that declares a probe")
             if name in owner:
                 raise ValueError(f"{name} is measured by both {owner[name]} and {family_name}: name it in one "
                                  "family's probe_modules")

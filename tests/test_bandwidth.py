@@ -211,7 +211,7 @@ def test_dram_kernels_are_the_declared_ones(cubin, bw):
 
 
 @pytest.mark.parametrize("name, unroll, contiguous",
-                         [k[:3] for k in importlib.import_module("gpuatlas.probes.families.bandwidth.dram").DRAM_KERNELS["read"]])
+                         [k[:3] for k in dram.DRAM_KERNELS["read"]])
 def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     code = sass(cubin[0])[name]
     loads = [opcode(l) for l in instructions(code) if opcode(l).startswith(("LDG", "LD."))]
@@ -219,7 +219,7 @@ def test_dram_read_is_16_byte_loads_in_flight(cubin, name, unroll, contiguous):
     assert_issued_before_use(code, READ_OPS[contiguous], unroll)
 
 
-BLOCK_READS = [(name, unroll) for name, unroll, *_ in importlib.import_module("gpuatlas.probes.families.bandwidth.dram").DRAM_KERNELS["read"]
+BLOCK_READS = [(name, unroll) for name, unroll, *_ in dram.DRAM_KERNELS["read"]
                if "block" in name]
 
 
@@ -280,7 +280,7 @@ def store_op(store_bytes: int, streaming: bool) -> str:
     return "STG.E" + (".EF" if streaming else "") + (".64" if store_bytes == 8 else f".{store_bytes * 8}")
 
 
-@pytest.mark.parametrize("variant", list(importlib.import_module("gpuatlas.probes.families.bandwidth.dram").WRITE_VARIANTS))
+@pytest.mark.parametrize("variant", list(dram.WRITE_VARIANTS))
 def test_write_variants_store_the_declared_width_and_hint_and_nothing_else(cubin, bw, variant):
     """Grid-stride: WRITE_U stores a trip; once: exactly one store, no loop.  The other width and the other
     hint are the negative controls: each variant's SASS must fail to match them."""
@@ -318,7 +318,7 @@ def test_once_grids_write_every_element_once(bw):
 
 
 @pytest.mark.parametrize("name, unroll, contiguous, block_contiguous",
-                         [k for k in importlib.import_module("gpuatlas.probes.families.bandwidth.dram").DRAM_KERNELS["copy"]])
+                         [k for k in dram.DRAM_KERNELS["copy"]])
 def test_dram_copy_loads_then_stores_16_bytes(cubin, name, unroll, contiguous, block_contiguous):
     code = sass(cubin[0])[name]
     ops = [opcode(l) for l in instructions(code) if opcode(l).startswith(("STG", "LDG"))]

@@ -136,14 +136,16 @@ def test_a_run_measures_each_familys_probe_modules_in_family_order_and_refuses_a
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     monkeypatch.setattr(gpuatlas.probes.families, "__path__", [*gpuatlas.probes.families.__path__, str(tmp_path)])
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    _module(tmp_path, "widget", 'from gpuatlas.probes.registry import probe\n\n@probe("widget.rate", sweeps={"quick": dict, '
-                                '"full": dict}, axes={})\ndef widget(ctx): ...\n')
+    _module(tmp_path, "widget", 'from gpuatlas.probes.registry import probe\n\n'
+                                '@probe("widget.rate", sweeps={"quick": dict, "full": dict}, axes={})\n'
+                                'def widget(ctx): ...\n')
     _module(tmp_path, "kit_like", "SHARED = 1\n")  # declares no probe: not a probe module, named by no family
     first, second = list(found.values())[:2]
 
     def run_order(*extra: tuple[int, tuple]):
         """probe_modules afresh, with families ``extra`` (order, probe_modules) beside today's."""
-        families = {**found, **{f"gpuatlas.analysis.widget{i}": Family(order, lambda m, device: [], {}, probe_modules=mods)
+        families = {**found, **{f"gpuatlas.analysis.widget{i}": Family(order, lambda m, device: [], {},
+                                                                       probe_modules=mods)
                                 for i, (order, mods) in enumerate(extra)}}
         monkeypatch.setattr(gpuatlas.analysis.family, "families", lambda: dict(sorted(families.items(),
                                                                               key=lambda item: item[1].order)))
@@ -151,9 +153,11 @@ def test_a_run_measures_each_familys_probe_modules_in_family_order_and_refuses_a
 
     try:
         between = (first.order + second.order) / 2  # whatever numbers the families use, none is reserved
-        assert run_order((between, ("widget",))) == (*today[:len(first.probe_modules)], "gpuatlas.probes.families.widget",
+        widget = "gpuatlas.probes.families.widget"
+        assert run_order((between, ("widget",))) == (*today[:len(first.probe_modules)], widget,
                                                       *today[len(first.probe_modules):])
-        with pytest.raises(ValueError, match=r"\['gpuatlas.probes.families.widget'\] declare probes but no family measures"):
+        with pytest.raises(ValueError, match=r"\['gpuatlas.probes.families.widget'\] declare probes but no family "
+                                             "measures"):
             run_order()
         with pytest.raises(ValueError, match="measured by both"):
             run_order((between, ("widget",)), (max(f.order for f in found.values()) + 1, ("widget",)))

@@ -86,8 +86,10 @@ def test_the_graph_holds_the_imports_at_module_level_and_in_functions():
     the no-cycle test)."""
     graph = import_graph(module_files())
     assert "gpuatlas.analysis.quantities" in graph["gpuatlas.analysis.latency"]  # at module level
-    assert "gpuatlas.analysis.figures" in graph["gpuatlas.analysis.compare_figure"]  # in a function (matplotlib kept lazy)
-    assert "gpuatlas.analysis.claims.model" in graph["gpuatlas.analysis.claims"]  # a subpackage's relative or absolute import
+    # in a function (matplotlib kept lazy)
+    assert "gpuatlas.analysis.figures" in graph["gpuatlas.analysis.compare_figure"]
+    # a subpackage's relative or absolute import
+    assert "gpuatlas.analysis.claims.model" in graph["gpuatlas.analysis.claims"]
     assert sum(map(len, graph.values())) > 100
 
 

@@ -131,7 +131,8 @@ def _may_import(path: Path, module: str) -> bool:
 
 def _borrowed(path: Path) -> list:
     """(module, names) a module imports from a family module other than itself."""
-    return [(m, names) for m, names in _imports(path) if m.startswith("gpuatlas.probes.families") and m != _module_name(path)]
+    return [(m, names) for m, names in _imports(path)
+            if m.startswith("gpuatlas.probes.families") and m != _module_name(path)]
 
 
 def test_the_family_list_is_every_probe_module():

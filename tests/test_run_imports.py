@@ -5,7 +5,8 @@ import subprocess
 import sys
 
 #: Modules the run's parent process must not import on its way to the first probe.
-NOT_BEFORE_FIRST_PROBE = ("torch", "triton", "numba", "cupy", "scipy", "matplotlib", "seaborn", "gpuatlas.analysis.derive")
+NOT_BEFORE_FIRST_PROBE = ("torch", "triton", "numba", "cupy", "scipy", "matplotlib", "seaborn",
+                          "gpuatlas.analysis.derive")
 
 PARENT = """
 import sys

@@ -158,7 +158,8 @@ def test_the_end_of_run_derive_spreads_over_the_cores_only_on_a_large_machine_an
     runner.execute(serial_run, meta, probes, isolate=False)
     calls = []
     real = gpuatlas.analysis.derive.derive
-    monkeypatch.setattr(gpuatlas.analysis.derive, "derive", lambda *a, **k: (calls.append(k.get("parallel")), real(*a, **k))[1])
+    monkeypatch.setattr(gpuatlas.analysis.derive, "derive",
+                        lambda *a, **k: (calls.append(k.get("parallel")), real(*a, **k))[1])
     monkeypatch.setattr(runner, "PARALLEL_DERIVE_CPUS", cpus_needed)
     run, meta, probes = sim_run(tmp_path / "other", chosen)
     runner.execute(run, meta, probes, isolate=False)

@@ -163,7 +163,8 @@ def l2_capacity_row(curve: Curve, size_bytes: float, size: str) -> dict:
     fallen = t.loc[t["bytes_per_s"] <= 1.1 * hbm, "bytes"].min()
     return row("l2.capacity_bytes", fit.capacity_bytes,
                "gpu-benches gpu-l2-cache: all SMs sum a buffer (double loads) of growing size; miss model fitted "
-               "to the sweep (gpuatlas.analysis.capacity.fit_capacity, gpuatlas's method): an L2 of C bytes re-read over a "
+               "to the sweep (gpuatlas.analysis.capacity.fit_capacity, gpuatlas's method): an L2 of C bytes "
+               "re-read over a "
                "footprint F keeps a fraction h = min(1, C/F) resident, bandwidth(F) = 1 / (h / B_L2 + (1 - h) / "
                "B_HBM); 95% CI the profile interval, residuals within an F-test of the best (one sample per "
                "data-set size: no repeats to bootstrap)",

@@ -73,7 +73,8 @@ def _compute_tensor_units(ctx, op):
 IDLE_W, POWER_LIMIT_W, BURST_LIMIT_W, POWER_LAG_S = 80.0, 700.0, 850.0, 0.12
 JOULE_PER_FLOP = {"bf16": 0.7e-12, "fp16": 0.7e-12, "tf32": 1.4e-12, "e4m3": 0.4e-12}
 OPERAND_ACTIVITY = {"signed": 1.0, "unit": 0.8}
-#: wgmma's burst launches and back-to-back run, as the probe's full profile makes them (probes/families/compute/wgmma.py).
+#: wgmma's burst launches and back-to-back run, as the probe's full profile makes them
+#: (probes/families/compute/wgmma.py).
 WGMMA_BURSTS, SUSTAINED_S, SUSTAINED_SAMPLE_S = 5, 1.5, 0.05
 
 
