@@ -1,6 +1,8 @@
 """Measurements -> derived.csv: one row per reconstructed hardware parameter, with CI and method."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from gpuatlas.analysis import repro
@@ -12,7 +14,8 @@ from gpuatlas.analysis.stats import split_by_probe
 #: The row builders of the families whose rows are independent of each other, in family order (each
 #: module's ``FAMILY``, found by ``gpuatlas.analysis.family.families``); those that read these rows (the roofline reads
 #: the tensor peak and the HBM bandwidth) run after them, in ``_rows``.
-FAMILIES = tuple(family.rows for family in declared_families().values() if not family.reads_rows)
+INDEPENDENT = tuple(family for family in declared_families().values() if not family.reads_rows)
+FAMILIES = tuple(family.rows for family in INDEPENDENT)
 _LATE = tuple(family for family in declared_families().values() if family.reads_rows)
 
 #: What forked family workers read: set before they fork, so the measurements are shared, not pickled.
@@ -27,6 +30,16 @@ def family(index: int, measurements: pd.DataFrame, device: dict) -> list[dict]:
     """The rows of ``FAMILIES[index]``, as a worker holding the measurements makes them on its own."""
     with split_by_probe(measurements):
         return FAMILIES[index](measurements, device)
+
+
+def finished_family_rows(run_path: str, indices: tuple, finished: tuple, device: dict) -> list[list[dict]]:
+    """The rows of ``FAMILIES[i]`` for each of ``indices``, from a run still measuring, read from its
+    ``finished`` probes (in run order): the rows the end of the run makes, for families that read no probe of a
+    family measured after their own (tests/test_derive_early.py holds every family to it)."""
+    frame = RunDir(Path(run_path)).read_merged(finished)
+    frame = frame[frame["probe"].isin(finished)]
+    with split_by_probe(frame):
+        return [FAMILIES[i](frame, device) for i in indices]
 
 
 def _family_rows(measurements: pd.DataFrame, device: dict, parallel: bool, families=None) -> list[dict]:

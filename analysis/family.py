@@ -11,7 +11,10 @@ modules of ``probe_modules`` (modules of ``gpuatlas.probes.families``, named wit
 family by family, each family's modules as it lists them (``gpuatlas.probes.registry.probe_modules``).  derive calls
 ``rows(measurements, device)`` of every family in ``order``; a family whose rows read the others' (the
 roofline reads the tensor peak and the HBM bandwidth) sets ``reads_rows`` and runs after them all as
-``rows(measurements, device, rows)``.
+``rows(measurements, device, rows)``.  A family's rows may read the samples of its own probes and of earlier
+families'; one that reads a later family's probe modules names them in ``reads_later``, so that a run
+derives it only once those have measured (gpuatlas/machinery/early_derive.py; tests/test_derive_early.py
+finds an undeclared one).
 
 Beside ``FAMILY`` a family's modules declare what the report shows of it: ``FIGURES`` (its figures,
 ``gpuatlas.analysis.report_figures.FigureSpec``), ``CLAIMS`` (lecture claims its quantities judge,
@@ -44,6 +47,7 @@ class Family:
     quantities: dict  # id -> (unit, meaning): everything its rows may emit
     reads_rows: bool = False
     probe_modules: tuple = ()  # the modules of gpuatlas.probes.families a run measures for it, in that order
+    reads_later: tuple = ()  # later families' probe modules whose samples its rows read too
 
 
 def declared(what: str) -> dict[str, object]:

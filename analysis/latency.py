@@ -280,7 +280,8 @@ def _every_sm_knee(frame, dense: int):
     return fit, fit.knees_bytes[-1], *fit.knee_ci[-1]
 
 
-FAMILY = Family(order=30, probe_modules=("chase_l2", "chase", "chase_numba"), rows=hierarchy_rows, quantities={
+FAMILY = Family(order=30, probe_modules=("chase_l2", "chase", "chase_numba"), rows=hierarchy_rows,
+                reads_later=("geometry.l2_partition", "l2_sets", "lecture"), quantities={
     "smem.latency_cycles": ("cycles", "shared-memory load-to-use latency"),
     "smem.index_latency_cycles": ("cycles", "one step of a shared-memory chase that computes each address from the "
                                             "loaded index (IMAD, LEA, LDS), as published chases do"),

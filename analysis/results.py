@@ -302,11 +302,15 @@ class RunDir:
             tables = [pq.read_table(path), *tables]
         write_table(path, pa.concat_tables(tables, promote_options="permissive"))
 
+    def read_merged(self, order=()) -> pd.DataFrame:
+        """What ``merge_parts`` writes: every measured row, a sample measured twice (a resumed config) once."""
+        return self.read_measurements(order).drop_duplicates(subset=["probe", "config", "metric", "repeat"],
+                                                            keep="last")
+
     def merge_parts(self, order=()) -> pd.DataFrame:
         """Write measurements.parquet as the union of everything measured (probes in ``order`` first, as
         ``read_measurements`` orders them), then remove the per-probe files it holds."""
-        frame = self.read_measurements(order)
-        frame = frame.drop_duplicates(subset=["probe", "config", "metric", "repeat"], keep="last")
+        frame = self.read_merged(order)
         atomic_write_parquet(self.measurements_path, frame)
         for path in self.parts.glob("*.parquet") if self.parts.is_dir() else ():
             path.unlink()

@@ -20,6 +20,7 @@ from typing import Callable
 
 from gpuatlas.analysis.errors import UsageError
 from gpuatlas.analysis.results import SCHEMA, SCHEMA_VERSION, RunDir, config_key
+from gpuatlas.machinery.early_derive import EarlyFamilies
 from gpuatlas.machinery.workers import (ProbeFailed, Worker, compile_jobs, lanes, measure_configs, start_compiles,
                                         start_lanes)
 from gpuatlas.probes.kit.harness import Budget, Context
@@ -132,7 +133,7 @@ PARALLEL_DERIVE_CPUS = 8
 def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable = None,
             on_probe: Callable = None, budget: Budget | None = None, isolate: bool = True,
             timeout_s: float = PROBE_TIMEOUT_S, compile_ahead: bool = True,
-            workers: dict[str, Worker] | None = None) -> dict:
+            workers: dict[str, Worker] | None = None, derive_early: bool | None = None) -> dict:
     """Measure every config of ``probes`` that ``run`` lacks; returns the final run.json.
 
     With ``isolate`` the probes run one after another in worker processes (``lanes``), each within
@@ -142,7 +143,9 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     finds them built (``compile_jobs``); they are planned and started once the first probe is handed to its
     worker, so the first measurement waits for neither.  ``on_probe`` reports a finished probe while the next
     one measures.  ``workers``: lanes started before (``start_lanes``) to measure in, instead of starting them
-    here."""
+    here.  With ``derive_early`` (default: measuring in workers, on PARALLEL_DERIVE_CPUS cores or more) each
+    family's rows are derived as soon as its probes have finished (``early_derive``), so the end of the run
+    derives only the last family's."""
     device = meta["device"]
     budget = budget or Budget.for_profile(meta["profile"])
     ctx = Context(device=device, budget=budget, seed=meta["seed"])
@@ -155,6 +158,9 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
         done = set() if reason else run.done_configs(pid)
         pending[pid] = [] if reason else [c for c in configs if config_key(c) not in done]
     lane, prefetch = lanes(probes, pending, os.cpu_count() or 1)
+    if derive_early is None:
+        derive_early = isolate and (os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS
+    early = EarlyFamilies(run, device, probes) if derive_early else None
     unreported: list = []  # the last finished probe's report, made while the next one measures
 
     def report_finished():
@@ -184,6 +190,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
                 report_finished()
                 if on_probe:
                     on_probe(probe, state)
+                if early:
+                    early.finished(probe.id)
                 continue
             done = run.done_configs(probe.id)
             todo = [c for c in configs if config_key(c) not in done]
@@ -208,6 +216,8 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             state.update(status="failed" if error else "ok", error=error,
                          seconds=round(state["seconds"] + time.perf_counter() - started, 3))
             run.write_meta(meta)
+            if early:
+                early.finished(probe.id)
             if on_probe:
                 unreported.append((probe, state))
         report_finished()
@@ -220,6 +230,10 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
             run.merge_parts(order=list(meta["probes"]))
         raise RunInterrupted(run.path) from None
     finally:
+        if early and sys.exc_info()[0] is not None:  # the run stops here: nothing more is derived
+            early.close()
+        for worker in (workers or {}).values():  # all asked first: each tears down a CUDA context as it ends
+            worker.ask_to_finish()
         for worker in (workers or {}).values():
             worker.stop()
         for pool in filter(None, compiles):
@@ -229,8 +243,13 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     from gpuatlas.analysis.derive import derive
 
     if any(s["configs_done"] for s in meta["probes"].values()):
-        run.write_derived(derive(meta, run.merge_parts(order=list(meta["probes"])),
-                                 parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS))
+        if early:
+            early.wait()  # the families started read the probes' files, which the merge removes
+        measurements = run.merge_parts(order=list(meta["probes"]))
+        run.write_derived(derive(meta, measurements, parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS,
+                                 families=early.rows(measurements) if early else None))
+    elif early:
+        early.close()
     return meta
 
 

@@ -239,14 +239,19 @@ class Worker:
         self.stop(kill=False)
         return f"the worker process died (exit code {code}): a crash outside Python, such as a fault"
 
+    def ask_to_finish(self) -> None:
+        """Ask the worker to end after its current task, without waiting for it (``stop`` waits)."""
+        if self.process is not None and self.process.is_alive():
+            self.tasks.put(None)
+
     def stop(self, kill: bool = False) -> None:
         """End the worker: ask it to finish, or kill it; the next probe starts a fresh one."""
         if self.process is None:
             return
         if kill:
             self.process.kill()
-        elif self.process.is_alive():
-            self.tasks.put(None)
+        else:
+            self.ask_to_finish()
         self.process.join(timeout=10)
         if self.process.is_alive():
             self.process.kill()
@@ -326,8 +331,9 @@ def _compile_job(job: tuple) -> None:
         importlib.import_module(job[1])
 
 
-def _compile_worker_start() -> None:
-    """Ctrl-C is the runner's to handle; the measuring process comes first for the CPU."""
+def background_worker_start() -> None:
+    """For a process that works beside the measuring one (compiling, deriving): Ctrl-C is the runner's to
+    handle, and the measuring process comes first for the CPU."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -345,7 +351,7 @@ def start_compiles(jobs: list[tuple], cpus: int | None = None):
     if workers < 1:
         return None
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_compile_worker_start)
+                               initializer=background_worker_start)
     for job in jobs:
         pool.submit(_compile_job, job)
     return pool
