@@ -311,10 +311,14 @@ class RunDir:
         """Write measurements.parquet as the union of everything measured (probes in ``order`` first, as
         ``read_measurements`` orders them), then remove the per-probe files it holds."""
         frame = self.read_merged(order)
+        self.write_merged(frame)
+        return frame
+
+    def write_merged(self, frame: pd.DataFrame) -> None:
+        """measurements.parquet as ``frame`` (``read_merged``'s), then the per-probe files it holds removed."""
         atomic_write_parquet(self.measurements_path, frame)
         for path in self.parts.glob("*.parquet") if self.parts.is_dir() else ():
             path.unlink()
-        return frame
 
     def remove_temporaries(self) -> list[Path]:
         """Delete half-written files a killed writer left (``.name.*.tmp``); finished files are never touched."""

@@ -15,6 +15,7 @@ import secrets
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -245,9 +246,13 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     if any(s["configs_done"] for s in meta["probes"].values()):
         if early:
             early.wait()  # the families started read the probes' files, which the merge removes
-        measurements = run.merge_parts(order=list(meta["probes"]))
-        run.write_derived(derive(meta, measurements, parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS,
-                                 families=early.rows(measurements) if early else None))
+        measurements = run.read_merged(order=list(meta["probes"]))
+        with ThreadPoolExecutor(1) as writer:  # measurements.parquet written while the rest is derived
+            written = writer.submit(run.write_merged, measurements)
+            derived = derive(meta, measurements, parallel=(os.cpu_count() or 1) >= PARALLEL_DERIVE_CPUS,
+                             families=early.rows(measurements) if early else None)
+            written.result()
+        run.write_derived(derived)
     elif early:
         early.close()
     return meta
