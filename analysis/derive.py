@@ -8,13 +8,14 @@ import pandas as pd
 from gpuatlas.analysis import repro
 from gpuatlas.analysis.errors import UsageError
 from gpuatlas.analysis.family import families as declared_families
+from gpuatlas.analysis.family import independent
 from gpuatlas.analysis.results import DERIVED_COLUMNS, RunDir
 from gpuatlas.analysis.stats import split_by_probe
 
 #: The row builders of the families whose rows are independent of each other, in family order (each
 #: module's ``FAMILY``, found by ``gpuatlas.analysis.family.families``); those that read these rows (the roofline reads
 #: the tensor peak and the HBM bandwidth) run after them, in ``_rows``.
-INDEPENDENT = tuple(family for family in declared_families().values() if not family.reads_rows)
+INDEPENDENT = independent()
 FAMILIES = tuple(family.rows for family in INDEPENDENT)
 _LATE = tuple(family for family in declared_families().values() if family.reads_rows)
 

@@ -88,6 +88,11 @@ def families() -> dict[str, Family]:
     return dict(sorted(found.items(), key=lambda item: item[1].order))
 
 
+def independent() -> tuple[Family, ...]:
+    """The families whose rows read no other family's rows, in ``order``: each derives on its own."""
+    return tuple(family for family in families().values() if not family.reads_rows)
+
+
 @functools.lru_cache(maxsize=None)
 def vocabulary() -> dict[str, tuple[str, str]]:
     """Every family's quantities, in family order."""

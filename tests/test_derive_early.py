@@ -17,7 +17,7 @@ from gpuatlas.analysis.stats import split_by_probe
 from gpuatlas.machinery.early_derive import EarlyFamilies
 from gpuatlas.probes.registry import all_probes
 
-QUICK_RUN = sorted((REPO / "reports" / "h200-quick-cold").glob("2*/run.json"))[-1].parent
+QUICK_RUN = REPO / "reports" / "h200-quick-cold" / "20261202T212517-nvidia-h200-061d"
 
 
 def _read(path):

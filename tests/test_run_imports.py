@@ -1,6 +1,6 @@
 """The run command's own process imports no GPU library, compiler or analysis stack before its first probe:
 the probes' packages load in their worker processes, Triton and Numba in compile workers, and the derivation
-of the quantities once the run's end is recorded."""
+of the quantities in deriving processes as families finish, and here once the run's end is recorded."""
 import subprocess
 import sys
 

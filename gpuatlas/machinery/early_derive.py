@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from gpuatlas.analysis.derive import FAMILIES, INDEPENDENT, finished_family_rows
+from gpuatlas.analysis.family import independent
 from gpuatlas.analysis.results import RunDir
 from gpuatlas.probes.registry import Probe, all_probes
 
@@ -39,7 +39,7 @@ class EarlyFamilies:
 
         self.needs: list[frozenset] = []  # per family: the probes finished before its rows are made
         before: set[str] = set()
-        for family in INDEPENDENT:
+        for family in independent():
             before |= of(family.probe_modules)
             self.needs.append(frozenset(before | of(family.reads_later)))
         self.done: set[str] = set()
@@ -58,7 +58,7 @@ class EarlyFamilies:
         if self.pool is None:
             self.pool = _start_pool()
         finished = tuple(pid for pid in self.order if pid in self.done)
-        job = self.pool.submit(finished_family_rows, str(self.run.path), ready, finished, self.device)
+        job = self.pool.submit(_derive, str(self.run.path), ready, finished, self.device)
         self.jobs.update({i: job for i in ready})
 
     def wait(self) -> None:
@@ -73,6 +73,8 @@ class EarlyFamilies:
         """``derive``'s ``families``: each family's rows, as its job made them, or made here from
         ``measurements`` (the whole run) for those that had none."""
         def families() -> list[list[dict]]:
+            from gpuatlas.analysis.derive import FAMILIES
+
             made = []
             for index, rows_of in enumerate(FAMILIES):
                 job = self.jobs.get(index)
@@ -89,6 +91,14 @@ class EarlyFamilies:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _derive(run_path: str, indices: tuple, finished: tuple, device: dict) -> list[list[dict]]:
+    """A deriving process's job (``finished_family_rows``); the run's own process imports the derivation only
+    once the run has ended."""
+    from gpuatlas.analysis.derive import finished_family_rows
+
+    return finished_family_rows(run_path, indices, finished, device)
 
 
 def _position(jobs: dict[int, Future], job: Future, index: int) -> int:
