@@ -112,3 +112,21 @@ def test_a_run_that_derives_early_writes_the_derived_table_of_its_samples(tmp_pa
     written = run.read_derived()
     expected = derive(meta, run.read_measurements()).reindex(columns=written.columns)
     pd.testing.assert_frame_equal(written, pd.read_csv(io.StringIO(expected.to_csv(index=False))))
+
+
+
+def test_a_family_whose_job_found_no_samples_is_derived_at_the_end(tmp_path):
+    """The first probe failed before any sample landed: the job for its family finds a run with nothing to read
+    (a UsageError there), and the end of the run derives that family from the whole run instead."""
+    from gpuatlas.analysis.errors import UsageError
+
+    _, meta, probes, frame = _read(QUICK_RUN)
+    empty = RunDir(tmp_path / "run")
+    empty.path.mkdir()
+    early = EarlyFamilies(empty, meta["device"], probes)
+    early.finished(probes[0].id)
+    early.wait()
+    assert list(early.jobs) == [0] and isinstance(early.jobs[0].exception(), UsageError)
+    with split_by_probe(frame):
+        made = early.rows(frame)()
+    pd.testing.assert_frame_equal(pd.DataFrame(made[0]), _rows(0, frame, meta["device"]))

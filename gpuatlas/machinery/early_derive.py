@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import threading
 from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from typing import Callable
 
 import pandas as pd
@@ -64,10 +63,7 @@ class EarlyFamilies:
     def wait(self) -> None:
         """Until every started family has read its samples (before the run's files are merged away)."""
         for job in set(self.jobs.values()):
-            try:
-                job.exception()
-            except BrokenProcessPool:
-                pass
+            job.exception()  # waits; what it raised is handled in ``rows``
 
     def rows(self, measurements: pd.DataFrame) -> Callable[[], list[list[dict]]]:
         """``derive``'s ``families``: each family's rows, as its job made them, or made here from
@@ -80,8 +76,8 @@ class EarlyFamilies:
                 job = self.jobs.get(index)
                 try:
                     made.append(job.result()[_position(self.jobs, job, index)] if job else None)
-                except BrokenProcessPool:  # a job's process died: its families are derived here instead
-                    made.append(None)
+                except Exception:  # its process died, or its probes had no samples yet: derived here instead,
+                    made.append(None)  # where a family that fails on the whole run raises as it always did
                 if made[-1] is None:
                     made[-1] = rows_of(measurements, self.device)
             self.close()
