@@ -33,6 +33,7 @@ class EarlyFamilies:
         by_module: dict[str, list[str]] = {}
         for probe in probes:
             by_module.setdefault((registered.get(probe.id) or probe).func.__module__, []).append(probe.id)
+
         def of(modules) -> set[str]:
             return {pid for module in modules for pid in by_module.get(f"gpuatlas.probes.families.{module}", ())}
 
@@ -76,8 +77,10 @@ class EarlyFamilies:
                 job = self.jobs.get(index)
                 try:
                     made.append(job.result()[_position(self.jobs, job, index)] if job else None)
-                except Exception:  # its process died, or its probes had no samples yet: derived here instead,
-                    made.append(None)  # where a family that fails on the whole run raises as it always did
+                except Exception:
+                    # its process died, or its probes had left no sample yet: derived here from the whole run
+                    # instead (a family that fails there raises, as a derive at the end always did)
+                    made.append(None)
                 if made[-1] is None:
                     made[-1] = rows_of(measurements, self.device)
             self.close()
