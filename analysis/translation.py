@@ -269,8 +269,10 @@ def page_size(frame: pd.DataFrame, first: dict) -> tuple[dict | None, dict]:
                          f"RMS); candidates: {', '.join(fmt_bytes(p) for p in close)}", why=why), reaches
 
 
-FAMILY = Family(order=35, reads_later=("bandwidth.dram",), rows=lambda m, device: tlb_rows(select(m, TLB_PROBE, "latency"),
-                                                          select(m, "bw.dram_footprint", "bandwidth")), quantities={
+FAMILY = Family(order=35, reads_later=("bandwidth.dram",),
+                rows=lambda m, device: tlb_rows(select(m, TLB_PROBE, "latency"),
+                                                select(m, "bw.dram_footprint", "bandwidth")),
+                quantities={
     "tlb.l1.reach_bytes": ("B", "the first TLB level's entries x page: the footprint its translations cover (a "
                                 "level with few ways starts missing below it, as pages crowd its sets)"),
     "tlb.l1.miss_cycles": ("cycles", "latency added when the first TLB level misses"),

@@ -21,7 +21,7 @@ sha=$1; shift; export GPUATLAS_GIT_SHA=$sha
 for step in "$@"; do
   case $step in
     quick) cmd="python3 -m gpuatlas run --profile quick --out /tmp/runs" ;;
-    timedquick) cmd="python3 reports/h200-quick-cold/phases/timed.py run --profile quick --out /tmp/runs" ;;
+    timedquick) cmd="python3 tools/run_phases.py run --profile quick --out /tmp/runs" ;;
     full) cmd="python3 -m gpuatlas run --profile full --out /tmp/runs" ;;
     gputest) cmd="python3 -m pytest -q -m gpu -p no:cacheprovider" ;;
     raypart1) cmd="cp .ray1/ray.partaa /tmp/" ;;

@@ -146,7 +146,7 @@ def execute(run: RunDir, meta: dict, probes: list[Probe], *, on_config: Callable
     one measures.  ``workers``: lanes started before (``start_lanes``) to measure in, instead of starting them
     here.  With ``derive_early`` (default: measuring in workers, on PARALLEL_DERIVE_CPUS cores or more) each
     family's rows are derived as soon as its probes have finished (``early_derive``), so the end of the run
-    derives only the last family's."""
+    derives only what the last probes complete."""
     device = meta["device"]
     budget = budget or Budget.for_profile(meta["profile"])
     ctx = Context(device=device, budget=budget, seed=meta["seed"])

@@ -1,4 +1,5 @@
-"""gpuatlas's CLI with time stamps around its start-up and end-of-run phases (a measuring aid, not committed)."""
+"""gpuatlas's CLI with time stamps around its start-up and end-of-run steps, on stderr: where a run's time goes
+(`python3 tools/run_phases.py run --profile quick`; the runs of reports/h200-quick-cold/phases/)."""
 import sys
 import time
 
