@@ -3,9 +3,9 @@
 * latency -- one thread's dependent chain of atom.shared.add at one word (each add's operand the previous
   return; the host replays the recurrence exactly): clock64 cycles of 2T trips less T trips, per atomic.
 * same / warp / distinct -- one block of the largest block's threads (up to ATOMS_WORDS) on one SM, every
-  thread issuing red.shared.add of 1 (ATOMS_THR_UNROLL a trip) to one word for the block, one per warp or its own: adds per clock of
-  that SM, timed in-kernel (clock64 and %globaltimer of the block's loop, between barriers).  Every word is
-  checked against the adds it received.
+  thread issuing red.shared.add of 1 (ATOMS_THR_UNROLL a trip) to one word for the block, one per warp or its
+  own: adds per clock of that SM, timed in-kernel (clock64 and %globaltimer of the block's loop, between
+  barriers).  Every word is checked against the adds it received.
 
 int32 is one native instruction (ATOMS.ADD); fp32 is a compare-and-swap loop on sm_90 (LDS, FADD,
 ATOMS.CAST.SPIN, retry), so its figures are that loop's; fp64 (ATOMS.CAST.SPIN.64, also a loop) is left out.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuatlas.probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency_samples,
+from gpuatlas.probes.kit.chains import (add_chain, atomic_probe, atomic_quantities, chain_latency_samples,
                                         contended_words, kernel_file, ones_added)
 from gpuatlas.probes.kit.harness import Sample, calibrate, repeat_until_stable
 from gpuatlas.probes.kit.samplers import MAX_BYTES_PER_CLK_SM
@@ -69,11 +69,13 @@ def _sweep(device):
        kernels=("smem_atomics.cu",))
 def exec_smem_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
     """Shared-memory atomic add: dependent-chain latency, or one SM's adds per clock against contention."""
+    return atomic_probe(ctx, SMEM_ATOMIC_TYPES, SMEM_ATOMIC_MODES, dtype, mode, "shared atomics", _latency, _throughput)
+
+
+def _throughput(ctx, dtype: str, mode: str, kind) -> list[Sample]:
+    """Adds per clock of one SM: one full block's threads issuing red.shared.add of 1 to the mode's words."""
     import cupy
 
-    kind = atomic_kind(SMEM_ATOMIC_TYPES, SMEM_ATOMIC_MODES, dtype, mode, "shared atomics")
-    if mode == "latency":
-        return _latency(ctx, dtype, kind)
     func = _kernel(f"atoms_thr_{dtype}")
     threads = block_threads(ctx.device)
     out = cupy.zeros(ATOMS_WORDS, dtype=kind)

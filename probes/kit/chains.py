@@ -11,8 +11,9 @@ flagged ``invalid``.
 * ``chain_latency_samples`` -- those samples repeated until stable.
 * ``ones_chain`` -- ``chain(trips)`` of an accumulator chain of all-ones operands, every element checked;
   ``add_chain`` -- the exact result of a dependent atomic-add chain (the host's replay).
-* ``atomic_quantities``, ``atomic_kind``, ``contended_words``, ``ones_added`` -- an atomics probe's quantity
-  ids, its config checked, the words its contention mode adds to, and the exact word after adds of 1.
+* ``atomic_quantities``, ``atomic_probe``, ``contended_words``, ``ones_added`` -- an atomics probe's quantity
+  ids, its config checked and sent to its latency or throughput measurement, the words its contention mode
+  adds to, and the exact word after adds of 1.
 * ``config_budget`` -- the profile's repeats within a shorter time per config (chapters of many short configs).
 * ``kernel_file`` -- a family's ``_kernel(name)``: a kernel of one file (and target).
 """
@@ -25,7 +26,7 @@ import numpy as np
 
 from gpuatlas.probes.kit.harness import Sample, repeat_until_stable
 
-__all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "atomic_quantities", "atomic_kind",
+__all__ = ["chain_latency", "chain_latency_samples", "ones_chain", "add_chain", "atomic_quantities", "atomic_probe",
            "contended_words", "ones_added", "config_budget", "kernel_file"]
 
 
@@ -80,12 +81,15 @@ def atomic_quantities(prefix: str, types, metrics: tuple) -> tuple:
     return tuple(f"{prefix}_{t}_{m}" for t in types for m in metrics)
 
 
-def atomic_kind(types: dict, modes: tuple, dtype: str, mode: str, what: str):
-    """The numpy type of ``dtype`` for an atomics probe over ``types`` (name -> type) and ``modes``; a config
-    outside them is a ValueError naming ``what``."""
+def atomic_probe(ctx, types: dict, modes: tuple, dtype: str, mode: str, what: str, latency: Callable,
+                 throughput: Callable) -> list[Sample]:
+    """An atomics probe's config measured: ``latency(ctx, dtype, kind)`` for the dependent chain (mode
+    ``latency``), else ``throughput(ctx, dtype, mode, kind)`` for a contention mode; ``kind`` is dtype's numpy
+    type in ``types`` (name -> type).  A config outside ``types`` and ``modes`` is a ValueError naming ``what``."""
     if dtype not in types or mode not in modes:
         raise ValueError(f"bad {what} config {dtype!r}, {mode!r}: dtypes {tuple(types)}, modes {modes}")
-    return types[dtype]
+    kind = types[dtype]
+    return latency(ctx, dtype, kind) if mode == "latency" else throughput(ctx, dtype, mode, kind)
 
 
 def contended_words(mode: str, threads: int, lanes: int = 32) -> int:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuatlas.probes.kit.chains import (add_chain, atomic_kind, atomic_quantities, chain_latency, chain_latency_samples,
-                               config_budget, contended_words, kernel_file, ones_added, ones_chain)
+from gpuatlas.probes.kit.chains import (add_chain, atomic_probe, atomic_quantities, chain_latency,
+                                        chain_latency_samples, config_budget, contended_words, kernel_file,
+                                        ones_added, ones_chain)
 from gpuatlas.probes.kit.cuda import blocks_per_sm
 from gpuatlas.probes.kit.harness import EventTimer, Sample, calibrate, repeat_until_stable
 from gpuatlas.probes.kit.samplers import PLACEMENTS, kernel_clock_hz, random_lines
@@ -99,11 +100,13 @@ def red_expected(dtype: str, adds: int):
        kernels=("execution.cu",))
 def exec_atomics(ctx, dtype: str, mode: str) -> list[Sample]:
     """Global atomic add: dependent-chain latency, or throughput against contention."""
+    return atomic_probe(ctx, ATOMIC_TYPES, ATOMIC_MODES, dtype, mode, "atomics", _atomic_latency, _red_throughput)
+
+
+def _red_throughput(ctx, dtype: str, mode: str, kind) -> list[Sample]:
+    """Adds per second of every thread of a full grid issuing red.add of 1 to the mode's words."""
     import cupy
 
-    kind = atomic_kind(ATOMIC_TYPES, ATOMIC_MODES, dtype, mode, "atomics")
-    if mode == "latency":
-        return _atomic_latency(ctx, dtype, kind)
     func = _kernel(f"red_{dtype}")
     blocks = ctx.device["sm_count"] * blocks_per_sm(func, THR_THREADS)
     threads = blocks * THR_THREADS
