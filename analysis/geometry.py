@@ -95,8 +95,8 @@ FAMILY = Family(order=150, probe_modules=("geometry", "geometry.l2_partition", "
                                            "SM's near- and far-homed miss latencies in address order"),
     "l2.far_home_fraction": ("1", "share of lines in an address-order walk that the SM's far L2 partition homes"),
     "l2.sm_sides": ("1", "groups of SMs that see the same lines as near-homed in their cold L2-only misses (each "
-                         "group is a side of the GPU, nearest one L2 partition)"),
-    "l2.sm_side_fraction": ("1", "share of SMs on the side of the lowest-numbered SM"),
+                         "group of two or more is a side of the GPU, nearest one L2 partition)"),
+    "l2.sm_side_fraction": ("1", "share of the SMs on a side that are on the lowest-numbered one's side"),
     "l2.sm_map_consistency": ("1", "median over SMs of the share of lines on which an SM's near/far map agrees with "
                                    "its side's (1: every SM sees exactly its side's map)"),
     "const.l1.latency_cycles": ("cycles", "constant-cache (first level) hit latency: dependent LDC loads"),

@@ -217,7 +217,9 @@ def l2_sm_map(measurements: pd.DataFrame):
     ax.set_xlabel(f"line in address order (one every 128 B, {far.shape[1]} lines)")
     ax.set_ylabel(f"SM ({ids.size}), grouped by side")
     ax.set_yticks([])
-    ax.set_title(f"L2 partition map from every SM: {int(labels.max()) + 1} sides")
+    unmatched = int(np.sum(labels < 0))
+    ax.set_title(f"L2 partition map from every SM: {int(labels.max()) + 1} sides"
+                 + (f" ({unmatched} SM{'s' if unmatched > 1 else ''} on no side, the top rows)" if unmatched else ""))
     return ax
 
 

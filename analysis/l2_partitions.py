@@ -137,6 +137,9 @@ SM_MAP_PROBE = "geometry.l2_sm_map"
 #: drawn independently (1/2) and identical ones (1), so the few lines each SM's record puts on the wrong side
 #: (a few percent) do not split a side; two sides' maps are complements and agree on few lines.
 SAME_SIDE = 0.75
+#: The fewest SMs a side holds: the two SMs of a TPC share their GPC's path to the L2, so a side is never one
+#: SM alone; an SM whose map matches no other SM's is one whose record was misread.
+MIN_SIDE_SMS = 2
 
 
 def sm_maps(measurements: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -157,18 +160,32 @@ def sm_maps(measurements: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def sm_sides(far: np.ndarray) -> np.ndarray:
-    """Side label of each SM: SMs whose maps agree on at least SAME_SIDE of the lines share a side, greedily in
-    the given order (the first SM's side is 0)."""
-    labels, seeds = np.full(len(far), -1), []
+    """Side label of each SM, numbered by each side's first SM; -1 for an SM that matches no side.
+
+    SMs whose maps agree on at least SAME_SIDE of the lines are grouped, greedily in the given order; a group
+    of at least MIN_SIDE_SMS is a side (groups whose majority maps agree so are one), and every SM then joins
+    the side whose majority map it agrees with most, if on SAME_SIDE of the lines: one misread SM, seed or not,
+    neither splits a side nor makes one."""
+    groups, seeds = np.full(len(far), -1), []
     for i, row in enumerate(far):
         for label, seed in enumerate(seeds):
             if np.mean(row == seed) >= SAME_SIDE:
-                labels[i] = label
+                groups[i] = label
                 break
         else:
-            labels[i] = len(seeds)
+            groups[i] = len(seeds)
             seeds.append(row)
-    return labels
+    majorities: list[np.ndarray] = []
+    for g in np.flatnonzero(np.bincount(groups) >= MIN_SIDE_SMS):
+        majority = far[groups == g].mean(axis=0) > 0.5
+        if not any(np.mean(majority == m) >= SAME_SIDE for m in majorities):  # a side the seed's misreads split
+            majorities.append(majority)
+    if not majorities:
+        return np.full(len(far), -1)
+    agreement = (far[:, None, :] == np.array(majorities)[None, :, :]).mean(axis=2)
+    joined = np.where(agreement.max(axis=1) >= SAME_SIDE, agreement.argmax(axis=1), -1)
+    kept = [g for g in dict.fromkeys(joined[joined >= 0]) if np.sum(joined == g) >= MIN_SIDE_SMS]
+    return np.array([kept.index(g) if g in kept else -1 for g in joined])
 
 
 def consensus_interleave_bytes(measurements: pd.DataFrame) -> int | None:
@@ -183,6 +200,8 @@ def consensus_interleave_bytes(measurements: pd.DataFrame) -> int | None:
 
 
 def _voted_interleave_bytes(far: np.ndarray, labels: np.ndarray) -> int | None:
+    if not np.any(labels == 0):
+        return None
     lines = interleave_lines(far[labels == 0].mean(axis=0) > 0.5)
     return None if lines is None else lines * 128
 
@@ -198,24 +217,33 @@ def sm_map_rows(measurements: pd.DataFrame) -> list[dict]:
     ids, _, far = maps
     labels = sm_sides(far)
     sides = int(labels.max()) + 1
+    method = (f"each of {ids.size} SMs' cold L2-only misses over the same {far.shape[1]} lines in address order "
+              f"(L2 flushed before each), split near/far at its miss valley; SMs whose maps agree on "
+              f"{SAME_SIDE:.0%} or more of the lines share a side of at least {MIN_SIDE_SMS} SMs")
+    if sides == 0:
+        note = f"undecided: no {MIN_SIDE_SMS} SMs' maps agree on {SAME_SIDE:.0%} of the lines"
+        return [derived_row(q, np.nan, np.nan, np.nan, method, SM_MAP_PROBE, note)
+                for q in ("l2.sm_sides", "l2.sm_side_fraction", "l2.sm_map_consistency")]
     consensus = np.array([far[labels == label].mean(axis=0) > 0.5 for label in range(sides)])
-    agreement = np.mean(far == consensus[labels], axis=1)
-    share = float(np.mean(labels == 0))
+    matched = labels >= 0
+    agreement = np.mean(far[matched] == consensus[labels[matched]], axis=1)
+    share = float(np.mean(labels[matched] == 0))
     complement = (f"; the two sides' maps are complements on {np.mean(consensus[0] != consensus[1]):.0%} of the "
                   "lines") if sides == 2 else ""
     block = _voted_interleave_bytes(far, labels)
     if block:
         complement += (f"; the first side's majority map alternates homes in aligned {fmt_bytes(block)} blocks "
                        f"(the largest over its {fmt_bytes(far.shape[1] * 128)})")
-    method = (f"each of {ids.size} SMs' cold L2-only misses over the same {far.shape[1]} lines in address order "
-              f"(L2 flushed before each), split near/far at its miss valley; SMs whose maps agree on "
-              f"{SAME_SIDE:.0%} or more of the lines share a side")
+    for i in np.flatnonzero(~matched):
+        best = np.max(np.mean(far[i] == consensus, axis=1))
+        complement += (f"; SM {ids[i]} matches no side (at most {best:.0%} of its lines agree with a side's map) "
+                       f"and is left out")
     note = (f"sides of {', '.join(str(int(np.sum(labels == k))) for k in range(sides))} SMs; far-homed share "
             f"{far.mean():.0%}{complement}")
     lo, med, hi = np.percentile(agreement, [2.5, 50, 97.5])
     return [derived_row("l2.sm_sides", sides, sides, sides, method, SM_MAP_PROBE, note),
-            derived_row("l2.sm_side_fraction", share, share, share, method + ": the first SM's side's share",
-                        SM_MAP_PROBE, note),
+            derived_row("l2.sm_side_fraction", share, share, share,
+                        method + ": the first side's share of the SMs on a side", SM_MAP_PROBE, note),
             derived_row("l2.sm_map_consistency", float(med), float(lo), float(hi),
                         method + ": median agreement of an SM with its side's majority map (2.5..97.5 percentiles "
                         "over SMs)", SM_MAP_PROBE, note)]

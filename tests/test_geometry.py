@@ -350,7 +350,8 @@ def test_the_sides_majority_map_gives_the_interleave_one_noisy_sm_misses():
 
 
 def test_maps_with_no_sides_are_not_called_two():
-    """Negative control: SMs whose near lines are drawn at random share no map, so they are not two sides."""
+    """Negative control: SMs whose near lines are drawn at random share no map, so no two SMs form a side and
+    the structure is undecided, not two sides (nor one side per SM)."""
     from gpuatlas.analysis.l2_partitions import sm_map_rows
 
     rng = np.random.default_rng(1)
@@ -358,7 +359,77 @@ def test_maps_with_no_sides_are_not_called_two():
     far = rng.random((len(ids), lines)) < 0.5
     values = np.round(np.where(far, fakes.FAR_MISS, fakes.NEAR_MISS) + rng.normal(0, 6, far.shape)).ravel()
     rows = {r["quantity"]: r for r in sm_map_rows(sm_map_frame(values, ids, lines))}
-    assert rows["l2.sm_sides"]["value"] > 2
+    assert np.isnan(rows["l2.sm_sides"]["value"]) and rows["l2.sm_sides"]["note"].startswith("undecided")
+
+
+def _swapped(walks: np.ndarray) -> np.ndarray:
+    """Each miss read at the other partition's latency."""
+    return fakes.NEAR_MISS + fakes.FAR_MISS + 2 * fakes.RECORD_COST - walks
+
+
+def _misread(walks: np.ndarray, sm: int, share: float, seed: int = 5) -> np.ndarray:
+    """``walks`` (one row per SM) with ``share`` of SM ``sm``'s lines read at the other partition's latency, as
+    an SM whose own near misses fall in two clusters splits them at its miss valley."""
+    rng = np.random.default_rng(seed)
+    out = walks.copy()
+    flip = rng.permutation(out.shape[1])[:int(share * out.shape[1])]
+    out[sm, flip] = _swapped(out[sm, flip])
+    return out
+
+
+@pytest.mark.parametrize("sm", [0, 7], ids=["first SM", "an SM within its side"])
+def test_one_misread_sm_is_left_out_not_called_a_side(sm):
+    """Two sides of 16 SMs, one SM reading 30% of its lines at the wrong partition (a board in the panel had
+    such an SM): still two sides, that SM named and left out, the fraction over the 31 SMs on a side; a
+    misread first SM (the greedy grouping's first seed) does not split its side either."""
+    from gpuatlas.analysis.l2_partitions import sm_map_rows
+
+    ids, lines = list(range(0, 64, 2)), 256
+    walks = fakes.sm_map_walks(lines, ids, [i % 4 < 2 for i in ids], seed=2).reshape(len(ids), -1)
+    rows = {r["quantity"]: r for r in sm_map_rows(sm_map_frame(_misread(walks, sm, 0.3).ravel(), ids, lines))}
+    assert rows["l2.sm_sides"]["value"] == 2
+    note = rows["l2.sm_sides"]["note"]
+    assert f"SM {ids[sm]} matches no side" in note and ("sides of 15, 16 SMs" in note or "sides of 16, 15 SMs" in note)
+    side = [i % 4 < 2 for i in ids]
+    first = 1 if sm == 0 else 0  # the first SM on a side
+    share = sum(side[k] == side[first] for k in range(len(ids)) if k != sm) / 31
+    assert rows["l2.sm_side_fraction"]["value"] == pytest.approx(share)
+    assert rows["l2.sm_map_consistency"]["value"] > 0.97
+
+
+def test_a_side_grouped_around_a_misread_first_sm_is_not_split():
+    """The first SM misreads 22% of its lines and every SM 6%: some SMs of its side agree with it on 75% of the
+    lines and some do not, so grouping around it splits its side in two groups; their majority maps agree, so
+    they are one side, and every other SM lands on its own side."""
+    from gpuatlas.analysis.l2_partitions import SAME_SIDE, sm_maps, sm_sides
+
+    ids, lines = list(range(0, 64, 2)), 256
+    truth = np.array([i % 4 < 2 for i in ids])
+    walks = fakes.sm_map_walks(lines, ids, truth, seed=2).reshape(len(ids), -1)
+    rng = np.random.default_rng(2)
+    noisy = np.where(rng.random(walks.shape) < 0.06, _swapped(walks), walks)
+    noisy[0] = _misread(walks, 0, 0.22, seed=1)[0]
+    far = sm_maps(sm_map_frame(noisy.ravel(), ids, lines))[2]
+    apart = [k for k in np.flatnonzero(truth == truth[0])[1:] if np.mean(far[0] == far[k]) < SAME_SIDE]
+    assert 2 <= len(apart) < np.sum(truth == truth[0]) - 2  # the grouping around SM 0 splits its side
+    labels = sm_sides(far)
+    assert labels.max() == 1
+    on_side = labels[1:] >= 0
+    assert on_side.all() and np.all((labels[1:] == labels[1]) == (truth[1:] == truth[1]))
+
+
+def test_a_third_side_of_two_sms_is_a_side():
+    """Negative control for the rule above: two SMs (a TPC) sharing a map unlike either side's are a third side,
+    not two misread SMs."""
+    from gpuatlas.analysis.l2_partitions import sm_map_rows
+
+    ids, lines = list(range(32)), 256
+    walks = fakes.sm_map_walks(lines, ids, [i % 2 for i in ids], seed=4).reshape(len(ids), -1)
+    third = (np.arange(lines) // 8) % 2 == 1  # homes alternating every 8 lines: half agree with either side
+    walks[30:] = np.where(third, fakes.FAR_MISS, fakes.NEAR_MISS) + fakes.RECORD_COST
+    rows = {r["quantity"]: r for r in sm_map_rows(sm_map_frame(walks.ravel(), ids, lines))}
+    assert rows["l2.sm_sides"]["value"] == 3
+    assert "matches no side" not in rows["l2.sm_sides"]["note"]
 
 
 def test_the_simulated_probe_and_its_figure():
