@@ -14,8 +14,8 @@ from gpuatlas.probes.registry import all_probes
 
 
 def _distinct(runs: list) -> list:
-    """Each run once: reports/h200 is also the first run of reports/h200-repeat, committed in both folders
-    as the same files, so deriving it once checks both."""
+    """Each run once: reports/h200 is also a run of the board panel (reports/h200-boards), committed in both
+    folders as the same files, so deriving it once checks both."""
     seen, distinct = set(), []
     for path in runs:
         key = tuple(hashlib.sha256((path / name).read_bytes()).hexdigest()
@@ -26,7 +26,7 @@ def _distinct(runs: list) -> list:
     return distinct
 
 
-#: Every committed run of the H200 (the two consecutive runs of reports/h200-repeat, the other board's run).
+#: Every committed run of the H200 (reports/h200 and every run of the reports/h200-* folders).
 ALL_RUNS = _distinct([COMMITTED_RUN, *sorted(p for p in COMMITTED_RUN.parent.glob("h200-*/2*")
                                              if (p / "run.json").is_file())])  # a stray folder is no run
 

@@ -7,7 +7,8 @@ boards measured it, their median and their relative standard deviation.  Then pr
 predict: over every quantity present in every run of a panel and every ordered pair of boards (A, B), the
 share of cases where B's value lies inside A's repro interval, and the median relative half-width of those
 intervals; once with the spread of the boards other than B (B unseen: the honest figure), once with the whole
-panel's.  After rebuilding the table, re-derive the committed runs (their repro columns read it).
+panel's.  Last, it re-derives every committed run of the current schema in place (their repro columns read the
+table; an older run keeps the rows its analysis wrote).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pandas as pd
 
 from gpuatlas.analysis.derive import derive
 from gpuatlas.analysis.repro import SPREAD_COLUMNS, SPREAD_TABLE, pair_coverage, panel_spread
-from gpuatlas.analysis.results import RunDir
+from gpuatlas.analysis.results import SCHEMA_VERSION, RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,6 +70,15 @@ def summary(model: str, rows: dict[str, pd.DataFrame]) -> str:
     return "\n".join(lines)
 
 
+def rederive_committed() -> list[Path]:
+    """Rewrite derived.csv of every run under reports/ of the current schema; the runs rewritten."""
+    runs = [RunDir(p.parent) for p in sorted((REPO / "reports").rglob("run.json"))]
+    current = [r for r in runs if r.read_meta()["schema_version"] == SCHEMA_VERSION]
+    for run in current:
+        run.write_derived(derive(run.read_meta(), run.read_measurements()))
+    return [r.path for r in current]
+
+
 def main(argv: list[str]) -> int:
     folders = [Path(a).resolve() for a in argv] or sorted((REPO / "reports").glob("*-boards"))
     table, panels = build(folders)
@@ -76,6 +86,7 @@ def main(argv: list[str]) -> int:
     print(f"wrote {SPREAD_TABLE.relative_to(REPO)}: {len(table)} rows")
     for model, rows in panels:
         print(summary(model, rows))
+    print(f"re-derived {len(rederive_committed())} committed runs of schema {SCHEMA_VERSION}")
     return 0
 
 
