@@ -147,9 +147,13 @@ def _part_name(key: str) -> str:
 
 @dataclass
 class RunDir:
-    """A run directory on disk; reading methods validate and raise ``UsageError`` with a fix."""
+    """A run directory on disk (a path or its string); reading methods validate and raise ``UsageError`` with a
+    fix."""
 
     path: Path
+
+    def __post_init__(self):
+        self.path = Path(self.path)
 
     @property
     def run_json(self) -> Path:

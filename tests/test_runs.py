@@ -137,6 +137,8 @@ def test_reading_bad_run_directories_fails_in_one_line(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"schema": "gpuatlas.run", "schema_version": SCHEMA_VERSION + 1}))
     with pytest.raises(UsageError, match="upgrade gpuatlas"):
         RunDir(tmp_path).read_meta()
+    with pytest.raises(UsageError, match="upgrade gpuatlas"):  # a path given as a string, as in a notebook
+        RunDir(str(tmp_path)).read_meta()
 
 
 def test_truncated_or_foreign_parquet_is_refused(simulated_quick_run, tmp_path):
