@@ -45,6 +45,12 @@ def measured(request, tmp_path_factory):
     return simulated_measurements(tmp_path_factory.mktemp(request.param), simulated_probes(), request.param)
 
 
+@pytest.fixture(scope="module")
+def derived(measured):
+    """derive() of every simulated probe's measurements in the profile, made once for the tests that read it."""
+    return derive(*measured)
+
+
 @pytest.mark.parametrize("probe", simulated_probes(), ids=lambda probe: probe.id)
 def test_derive_emits_for_each_probe_only_what_it_declares(measured, probe):
     meta, measurements = measured
@@ -52,18 +58,18 @@ def test_derive_emits_for_each_probe_only_what_it_declares(measured, probe):
     assert own <= set(probe.quantities), own - set(probe.quantities)
 
 
-def test_derive_emits_for_all_probes_together_only_what_they_declare(measured):
+def test_derive_emits_for_all_probes_together_only_what_they_declare(measured, derived):
     meta, measurements = measured
     probes = simulated_probes()
     assert set(measurements["probe"]) == {p.id for p in measured_probes(probes, meta["profile"])} != set()
     declared = set().union(*(p.quantities for p in probes))
-    together = set(derive(meta, measurements)["quantity"])
+    together = set(derived["quantity"])
     assert together and together <= declared, together - declared
 
 
 # -- the families: one declaration each, found by themselves ----------------------------------------------
 
-def test_each_family_emits_only_its_own_quantities_in_family_order(measured):
+def test_each_family_emits_only_its_own_quantities_in_family_order(measured, derived):
     from gpuatlas.analysis.family import families
     from gpuatlas.analysis.stats import split_by_probe
 
@@ -76,7 +82,7 @@ def test_each_family_emits_only_its_own_quantities_in_family_order(measured):
             emitted[name] = {row["quantity"] for row in made}
             assert emitted[name] <= set(family.quantities), (name, emitted[name] - set(family.quantities))
             rows += made
-    derived = derive(meta, measurements)  # the families' rows, then the repro step (gpuatlas.analysis.repro)
+    # derive() is the families' rows, then the repro step (gpuatlas.analysis.repro)
     pd.testing.assert_frame_equal(repro.attach(pd.DataFrame(rows, columns=list(DERIVED_COLUMNS)),
                                                meta["device"]["name"]), derived)
     # negative control: the check tells the families apart; credited to any other family, their rows fail it
