@@ -24,8 +24,8 @@ repro interval (each run's ``repro_low``/``repro_high`` relative to its value, t
 boards, placed around the centre; a run without an interval leaves its test out).  The threshold holds the
 false alarms of a healthy summary to FALSE_ALARMS: each of the n boards passes it with probability
 FALSE_ALARMS / (n Q) in each of the model's Q judged quantities (both tails).  For 1,000 boards and 300
-quantities it is about 5.6; for a node of four boards against a panel of eight, t with 7 degrees of freedom
-puts it near 11.5: a spread known from eight boards cannot tell a few percent in one quantity from itself.
+quantities it is about 5.6; for a node of four boards against a panel of nine, t with 8 degrees of freedom
+puts it near 10: a spread known from nine boards cannot tell a few percent in one quantity from itself.
 
 A board is slow in a mechanism (GROUPS) when the mean of its z over the group's judged quantities is low:
 
