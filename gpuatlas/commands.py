@@ -45,9 +45,26 @@ def cmd_list(args) -> int:
                            for prof in PROFILES)
         console.print(f"[bold]{p.id}[/]  ({p.backend}; configs: {counts})")
         console.print(f"    {p.summary}")
+        full = p.configs(device, "full") if device else []
         for name, doc in p.axes.items():
-            console.print(f"    [dim]{name}[/]: {doc}")
+            swept = f" (full: {_axis_values(full, name)})" if full else ""
+            console.print(f"    [dim]{name}[/]{swept}: {doc}", highlight=False)
     return 0
+
+
+def _axis_values(configs: list[dict], name: str) -> str:
+    """The values a sweep gives one axis: each of a few, else how many and their range (bytes read as such)."""
+    from gpuatlas.analysis.units import fmt_bytes
+
+    values = {c[name] for c in configs if c.get(name) is not None}
+    if not values:
+        return "none"
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    show = (fmt_bytes if name.endswith("_bytes") else (lambda v: f"{v:g}")) if numbers else str
+    ordered = sorted(values) if numbers else sorted(values, key=str)
+    if len(ordered) <= 6:
+        return ", ".join(show(v) for v in ordered)
+    return f"{len(ordered)} values, {show(ordered[0])} .. {show(ordered[-1])}" if numbers else f"{len(ordered)} values"
 
 
 def cmd_run(args) -> int:

@@ -35,6 +35,28 @@ def test_list_needs_no_gpu(capsys):
         assert probe in out
 
 
+def test_list_shows_what_each_axis_sweeps_as_sized_for_the_committed_gpu(capsys, monkeypatch):
+    """Beside each axis's prose, the values its full sweep takes on the committed run's GPU: a few named, many
+    as a count and a range (the TLB chase's 2 MiB blocks run from 2 blocks to 0.8 of device memory)."""
+    from gpuatlas import commands
+    from gpuatlas.analysis.units import fmt_bytes
+
+    assert main(["list", "-p", "chase.latency"]) == 0
+    out = capsys.readouterr().out
+    assert "flavour (full: cg, default): default (ld.global" in out and " values, 1 KiB .. " in out
+    assert main(["list", "-p", "chase.tlb"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "footprint_bytes (full: " in line)
+    count, span = line.split("(full: ")[1].split(")")[0].split(" values, ")
+    low, high = span.split(" .. ")
+    memory = commands._reference_device()["total_memory_bytes"]
+    assert int(count) > 6 and low == fmt_bytes(4 << 20)
+    assert high.endswith(" GiB") and 0.4 * memory / 2**30 < float(high.split()[0]) <= 0.8 * memory / 2**30 + 0.5
+    monkeypatch.setattr(commands, "_reference_device", lambda: None)  # no committed run: nothing is sized
+    assert main(["list", "-p", "chase.tlb"]) == 0
+    out = capsys.readouterr().out
+    assert "footprint_bytes: 2 blocks" in out and "footprint_bytes (full: " not in out
+
+
 @pytest.mark.parametrize("argv, message", [
     (["run", "-p", "nope"], "unknown probe 'nope'"),
     (["run", "--profile", "huge"], "unknown profile 'huge'"),
