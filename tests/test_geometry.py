@@ -382,12 +382,18 @@ def test_one_misread_sm_is_left_out_not_called_a_side(sm):
     """Two sides of 16 SMs, one SM reading 30% of its lines at the wrong partition (a board in the panel had
     such an SM): still two sides, that SM named and left out, the fraction over the 31 SMs on a side; a
     misread first SM (the greedy grouping's first seed) does not split its side either."""
+    import matplotlib.pyplot as plt
+
+    from gpuatlas.analysis import geometry_figures
     from gpuatlas.analysis.l2_partitions import sm_map_rows
 
     ids, lines = list(range(0, 64, 2)), 256
     walks = fakes.sm_map_walks(lines, ids, [i % 4 < 2 for i in ids], seed=2).reshape(len(ids), -1)
-    rows = {r["quantity"]: r for r in sm_map_rows(sm_map_frame(_misread(walks, sm, 0.3).ravel(), ids, lines))}
+    frame = sm_map_frame(_misread(walks, sm, 0.3).ravel(), ids, lines)
+    rows = {r["quantity"]: r for r in sm_map_rows(frame)}
     assert rows["l2.sm_sides"]["value"] == 2
+    assert geometry_figures.l2_sm_map(frame).get_title().endswith("2 sides (1 SM on no side, the top rows)")
+    plt.close("all")
     note = rows["l2.sm_sides"]["note"]
     assert f"SM {ids[sm]} matches no side" in note and ("sides of 15, 16 SMs" in note or "sides of 16, 15 SMs" in note)
     side = [i % 4 < 2 for i in ids]
