@@ -57,7 +57,7 @@ def _three(device: dict) -> dict:
 @probe("chase.latency_numba", sweeps={"quick": _three, "full": _three},
        axes={"footprint_bytes": "one footprint in L1, L2 and HBM (as chase.latency's quick profile)",
              "stride_bytes": "bytes between chain elements",
-             "flavour": "default (ld.global) or cg (ld.global.cg)"},
+             "flavour": "default (ld.global, the one swept) or cg (ld.global.cg, with -a flavour=cg)"},
        backend="numba")
 def chase_latency_numba(ctx, footprint_bytes: int, stride_bytes: int, flavour: str) -> list[Sample]:
     """The pointer chase in Numba CUDA: must agree with chase.latency within 5% at every footprint."""

@@ -27,7 +27,8 @@ MIN_CYCLES_PER_STEP = 4.0
 @probe("chase.smem_index",
        sweeps={"quick": lambda d: {"footprint_bytes": smem_footprints(d)[:1], "stride_bytes": [4]},
                "full": lambda d: {"footprint_bytes": smem_footprints(d)[:2], "stride_bytes": [4]}},
-       axes={"footprint_bytes": "bytes of shared memory the chain spans (1 KiB .. half a block's limit)",
+       axes={"footprint_bytes": "bytes of shared memory the chain spans: the smallest two of chase.smem's footprints "
+                                "(quick: the smallest, 1 KiB)",
              "stride_bytes": "bytes between chain elements"},
        quantities=("smem.index_latency_cycles",), kernels=("lecture.cu",))
 def chase_smem_index(ctx, footprint_bytes: int, stride_bytes: int) -> list:

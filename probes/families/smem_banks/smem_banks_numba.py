@@ -144,7 +144,9 @@ def gpu_kernel(access_bytes: int, form: str):
                                    "offset_words": [0], "form": list(FORMS)},
                "full": lambda d: {"access_bytes": list(ACCESS_BYTES), "stride_words": stride_sweep(d, "quick"),
                                   "offset_words": [0], "form": list(FORMS)}},
-       axes={**AXES, "offset_words": "elements added to every lane's index (0)"}, backend="numba")
+       axes={**AXES, "stride_words": "elements between consecutive lanes' addresses (0: all lanes read one "
+                                     "element): 0..8, 16, 32, 33 and 64 in both profiles (smem.banks's quick strides)",
+             "offset_words": "elements added to every lane's index (0)"}, backend="numba")
 def smem_banks_numba(ctx, access_bytes: int, stride_words: int, offset_words: int, form: str) -> list[Sample]:
     """The bank-conflict probe in Numba CUDA: must agree with smem.banks within 5% at every config."""
     import numpy as np
