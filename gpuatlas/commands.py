@@ -41,11 +41,12 @@ def cmd_list(args) -> int:
     if device:
         console.print(f"config counts as sized for the committed {device['name']}; a run sizes sweeps from its GPU\n")
     for p in select(args.probe):
-        counts = ", ".join(f"{prof} {len(p.configs(device, prof))}" if device else f"{prof}: sized at run time"
+        sized = {prof: p.configs(device, prof) for prof in PROFILES} if device else {}
+        counts = ", ".join(f"{prof} {len(sized[prof])}" if device else f"{prof}: sized at run time"
                            for prof in PROFILES)
         console.print(f"[bold]{p.id}[/]  ({p.backend}; configs: {counts})")
         console.print(f"    {p.summary}")
-        full = p.configs(device, "full") if device else []
+        full = sized.get("full", [])
         for name, doc in p.axes.items():
             swept = f" (full: {_axis_values(full, name)})" if full else ""
             console.print(f"    [dim]{name}[/]{swept}: {doc}", highlight=False)

@@ -133,7 +133,6 @@ def test_a_run_that_derives_early_writes_the_derived_table_of_its_samples(tmp_pa
     pd.testing.assert_frame_equal(written, pd.read_csv(io.StringIO(expected.to_csv(index=False))))
 
 
-
 def test_a_family_whose_job_found_no_samples_is_derived_at_the_end(tmp_path):
     """The first probe failed before any sample landed: the job for its family finds a run with nothing to read
     (a UsageError there), and the end of the run derives that family from the whole run instead."""

@@ -388,7 +388,8 @@ def test_one_misread_sm_is_left_out_not_called_a_side(sm):
     from gpuatlas.analysis.l2_partitions import sm_map_rows
 
     ids, lines = list(range(0, 64, 2)), 256
-    walks = fakes.sm_map_walks(lines, ids, [i % 4 < 2 for i in ids], seed=2).reshape(len(ids), -1)
+    side = [i % 4 < 2 for i in ids]
+    walks = fakes.sm_map_walks(lines, ids, side, seed=2).reshape(len(ids), -1)
     frame = sm_map_frame(_misread(walks, sm, 0.3).ravel(), ids, lines)
     rows = {r["quantity"]: r for r in sm_map_rows(frame)}
     assert rows["l2.sm_sides"]["value"] == 2
@@ -396,7 +397,6 @@ def test_one_misread_sm_is_left_out_not_called_a_side(sm):
     plt.close("all")
     note = rows["l2.sm_sides"]["note"]
     assert f"SM {ids[sm]} matches no side" in note and ("sides of 15, 16 SMs" in note or "sides of 16, 15 SMs" in note)
-    side = [i % 4 < 2 for i in ids]
     first = 1 if sm == 0 else 0  # the first SM on a side
     share = sum(side[k] == side[first] for k in range(len(ids)) if k != sm) / 31
     assert rows["l2.sm_side_fraction"]["value"] == pytest.approx(share)
