@@ -79,6 +79,23 @@ def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool, families=None)
     return rows
 
 
+def fingerprint(root: Path = Path(__file__).resolve().parent) -> str:
+    """What a derivation is a function of besides its run: the analysis's own files under ``root`` (its code and
+    the tables it reads, the board spread among them) and the versions of Python and the numeric libraries.  Deriving one run
+    twice under one fingerprint gives one table, so a derivation recorded with its fingerprint stands until the
+    fingerprint moves."""
+    import hashlib
+    import importlib.metadata
+    import platform
+
+    digest = hashlib.sha256(platform.python_version().rsplit(".", 1)[0].encode())
+    for library in ("numpy", "pandas", "scipy", "pyarrow"):
+        digest.update(f"{library} {importlib.metadata.version(library)}".encode())
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".csv") and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def derived_for(run: RunDir, parallel: bool = False) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """``(meta, measurements, derived)`` of a run: the one derived source of ``report`` and ``compare``.
 

@@ -1,5 +1,6 @@
 """The committed H200 run (reports/h200): the fixture for CPU tests, and its own consistency checks."""
 import hashlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ from gpuatlas.analysis.repro import read_spread_table
 from gpuatlas.analysis.results import SCHEMA_VERSION, RunDir
 from conftest import COMMITTED_RUN
 from gpuatlas.probes.registry import all_probes
+from tools.board_spread import recorded_derivation
 
 
 def _distinct(runs: list) -> list:
@@ -61,8 +63,14 @@ REFITTED = {"tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "t
 def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path, request):
     """A run of the current schema: derived.csv is exactly today's derivation.  An older run's derived.csv was
     written by an older analysis, which knew fewer quantities and worded its methods otherwise: each of its
-    quantities (under today's id) must still be derived, with the same value and CI."""
+    quantities (under today's id) must still be derived, with the same value and CI.
+
+    A run that ``python -m tools.board_spread`` derived under today's analysis fingerprint, from the files it
+    holds now, is that derivation already (a derivation is a function of the run and the fingerprint); any other
+    run, and reports/h200 always (which checks that the derivation repeats), is derived here afresh."""
     run = RunDir(path)
+    if path != COMMITTED_RUN and recorded_derivation(path):
+        return
     committed = run.read_derived().fillna({"note": ""})
     fresh = (request.getfixturevalue("committed_report")[1] if path == COMMITTED_RUN  # derived once, shared
              else derive(run.read_meta(), run.read_measurements())).fillna({"note": ""})
@@ -140,3 +148,55 @@ def test_the_committed_h200_runs_and_ref_h200_measure_the_same_quantities_consis
     assert set(SHARED_WITH_REF_H200) <= set(table.index[both])
     ratio = first[list(SHARED_WITH_REF_H200)] / table.loc[list(SHARED_WITH_REF_H200), ref]
     assert ((ratio > 1 / 1.5) & (ratio < 1.5)).all(), ratio
+
+
+def test_the_analysis_fingerprint_moves_with_the_analysis_files_and_nothing_else(tmp_path):
+    import shutil
+
+    from gpuatlas.analysis import derive as derive_module
+    from gpuatlas.analysis.derive import fingerprint
+
+    copy = tmp_path / "analysis"
+    shutil.copytree(Path(derive_module.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert fingerprint(copy) == fingerprint(), "the files' contents, wherever they are"
+    (copy / "__pycache__").mkdir()
+    (copy / "__pycache__" / "stats.cpython-311.pyc").write_bytes(b"compiled")
+    (copy / "notes.txt").write_text("neither code nor a table")
+    assert fingerprint(copy) == fingerprint()
+    for edited in (copy / "stats.py", copy / "board-spread.csv"):
+        original = edited.read_bytes()
+        edited.write_bytes(original + b"\n")
+        assert fingerprint(copy) != fingerprint(), edited.name
+        edited.write_bytes(original)
+    assert fingerprint(copy) == fingerprint()
+
+
+def test_a_recorded_derivation_stands_only_for_the_files_and_the_analysis_it_was_made_from(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    import tools.board_spread as board_spread
+
+    monkeypatch.setattr(board_spread, "REPO", tmp_path)
+    monkeypatch.setattr(board_spread, "DERIVATIONS", tmp_path / "reports" / "derivations.json")
+    run = tmp_path / "reports" / "panel" / COMMITTED_RUN.name
+    run.mkdir(parents=True)
+    for name in ("run.json", "measurements.parquet", "derived.csv"):
+        shutil.copy(COMMITTED_RUN / name, run / name)
+    assert not recorded_derivation(run), "nothing recorded yet"
+
+    def record(fingerprint: str) -> None:
+        runs = {"panel/" + run.name: board_spread.run_digest(run)}
+        board_spread.DERIVATIONS.write_text(json.dumps({"fingerprint": fingerprint, "runs": runs}))
+
+    from gpuatlas.analysis.derive import fingerprint
+
+    record(fingerprint())
+    assert recorded_derivation(run)
+    derived = (run / "derived.csv").read_bytes()
+    (run / "derived.csv").write_bytes(derived.replace(b"cycles", b"cycle", 1))
+    assert not recorded_derivation(run), "a derived.csv edited after its derivation"
+    (run / "derived.csv").write_bytes(derived)
+    assert recorded_derivation(run)
+    record("0" * 64)
+    assert not recorded_derivation(run), "an analysis other than today's"
