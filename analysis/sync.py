@@ -99,8 +99,7 @@ def sync_rows(measurements: pd.DataFrame) -> list[dict]:
     """Derived rows of ``exec.smem_atomics`` and ``exec.barriers`` present in ``measurements``."""
     if "probe" not in measurements:
         return []
-    mine = measurements[measurements["probe"].isin((SMEM_ATOMICS_PROBE, BARRIERS_PROBE))]
-    return smem_atomics_rows(mine) + barrier_rows(mine) if len(mine) else []
+    return smem_atomics_rows(measurements) + barrier_rows(measurements)
 
 
 _QUANTITIES: dict[str, tuple[str, str]] = {}

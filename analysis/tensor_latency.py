@@ -17,7 +17,6 @@ WGMMA_LATENCY = {"bf16": ("bf16", 16, "HGMMA.64xNx16.F32.BF16"), "fp16": ("fp16"
 def wgmma_latency_rows(measurements: pd.DataFrame) -> list[dict]:
     if "probe" not in measurements:
         return []
-    measurements = measurements[measurements["probe"] == WGMMA_LATENCY_PROBE]
     rows = []
     for dtype, (name, k, sass) in WGMMA_LATENCY.items():
         for n in (64, 256):

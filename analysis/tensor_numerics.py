@@ -22,6 +22,7 @@ import pandas as pd
 from gpuatlas.analysis.family import Family
 from gpuatlas.analysis.numerics import FORMATS, consistent, crafted_cases, hypotheses, summary, verdict
 from gpuatlas.analysis.quantities import derived_row, structure_row
+from gpuatlas.analysis.stats import of_probe
 
 #: k of the instruction shapes per input type (mma.sync m16n8k, wgmma m64n8k): 32 bytes of K per operand row.
 DEPTH = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "int8": 32}
@@ -145,7 +146,7 @@ def numerics_rows(measurements: pd.DataFrame, device: dict) -> list[dict]:
     """The numerics table: every (dtype, instruction) the run measured."""
     rows = []
     for instruction, probe in INSTRUCTIONS.items():
-        frame = measurements[measurements["probe"] == probe]
+        frame = of_probe(measurements, probe)
         if frame.empty or "dtype" not in frame:
             continue
         for dtype, part in frame.groupby("dtype", sort=False):
