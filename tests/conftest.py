@@ -11,22 +11,54 @@ settings.register_profile("gpuatlas", derandomize=True, database=None, deadline=
 settings.load_profile("gpuatlas")
 
 
+#: Where the workers of one test run keep what they compiled and disassembled, for each other: beside their own
+#: temporary folders (pytest prunes it with them); set in ``pytest_configure``, none in a run of one process.
+_SHARED: dict = {}
+
+
+def _shared(kind: str, key: str, make, encode, decode):
+    """``make()``, or what a worker of this test run stored under ``key`` after making it (written whole by
+    rename, so a reader never sees a part of it; two workers making it at once both write the same bytes)."""
+    folder = _SHARED.get("folder")
+    if folder is None:
+        return make()
+    path = folder / f"{key}.{kind}"
+    if path.exists():
+        return decode(path.read_bytes())
+    value = make()
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_bytes(encode(value))
+    os.replace(partial, path)
+    return value
+
+
 def _compile_once_per_content() -> None:
-    """Many tests read the same kernel file's cubin and SASS: each worker compiles a given text for a given
-    target (and disassembles a given cubin) once.  The keys are the contents, so a test that compiles an edited
-    copy (a negative control) still compiles its own text; the SASS dict is copied, so no test sees another's
-    edits.  Installed before any test module imports these names."""
+    """Many tests read the same kernel file's cubin and SASS: a test run compiles a given text for a given
+    target (and disassembles a given cubin) once, in whichever worker needs it first.  The keys are the
+    contents, so a test that compiles an edited copy (a negative control) still compiles its own text; the SASS
+    dict is copied, so no test sees another's edits.  Installed before any test module imports these names."""
     import functools
+    import hashlib
+    import json
+    import pickle
 
     import gpuatlas.probes.kit.cuda as cuda
 
     compile_cubin, sass = cuda.compile_cubin, cuda.sass
-    compiled = functools.lru_cache(maxsize=None)(lambda name, text, arch, options: compile_cubin(name, arch))
+
+    @functools.lru_cache(maxsize=None)
+    def compiled(name, text, arch, options):
+        key = hashlib.sha256("\0".join([name, text, arch, *options]).encode()).hexdigest()
+        return _shared("cubin", key, lambda: compile_cubin(name, arch), pickle.dumps, pickle.loads)
 
     def compile_cached(name: str, arch: str = "sm_90") -> tuple[bytes, str]:
-        return compiled(name, cuda.source(name), arch, (cuda.NVRTC_OPTIONS, cuda.CUPY_IMPLICIT_OPTIONS))
+        return compiled(name, cuda.source(name), arch, (*cuda.NVRTC_OPTIONS, *cuda.CUPY_IMPLICIT_OPTIONS))
 
-    disassembled = functools.lru_cache(maxsize=None)(sass)
+    @functools.lru_cache(maxsize=None)
+    def disassembled(cubin: bytes) -> dict[str, str]:
+        return _shared("sass", hashlib.sha256(cubin).hexdigest(), lambda: sass(cubin),
+                       lambda code: json.dumps(code).encode(), json.loads)
 
     def sass_cached(cubin: bytes) -> dict[str, str]:
         return dict(disassembled(cubin))
@@ -85,6 +117,11 @@ def _serialize_gpu_tests(items) -> None:
     for item in gpu:
         for name in sorted(names - _group_names(item)):
             item.add_marker(pytest.mark.xdist_group(name))
+
+
+def pytest_configure(config):
+    if hasattr(config, "workerinput") and config.option.basetemp:  # a pytest-xdist worker: its folder's parent
+        _SHARED["folder"] = Path(config.option.basetemp).parent / "kernels"  # is the whole test run's
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
