@@ -9,10 +9,10 @@ from gpuatlas.analysis.derive import derive
 from gpuatlas.analysis.chase_levels import frontend_agreement
 from gpuatlas.analysis.report_figures import drawn_figures
 from gpuatlas.analysis.repro import read_spread_table
-from gpuatlas.analysis.results import SCHEMA_VERSION, RunDir
+from gpuatlas.analysis.results import RunDir
 from conftest import COMMITTED_RUN
 from gpuatlas.probes.registry import all_probes
-from tools.board_spread import recorded_derivation
+from tools.derivations import assert_derivation_holds, recorded_derivation
 
 
 def _distinct(runs: list) -> list:
@@ -46,18 +46,6 @@ def test_committed_runs_were_measured_by_the_probes_as_they_are_now(committed_ru
     assert {measured[pid]["status"] for pid in set(measured) - single} <= {"skipped"}
 
 
-#: Quantities whose fit was replaced on purpose after the older schema's runs (the TLB levels: a staircase of
-#: one placement per footprint before, a set-associative ramp over placements now): an older run keeps its old
-#: fit's value, which the new fit does not reproduce from the same samples.
-REFITTED = {"tlb.l1.reach_bytes", "tlb.l1.miss_cycles", "tlb.l2.reach_bytes", "tlb.l2.miss_cycles",
-            "tlb.reach_lower_bound_bytes", "tlb.page_bytes",
-            # schema 3: a block model that does not explain the HBM sweep decides no coalescing block, and
-            # neighbouring associativities that fit alike decide no L2 ways (nor its sets)
-            "coalescing.block_bytes", "l2.ways", "l2.sets",
-            # a wave size that wins only part of a bootstrap over the program counts is undecided now
-            "waves.programs_per_wave"}
-
-
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xdist_group("committed_report"))
                                   if p == COMMITTED_RUN else p for p in ALL_RUNS], ids=lambda p: p.name)
 def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path, request):
@@ -65,24 +53,16 @@ def test_derived_csv_is_what_the_analysis_derives_from_the_measurements(path, re
     written by an older analysis, which knew fewer quantities and worded its methods otherwise: each of its
     quantities (under today's id) must still be derived, with the same value and CI.
 
-    A run that ``python -m tools.board_spread`` derived under today's analysis fingerprint, from the files it
-    holds now, is that derivation already (a derivation is a function of the run and the fingerprint); any other
-    run, and reports/h200 always (which checks that the derivation repeats), is derived here afresh."""
-    run = RunDir(path)
+    A run that ``python -m tools.derivations`` derived and held to the analysis under today's fingerprint, from
+    the files it holds now, has passed this already (a derivation is a function of the run and the
+    fingerprint); any other run, and reports/h200 always (which checks that the derivation repeats), is derived
+    here afresh."""
     if path != COMMITTED_RUN and recorded_derivation(path):
         return
-    committed = run.read_derived().fillna({"note": ""})
+    run = RunDir(path)
     fresh = (request.getfixturevalue("committed_report")[1] if path == COMMITTED_RUN  # derived once, shared
-             else derive(run.read_meta(), run.read_measurements())).fillna({"note": ""})
-    if run.read_meta()["schema_version"] < SCHEMA_VERSION:
-        numbers = ["value", "ci_low", "ci_high"]
-        assert set(committed["quantity"]) <= set(fresh["quantity"]) | REFITTED
-        committed = committed[~committed["quantity"].isin(REFITTED)].set_index("quantity")[numbers]
-        zero = committed["ci_low"] == committed["ci_high"]  # schema 3 writes a zero-width CI as n/a
-        committed.loc[zero, ["ci_low", "ci_high"]] = float("nan")
-        fresh = fresh.set_index("quantity").loc[committed.index, numbers]
-    pd.testing.assert_frame_equal(committed.reset_index(drop=True), fresh.reset_index(drop=True),
-                                  check_dtype=False, rtol=1e-9)
+             else derive(run.read_meta(), run.read_measurements()))
+    assert_derivation_holds(run, fresh)
 
 
 def test_cupy_and_numba_chases_agree_within_five_percent(committed_run):
@@ -175,10 +155,10 @@ def test_a_recorded_derivation_stands_only_for_the_files_and_the_analysis_it_was
     import json
     import shutil
 
-    import tools.board_spread as board_spread
+    import tools.derivations as derivations
 
-    monkeypatch.setattr(board_spread, "REPO", tmp_path)
-    monkeypatch.setattr(board_spread, "DERIVATIONS", tmp_path / "reports" / "derivations.json")
+    monkeypatch.setattr(derivations, "REPO", tmp_path)
+    monkeypatch.setattr(derivations, "DERIVATIONS", tmp_path / "reports" / "derivations.json")
     run = tmp_path / "reports" / "panel" / COMMITTED_RUN.name
     run.mkdir(parents=True)
     for name in ("run.json", "measurements.parquet", "derived.csv"):
@@ -186,8 +166,8 @@ def test_a_recorded_derivation_stands_only_for_the_files_and_the_analysis_it_was
     assert not recorded_derivation(run), "nothing recorded yet"
 
     def record(fingerprint: str) -> None:
-        runs = {"panel/" + run.name: board_spread.run_digest(run)}
-        board_spread.DERIVATIONS.write_text(json.dumps({"fingerprint": fingerprint, "runs": runs}))
+        runs = {"panel/" + run.name: derivations.run_digest(run)}
+        derivations.DERIVATIONS.write_text(json.dumps({"fingerprint": fingerprint, "runs": runs}))
 
     from gpuatlas.analysis.derive import fingerprint
 
@@ -200,3 +180,29 @@ def test_a_recorded_derivation_stands_only_for_the_files_and_the_analysis_it_was
     assert recorded_derivation(run)
     record("0" * 64)
     assert not recorded_derivation(run), "an analysis other than today's"
+
+
+def test_an_older_runs_derivation_holds_on_its_own_quantities_and_fails_on_a_moved_value(tmp_path):
+    """The check an older run is held to, on its own derived.csv as today's derivation would give it: more
+    quantities, a refitted one moved and a zero-width CI written as n/a all hold; a moved value does not."""
+    import shutil
+
+    from gpuatlas.analysis.results import SCHEMA_VERSION
+    from tools.derivations import REFITTED
+
+    older = next(p for p in ALL_RUNS if RunDir(p).read_meta()["schema_version"] < SCHEMA_VERSION)
+    run = RunDir(tmp_path / older.name)
+    run.path.mkdir()
+    for name in ("run.json", "derived.csv"):
+        shutil.copy(older / name, run.path / name)
+    committed = run.read_derived()
+    fresh = pd.concat([committed, committed.iloc[:1].assign(quantity="a.quantity_added_since")], ignore_index=True)
+    refitted = fresh["quantity"].isin(REFITTED)
+    assert refitted.any() and (fresh["ci_low"] == fresh["ci_high"]).any()
+    fresh.loc[refitted, "value"] *= 2
+    fresh.loc[fresh["ci_low"] == fresh["ci_high"], ["ci_low", "ci_high"]] = float("nan")
+    assert_derivation_holds(run, fresh)
+    moved = fresh.copy()
+    moved.loc[~refitted & moved["value"].notna(), "value"] *= 1.001
+    with pytest.raises(AssertionError):
+        assert_derivation_holds(run, moved)

@@ -36,10 +36,16 @@ def _rows(index: int, frame: pd.DataFrame, device: dict) -> pd.DataFrame:
 
 
 @functools.lru_cache(maxsize=None)
-def _whole_run_rows(path, index: int) -> pd.DataFrame:
-    """Family ``index``'s rows from the whole of a committed run, as the end of the run derives them."""
+def _whole_run(path) -> list[pd.DataFrame]:
+    """Every family's rows from the whole of a committed run, as the end of the run derives them (one split)."""
     _, meta, _, frame = _read(path)
-    return _rows(index, frame, meta["device"])
+    with split_by_probe(frame):
+        return [_rows(index, frame, meta["device"]) for index in range(len(FAMILIES))]
+
+
+def _whole_run_rows(path, index: int) -> pd.DataFrame:
+    """Family ``index``'s rows from the whole of a committed run."""
+    return _whole_run(path)[index]
 
 
 def test_every_family_reads_only_its_own_and_earlier_families_probes():

@@ -8,45 +8,21 @@ predict: over every quantity present in every run of a panel and every ordered p
 share of cases where B's value lies inside A's repro interval, and the median relative half-width of those
 intervals; once with the spread of the boards other than B (B unseen: the honest figure), once with the whole
 panel's.  Last, it re-derives every committed run of the current schema in place (their repro columns read the
-table; an older run keeps the rows its analysis wrote) and records the derivations in ``reports/derivations.json``:
-the analysis fingerprint they were made under and a digest of each run's files, so that the tests re-derive a run
-only once either moves.
+table; an older run keeps the rows its analysis wrote) and records the derivations (``tools/derivations.py``).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from gpuatlas.analysis.derive import derive, fingerprint
+from gpuatlas.analysis.derive import derive
 from gpuatlas.analysis.repro import SPREAD_COLUMNS, SPREAD_TABLE, pair_coverage, panel_spread
-from gpuatlas.analysis.results import SCHEMA_VERSION, RunDir
+from gpuatlas.analysis.results import RunDir
+from tools import derivations
 
 REPO = Path(__file__).resolve().parents[1]
-#: The committed runs' derivations: ``{"fingerprint": ..., "runs": {run path under reports/: digest}}``.
-DERIVATIONS = REPO / "reports" / "derivations.json"
-
-
-def run_digest(path: Path) -> str:
-    """sha256 over a run's three contract files: what its derivation was made from and what it wrote."""
-    digest = hashlib.sha256()
-    for name in ("run.json", "measurements.parquet", "derived.csv"):
-        digest.update(hashlib.sha256((path / name).read_bytes()).digest())
-    return digest.hexdigest()
-
-
-def recorded_derivation(path: Path) -> bool:
-    """Whether the run's derived.csv was written by ``rederive_committed`` under today's analysis fingerprint,
-    from the files the run holds now."""
-    if not DERIVATIONS.is_file():
-        return False
-    recorded = json.loads(DERIVATIONS.read_text())
-    key = path.resolve().relative_to(REPO / "reports").as_posix()
-    return (recorded["fingerprint"] == fingerprint() and key in recorded["runs"]
-            and recorded["runs"][key] == run_digest(path))
 
 
 def panel_runs(folder: Path) -> dict[str, list[RunDir]]:
@@ -95,18 +71,6 @@ def summary(model: str, rows: dict[str, pd.DataFrame]) -> str:
     return "\n".join(lines)
 
 
-def rederive_committed() -> list[Path]:
-    """Rewrite derived.csv of every run under reports/ of the current schema and record the derivations in
-    DERIVATIONS; the runs rewritten."""
-    runs = [RunDir(p.parent) for p in sorted((REPO / "reports").rglob("run.json"))]
-    current = [r for r in runs if r.read_meta()["schema_version"] == SCHEMA_VERSION]
-    for run in current:
-        run.write_derived(derive(run.read_meta(), run.read_measurements()))
-    digests = {r.path.relative_to(REPO / "reports").as_posix(): run_digest(r.path) for r in current}
-    DERIVATIONS.write_text(json.dumps({"fingerprint": fingerprint(), "runs": digests}, indent=1) + "\n")
-    return [r.path for r in current]
-
-
 def main(argv: list[str]) -> int:
     folders = [Path(a).resolve() for a in argv] or sorted((REPO / "reports").glob("*-boards"))
     table, panels = build(folders)
@@ -114,8 +78,7 @@ def main(argv: list[str]) -> int:
     print(f"wrote {SPREAD_TABLE.relative_to(REPO)}: {len(table)} rows")
     for model, rows in panels:
         print(summary(model, rows))
-    print(f"re-derived {len(rederive_committed())} committed runs of schema {SCHEMA_VERSION}")
-    return 0
+    return derivations.main()
 
 
 if __name__ == "__main__":
