@@ -81,9 +81,9 @@ def _rows(meta: dict, measurements: pd.DataFrame, parallel: bool, families=None)
 
 def fingerprint(root: Path = Path(__file__).resolve().parent) -> str:
     """What a derivation is a function of besides its run: the analysis's own files under ``root`` (its code and
-    the tables it reads, the board spread among them) and the versions of Python and the numeric libraries.  Deriving one run
-    twice under one fingerprint gives one table, so a derivation recorded with its fingerprint stands until the
-    fingerprint moves."""
+    the tables it reads, the board spread among them) and the versions of Python and the numeric libraries.
+    Deriving one run twice under one fingerprint gives one table, so a derivation recorded with its fingerprint
+    stands until the fingerprint moves."""
     import hashlib
     import importlib.metadata
     import platform
